@@ -1,0 +1,102 @@
+"""Seconds per FedAvg round: the per-client torch.optim.SGD loop vs the batched engine.
+
+Reference workload (issue 2): 10 clients x 5 local epochs x 600 MNIST samples, LeNet-5, batch 10
+and batch 50. Writes benchmarks/results/engine-<device>.json and prints a table.
+
+    python benchmarks/bench_engine.py [--device cpu] [--threads 2] [--repeats 2] [--backends wide vmap]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from flkit import data, models
+from flkit.state import broadcast_state, model_state
+from flkit.train import LocalSpec, train_clients, train_clients_reference
+from flkit.utils import resolve_device
+
+
+def flops_per_sample(model, shape, device):
+    """Forward multiply-adds x 2 of one sample (conv/linear only), for the fraction of peak."""
+    total = 0
+
+    def hook(mod, inp, out):
+        nonlocal total
+        if isinstance(mod, torch.nn.Conv2d):
+            total += 2 * out.numel() * mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
+        elif isinstance(mod, torch.nn.Linear):
+            total += 2 * out.numel() * mod.in_features
+    hs = [m.register_forward_hook(hook) for m in model.modules()]
+    model(torch.zeros(1, *shape, device=device))
+    for h in hs:
+        h.remove()
+    return total
+
+
+def time_round(fn, repeats):
+    best = float("inf")
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--clients", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--batches", type=int, nargs="+", default=[10, 50])
+    ap.add_argument("--backends", nargs="+", default=["wide", "vmap"])
+    ap.add_argument("--skip-loop", action="store_true")
+    ap.add_argument("--model", default="lenet5")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    dev = resolve_device(args.device)
+    ds = data.load("mnist", device=dev)
+    torch.manual_seed(0)
+    model = models.build(args.model).to(dev)
+    k = args.clients
+    idx = [torch.arange(i * 600, (i + 1) * 600, device=dev) for i in range(k)]
+    start = broadcast_state(model_state(model), k)
+    rows = []
+    for bsz in args.batches:
+        spec = LocalSpec(lr=0.05, batch_size=bsz, epochs=args.epochs)
+        seeds = list(range(k))
+        row = {"batch_size": bsz}
+        if not args.skip_loop:
+            row["loop_s"] = time_round(lambda: train_clients_reference(model, start, ds.x_train, ds.y_train,
+                                                                       idx, spec, seeds), args.repeats)
+        for b in args.backends:
+            row[f"{b}_s"] = time_round(lambda: train_clients(model, start, ds.x_train, ds.y_train, idx, spec,
+                                                             seeds, backend=b), args.repeats)
+            if "loop_s" in row:
+                row[f"{b}_ratio"] = row[f"{b}_s"] / row["loop_s"]
+        if dev.type == "cuda":
+            fl = 3 * flops_per_sample(model, ds.input_shape, dev) * 600 * args.epochs * k  # fwd + 2x bwd
+            row["wide_tflops"] = fl / row["wide_s"] / 1e12
+        rows.append(row)
+        print(json.dumps(row))
+    out = Path(__file__).parent / "results" / f"engine-{dev.type}.json"
+    out.parent.mkdir(exist_ok=True)
+    meta = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
+            "threads": args.threads, "torch": torch.__version__, "clients": k, "epochs": args.epochs,
+            "samples_per_client": 600, "model": args.model, "timing": f"best of {args.repeats}"}
+    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print("written", out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""flkit: a teaching and reproduction workbook for federated learning.
+
+The shape of every experiment is one function call per arrow:
+data -> partition -> model -> method (client update, aggregate) -> history -> table/figure.
+"""
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""File readers and generators behind :func:`flkit.data.load` (use that as the entry point)."""

@@ -1,0 +1,125 @@
+"""The pattern every method follows: a client update and a server aggregation around a state.
+
+A method is a subclass of `Method` that overrides a few hooks:
+
+    class FedAvgM(FedAvg):                          # server momentum in a dozen lines
+        name = "fedavgm"
+        params = {"beta": 0.9}
+        def aggregate(self, state, up, rnd):
+            avg = weighted_average(up.state, up.weights)
+            buf = state.get("buf")
+            delta = {n: state["model"][n] - avg[n] for n in self.param_names}
+            buf = delta if buf is None else {n: self.beta * buf[n] + delta[n] for n in delta}
+            model = {**avg, **{n: state["model"][n] - buf[n] for n in buf}}
+            return {**state, "model": model, "buf": buf}
+
+`state` is a plain dict ("model" holds the global model's state dict) so it checkpoints with
+torch.save and resumes exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from ..compress import Codec, DenseCodec
+from ..state import broadcast_state, param_names
+from ..train import LocalSpec, train_clients
+from ..utils import FlkitError, derive_seed
+
+
+@dataclass
+class RunContext:
+    """What a method needs to train clients: everything is on `device` already."""
+    model: nn.Module
+    x: torch.Tensor
+    y: torch.Tensor
+    parts: list                      # client id -> LongTensor of sample indices
+    spec: LocalSpec
+    seed: int
+    num_classes: int
+    backend: str = "auto"
+
+
+@dataclass
+class ClientUpdates:
+    clients: list[int]
+    state: dict                      # {name: Tensor[K, ...]} the clients' models after training
+    weights: torch.Tensor            # [K] number of training samples (data-size weights)
+    train_loss: torch.Tensor         # [K]
+    bits_up: list[int]               # per client
+    extra: dict = field(default_factory=dict)
+
+
+def weighted_average(stacked: Mapping[str, torch.Tensor], weights: torch.Tensor) -> dict:
+    """Data-size weighted mean over clients; integer buffers (BatchNorm counters) take the max."""
+    w = weights.double() / weights.double().sum()
+    out = {}
+    for n, v in stacked.items():
+        if v.is_floating_point():
+            out[n] = (w.to(v.device).view(-1, *[1] * (v.dim() - 1)) * v.double()).sum(0).to(v.dtype)
+        else:
+            out[n] = v.max(0).values
+    return out
+
+
+class Method:
+    """Base class. Subclasses set `name`, `params` (hyperparameters with defaults) and override
+    `aggregate`, and optionally `init_state`, `local_hooks`, `client_update`, `downlink`."""
+    name = "base"
+    params: dict[str, Any] = {}
+    uplink: Codec = DenseCodec()
+
+    def __init__(self, ctx: RunContext, **params):
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise FlkitError(f"unknown parameter(s) {unknown} for method {self.name!r}; "
+                             f"accepted: {sorted(self.params) or 'none'}")
+        self.ctx = ctx
+        self.hp = {**self.params, **params}
+        for k, v in self.hp.items():
+            setattr(self, k, v)
+        self.param_names = param_names(ctx.model)
+        self.check_params()
+
+    def check_params(self) -> None:
+        """Validate hyperparameters (raise FlkitError naming the value and the accepted range)."""
+
+    # -- state
+    def init_state(self, model_state: dict) -> dict:
+        return {"model": model_state}
+
+    # -- client side
+    def local_hooks(self, state: dict) -> dict:
+        """extra_loss / param_transform / grad_transform for the engine (see flkit.train)."""
+        return {}
+
+    def train(self, starts: dict, clients: list[int], rnd: int):
+        ctx = self.ctx
+        seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
+        return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients], ctx.spec,
+                             seeds, backend=ctx.backend, **self.local_hooks_for(starts))
+
+    def local_hooks_for(self, starts):
+        return self.local_hooks(starts)
+
+    def client_update(self, state: dict, clients: list[int], rnd: int) -> ClientUpdates:
+        starts = broadcast_state(state["model"], len(clients))
+        res = self.train(starts, clients, rnd)
+        _, bits = self.uplink.encode(res.state, stacked=True)
+        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, list(bits))
+
+    # -- server side
+    def aggregate(self, state: dict, updates: ClientUpdates, rnd: int) -> dict:
+        raise NotImplementedError
+
+    def downlink_bits(self, state: dict, clients: list[int]) -> list[int]:
+        """Bits each selected client downloads this round (dense global model by default)."""
+        _, bits = DenseCodec().encode(state["model"])
+        return [bits] * len(clients)
+
+    def round_metrics(self, state: dict, updates: ClientUpdates) -> dict:
+        """Extra per-round numbers for the history (e.g. how many clients were projected)."""
+        return {}

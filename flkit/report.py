@@ -1,0 +1,388 @@
+"""Structured results of a notebook: the paper's numbers beside ours, and the claim verdicts.
+
+Inside a notebook::
+
+    from flkit.report import Report
+    report = Report("02_feddip", cfg, seed, device=device)   # cfg = presets.load(...) or a name
+    report.number("Top-1 accuracy, LeNet-5, 90% sparse", acc, paper=97.1, unit="%")
+    report.claim("FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg", holds=gap < 1,
+                 evidence=f"gap {gap:.2f} points", paper="Table 3")
+    report.figure(fig, "accuracy_vs_rounds")                 # PNG beside results.json
+    report.table()                                           # DataFrame for display
+
+Every call re-writes ``results.json`` atomically in the run folder (``report.save()`` does it
+explicitly), so a notebook that fails half way still leaves what it measured. Calling ``number`` or
+``claim`` again with the same key/text replaces the entry, so re-running a cell does not duplicate.
+
+Run folder (``out_dir``): the argument, else ``$FLKIT_REPORT_DIR`` (set by ``flkit reproduce``), else
+``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs``, relative
+to the working directory, which is the notebook's folder in JupyterLab and nbval).
+
+``results.json`` (schema 1)::
+
+    {"schema": 1, "notebook": str, "preset": str, "config": {...} | null, "overrides": {...},
+     "seed": int, "device": str, "versions": {"python": ..., "flkit": ..., "torch": ..., ...},
+     "started": ISO-8601 UTC, "saved": ISO-8601 UTC, "wall_time_s": float,
+     "numbers": [{"key", "measured", "paper", "unit", "note"}],
+     "claims":  [{"text", "holds": true|false|null, "evidence", "paper"}],
+     "figures": [{"name", "file"}]}
+
+Non-finite measurements are stored as the strings "NaN", "Infinity", "-Infinity" (strict JSON).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import numbers as _numbers
+import os
+import platform
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from .utils import FlkitError
+
+ENV_REPORT_DIR = "FLKIT_REPORT_DIR"
+ENV_RUNS_DIR = "FLKIT_RUNS_DIR"
+RESULTS_FILE = "results.json"
+SCHEMA = 1
+COLUMNS = ("paper reports", "we measured", "claim holds?")
+_VERSION_PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "papermill", "nbclient")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+__all__ = ["Report", "versions", "load_results", "summarize", "format_value", "COLUMNS",
+           "RESULTS_FILE"]
+
+
+def versions() -> dict:
+    """Versions of Python, flkit and the packages results depend on (no imports needed)."""
+    from importlib import metadata
+
+    from . import __version__
+    out = {"python": platform.python_version(), "flkit": __version__,
+           "platform": platform.platform(terse=True)}
+    for pkg in _VERSION_PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _scalar(value, field: str, allow_none: bool = True, allow_str: bool = False):
+    """A JSON-ready scalar from Python/numpy/torch numbers; FlkitError for anything else."""
+    if value is None:
+        if allow_none:
+            return None
+        raise FlkitError(f"{field} is None; accepted: a number")
+    if allow_str and isinstance(value, str):
+        return value
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars, 1-element tensors
+        try:
+            value = value.item()
+        except (ValueError, RuntimeError):
+            raise FlkitError(f"{field} must be a single number, got an array of shape "
+                             f"{tuple(getattr(value, 'shape', ()))}") from None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, _numbers.Integral):
+        return int(value)
+    if isinstance(value, _numbers.Real):
+        v = float(value)
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        return v
+    accepted = "a number" + (", a string" if allow_str else "") + (" or None" if allow_none else "")
+    raise FlkitError(f"{field}={value!r} is a {type(value).__name__}; accepted: {accepted}")
+
+
+def _as_float(v):
+    """Stored measurement -> float (None stays None)."""
+    if v is None or isinstance(v, bool):
+        return None if v is None else float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return float(v)
+
+
+def format_value(v, unit: str = "") -> str:
+    """A number for a table: 4 significant digits, the unit appended; '' for None."""
+    if v is None or v == "":
+        return ""
+    if isinstance(v, str):
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        v = f
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        s = str(v)
+    else:
+        s = f"{v:.4g}"
+    return f"{s}{_unit_sep(unit)}{unit}" if unit else s
+
+
+def _unit_sep(unit: str) -> str:
+    return "" if unit.startswith(("%", "°", "×", "x")) else " "
+
+
+def _verdict(holds) -> str:
+    return {True: "yes", False: "no", None: "inconclusive"}[holds]
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class Report:
+    """Collects a notebook's key numbers, claim verdicts and figures into one run folder.
+
+    ``preset`` is a preset name, ``None`` (resolved like ``presets.load``) or the ``Preset`` returned
+    by ``presets.load`` (then its values and overrides are recorded too). ``device`` is recorded as
+    resolved (``"auto"`` -> ``"cuda"``/``"cpu"``)."""
+
+    def __init__(self, notebook: str, preset=None, seed: int = 0, out_dir: str | Path | None = None,
+                 device: str | None = "auto", autosave: bool = True):
+        if not isinstance(notebook, str) or not notebook:
+            raise FlkitError(f"notebook={notebook!r}; accepted: the notebook's name, e.g. '02_feddip'")
+        self.notebook = notebook[:-6] if notebook.endswith(".ipynb") else notebook
+        self.config = None
+        self.overrides: dict = {}
+        if isinstance(preset, dict) and hasattr(preset, "name"):
+            self.config = dict(preset)
+            self.overrides = dict(getattr(preset, "overrides", {}) or {})
+            preset = preset.name
+        elif preset is None or preset == "env":
+            from . import presets as _presets
+            try:
+                preset = _presets.resolve(self.notebook, preset)
+            except FlkitError:
+                preset = os.environ.get("FLKIT_PRESET") or "unknown"
+        if not isinstance(preset, str):
+            raise FlkitError(f"preset={preset!r}; accepted: a preset name or presets.load(...)")
+        if isinstance(seed, bool) or not isinstance(seed, _numbers.Integral):
+            raise FlkitError(f"seed={seed!r}; accepted: an integer")
+        self.preset = preset
+        self.seed = int(seed)
+        self.device = self._device(device)
+        if out_dir is None:
+            out_dir = os.environ.get(ENV_REPORT_DIR) or (
+                Path(os.environ.get(ENV_RUNS_DIR) or "runs") / self.notebook
+                / f"{self.preset}-seed{self.seed}")
+        self.out_dir = Path(out_dir)
+        self.autosave = autosave
+        self.numbers: dict[str, dict] = {}
+        self.claims: dict[str, dict] = {}
+        self.figures: dict[str, dict] = {}
+        self.started = _now()
+        self._t0 = time.perf_counter()
+
+    @staticmethod
+    def _device(device) -> str:
+        if device is None or str(device) == "auto":
+            try:
+                from .utils import resolve_device
+                return str(resolve_device("auto"))
+            except Exception:  # recording must never fail a notebook
+                return "auto"
+        return str(device)
+
+    @property
+    def path(self) -> Path:
+        """Where ``results.json`` is written."""
+        return self.out_dir / RESULTS_FILE
+
+    # ------------------------------------------------------------------------------ recording
+    def number(self, key: str, measured, paper=None, unit: str = "", note: str = ""):
+        """Record one measured number (a table cell) beside what the paper reports.
+
+        ``paper`` may be a number or a string such as ``"97.1 ± 0.2"``. Returns ``measured``."""
+        if not isinstance(key, str) or not key.strip():
+            raise FlkitError(f"number key={key!r}; accepted: a non-empty string")
+        self.numbers[key] = {"key": key, "measured": _scalar(measured, f"number {key!r} measured"),
+                             "paper": _scalar(paper, f"number {key!r} paper", allow_str=True),
+                             "unit": str(unit), "note": str(note)}
+        self._autosave()
+        return measured
+
+    def claim(self, text: str, holds, evidence: str = "", paper: str = ""):
+        """Record whether a claim of the paper holds in our run (``None`` = inconclusive)."""
+        if not isinstance(text, str) or not text.strip():
+            raise FlkitError(f"claim text={text!r}; accepted: a non-empty string")
+        if hasattr(holds, "item") and callable(holds.item):
+            holds = holds.item()
+        if holds is not None and not isinstance(holds, bool):
+            raise FlkitError(f"claim {text!r}: holds={holds!r}; accepted: True, False or None")
+        self.claims[text] = {"text": text, "holds": holds, "evidence": str(evidence),
+                             "paper": str(paper)}
+        self._autosave()
+        return holds
+
+    def figure(self, fig=None, name: str = "figure", dpi: int = 120) -> Path:
+        """Save a matplotlib figure (or Axes; ``None`` = current figure) as ``<name>.png``."""
+        if isinstance(name, str) and name.endswith(".png"):
+            name = name[:-4]
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise FlkitError(f"figure name={name!r}; accepted: letters, digits, '_', '-', '.' "
+                             "(no folders), e.g. 'accuracy_vs_rounds'")
+        if fig is None:
+            import matplotlib.pyplot as plt
+            fig = plt.gcf()
+        if not hasattr(fig, "savefig"):  # an Axes: save the figure holding it
+            fig = getattr(fig, "figure", fig)
+        if not hasattr(fig, "savefig"):
+            raise FlkitError(f"figure {name!r}: {type(fig).__name__} is not a matplotlib Figure/Axes")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / f"{name}.png"
+        tmp = self.out_dir / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        os.replace(tmp, path)
+        self.figures[name] = {"name": name, "file": path.name}
+        self._autosave()
+        return path
+
+    # ------------------------------------------------------------------------------ output
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "notebook": self.notebook, "preset": self.preset,
+                "config": self.config, "overrides": self.overrides, "seed": self.seed,
+                "device": self.device, "versions": versions(), "started": self.started,
+                "saved": _now(), "wall_time_s": round(time.perf_counter() - self._t0, 3),
+                "numbers": list(self.numbers.values()), "claims": list(self.claims.values()),
+                "figures": list(self.figures.values())}
+
+    def save(self) -> Path:
+        """Write ``results.json`` atomically (temp file + rename); returns its path."""
+        _atomic_write_text(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False,
+                                                 allow_nan=False, default=_json_default) + "\n")
+        return self.path
+
+    def _autosave(self):
+        if self.autosave:
+            self.save()
+
+    def table(self):
+        """A DataFrame "paper reports / we measured / claim holds?" (one row per number/claim)."""
+        return _frame(summarize([self.to_dict()]))
+
+    def _repr_html_(self):
+        return self.table().to_html()
+
+    def __repr__(self):
+        return (f"Report({self.notebook!r}, preset={self.preset!r}, seed={self.seed}, "
+                f"{len(self.numbers)} numbers, {len(self.claims)} claims, "
+                f"{len(self.figures)} figures -> {self.path})")
+
+
+def _json_default(o):
+    if hasattr(o, "item") and callable(o.item):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    return str(o)
+
+
+def _frame(rows: list[dict]):
+    import pandas as pd
+    df = pd.DataFrame([[r["paper"], r["measured"], r["holds"]] for r in rows],
+                      columns=list(COLUMNS), index=[r["item"] for r in rows])
+    df.index.name = ""
+    return df
+
+
+def load_results(path: str | Path) -> dict:
+    """Read a ``results.json`` (or the folder holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """Rows "paper reports / we measured / claim holds?" over one or several seeds' results.
+
+    Numbers: the mean, and ``± std`` (sample std) over seeds when there are several; claims:
+    ``yes``/``no``/``inconclusive`` for one seed, ``k/n seeds`` for several. Each row is a dict
+    with display strings ``item``, ``paper``, ``measured``, ``holds`` and raw fields ``kind``,
+    ``values`` (numbers) / ``verdicts`` (claims)."""
+    rows: list[dict] = []
+    n_runs = len(results)
+    num_order: dict[str, list] = {}
+    num_first: dict[str, dict] = {}
+    claim_order: dict[str, list] = {}
+    claim_first: dict[str, dict] = {}
+    claim_seed: dict[str, object] = {}
+    for res in results:
+        for n in res.get("numbers", []):
+            num_first.setdefault(n["key"], n)
+            num_order.setdefault(n["key"], []).append(_as_float(n.get("measured")))
+        for c in res.get("claims", []):
+            if c["text"] not in claim_first:
+                claim_first[c["text"]] = c
+                claim_seed[c["text"]] = res.get("seed")
+            claim_order.setdefault(c["text"], []).append(c.get("holds"))
+    for key, values in num_order.items():
+        first = num_first[key]
+        unit = first.get("unit", "")
+        finite = [v for v in values if v is not None]
+        if n_runs <= 1:
+            measured = format_value(first.get("measured"), unit)
+        elif not finite:
+            measured = ""
+        else:
+            mean = sum(finite) / len(finite)
+            if len(finite) > 1 and all(math.isfinite(v) for v in finite):
+                std = math.sqrt(sum((v - mean) ** 2 for v in finite) / (len(finite) - 1))
+                measured = f"{format_value(mean)} ± {std:.2g}"
+                measured += f"{_unit_sep(unit)}{unit}" if unit else ""
+            else:
+                measured = format_value(mean, unit)
+            measured += f" (n={len(finite)})" if len(finite) == n_runs else \
+                f" ({len(finite)} of {n_runs} seeds)"
+        paper = first.get("paper")
+        paper_s = format_value(paper, unit) if not isinstance(paper, str) else paper
+        item = key + (f" — {first['note']}" if first.get("note") else "")
+        rows.append({"kind": "number", "item": item, "paper": paper_s, "measured": measured,
+                     "holds": "", "values": values, "unit": unit})
+    for text, verdicts in claim_order.items():
+        first = claim_first[text]
+        if n_runs <= 1:
+            holds = _verdict(first.get("holds"))
+        else:
+            decided = [v for v in verdicts if v is not None]
+            k = sum(1 for v in decided if v)
+            holds = f"{k}/{len(decided)} seeds"
+            if len(decided) < len(verdicts):
+                holds += f" ({len(verdicts) - len(decided)} inconclusive)"
+        evidence = first.get("evidence", "")
+        if n_runs > 1 and evidence:
+            evidence += f" (seed {claim_seed[text]})"
+        rows.append({"kind": "claim", "item": text, "paper": first.get("paper", "") or "claim",
+                     "measured": evidence, "holds": holds, "verdicts": verdicts})
+    return rows

@@ -1,0 +1,75 @@
+"""Small shared conventions: devices, seeds, and error messages for bad input."""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from typing import Iterable
+
+import numpy as np
+import torch
+
+
+class FlkitError(ValueError):
+    """Raised for bad input. The message names the bad value and what is accepted."""
+
+
+def check_choice(field: str, value, choices: Iterable) -> None:
+    choices = list(choices)
+    if value not in choices:
+        raise FlkitError(f"unknown {field} {value!r}; accepted: {', '.join(map(str, choices))}")
+
+
+def check_range(field: str, value, low=None, high=None, low_open=False, high_open=False) -> None:
+    """Raise FlkitError unless low (<|<=) value (<|<=) high. Nothing is ever clamped."""
+    ok = True
+    if low is not None:
+        ok &= value > low if low_open else value >= low
+    if high is not None:
+        ok &= value < high if high_open else value <= high
+    if not ok:
+        lo = "" if low is None else ("(" if low_open else "[") + str(low)
+        hi = "" if high is None else str(high) + (")" if high_open else "]")
+        interval = f"{lo or '(-inf'}, {hi or 'inf)'}"
+        raise FlkitError(f"{field}={value!r} is outside the accepted range {interval}")
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """'auto' (or None) picks CUDA when present, else CPU; anything else is taken as given.
+
+    The environment variable FLKIT_DEVICE overrides 'auto' (handy for batch runs)."""
+    if device is None or device == "auto":
+        device = os.environ.get("FLKIT_DEVICE", "auto")
+        if device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise FlkitError(f"device={str(device)!r} was asked for but CUDA is not available; "
+                         "accepted here: 'auto', 'cpu'")
+    return dev
+
+
+def derive_seed(seed: int, *keys) -> int:
+    """An independent 63-bit seed for a named stream (e.g. ('partition',), ('batches', round)).
+
+    Streams derived from one run seed never overlap, so changing how many clients are sampled
+    does not shift the batch order of another part of the run."""
+    text = repr((int(seed),) + tuple(keys)).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "little") >> 1
+
+
+def generator(seed: int, *keys, device="cpu") -> torch.Generator:
+    g = torch.Generator(device=device)
+    g.manual_seed(derive_seed(seed, *keys))
+    return g
+
+
+def numpy_rng(seed: int, *keys) -> np.random.Generator:
+    return np.random.default_rng(derive_seed(seed, *keys))
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the global RNGs (model initialisation uses torch's global RNG)."""
+    random.seed(derive_seed(seed, "python"))
+    np.random.seed(derive_seed(seed, "numpy") % 2**32)
+    torch.manual_seed(derive_seed(seed, "torch"))

@@ -1,0 +1,207 @@
+"""The "wide" model: K clients trained as one network.
+
+Each client's features are stacked along the channel/feature dimension in client-major order
+(client k owns channels [k*C, (k+1)*C)). Convolutions become grouped convolutions, linear layers
+batched matrix products, norms act per channel group, and element-wise layers need no change.
+One forward/backward then trains all K clients at once with plain autograd; on a CPU this beats
+vmap (no per-client dispatch) and on a GPU it gives large kernels.
+
+A model qualifies when every parameter and buffer lives in a supported leaf layer and its forward
+only flattens with `torch.flatten(x, 1)` (see docs/ARCHITECTURE.md, engine compatibility rule).
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+PARAMETER_FREE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.Softmax,
+                  nn.LogSoftmax, nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
+                  nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool1d, nn.Flatten, nn.Dropout, nn.Identity)
+
+
+class _Slots:
+    """The tensors the wide layers read during one call: {full_name: Tensor[K, ...]}."""
+
+    def __init__(self):
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.k = 0
+
+
+class _WideLeaf(nn.Module):
+    def __init__(self, slots: _Slots, prefix: str, src: nn.Module):
+        super().__init__()
+        object.__setattr__(self, "_slots", slots)  # not a submodule
+        self.prefix = prefix
+        self.src_repr = repr(src)
+
+    def t(self, name):
+        return self._slots.tensors.get(self.prefix + name)
+
+    def extra_repr(self):
+        return f"wide {self.src_repr}"
+
+
+class WideConv2d(_WideLeaf):
+    def __init__(self, slots, prefix, m: nn.Conv2d):
+        super().__init__(slots, prefix, m)
+        if m.padding_mode != "zeros" or isinstance(m.padding, str):
+            raise NotImplementedError("wide Conv2d supports numeric zero padding only")
+        self.stride, self.padding, self.dilation, self.groups = m.stride, m.padding, m.dilation, m.groups
+
+    def forward(self, x):
+        w, b, k = self.t("weight"), self.t("bias"), self._slots.k
+        w = w.reshape(k * w.shape[1], *w.shape[2:])
+        b = None if b is None else b.reshape(-1)
+        return F.conv2d(x, w, b, self.stride, self.padding, self.dilation, self.groups * k)
+
+
+class WideLinear(_WideLeaf):
+    def forward(self, x):
+        w, b, k = self.t("weight"), self.t("bias"), self._slots.k
+        lead = x.shape[:-1]
+        xk = x.reshape(-1, k, w.shape[2]).transpose(0, 1)  # [K, N, in]
+        if b is None:
+            y = torch.bmm(xk, w.transpose(1, 2))
+        else:
+            y = torch.baddbmm(b.unsqueeze(1), xk, w.transpose(1, 2))
+        return y.transpose(0, 1).reshape(*lead, k * w.shape[1])
+
+
+class WideBatchNorm(_WideLeaf):
+    def __init__(self, slots, prefix, m: nn.modules.batchnorm._BatchNorm):
+        super().__init__(slots, prefix, m)
+        if m.momentum is None:
+            raise NotImplementedError("wide BatchNorm needs a fixed momentum")
+        self.eps, self.momentum, self.track = m.eps, m.momentum, m.track_running_stats
+
+    def forward(self, x):
+        rm, rv, nbt = self.t("running_mean"), self.t("running_var"), self.t("num_batches_tracked")
+        w, b = self.t("weight"), self.t("bias")
+        use_batch = self.training or rm is None
+        if self.training and nbt is not None:
+            nbt.add_(1)
+        # views share storage with the stacked buffers, so the in-place running-stat update lands there
+        return F.batch_norm(x, None if rm is None else rm.view(-1), None if rv is None else rv.view(-1),
+                            None if w is None else w.reshape(-1), None if b is None else b.reshape(-1),
+                            use_batch, self.momentum, self.eps)
+
+
+class WideGroupNorm(_WideLeaf):
+    def __init__(self, slots, prefix, m: nn.GroupNorm):
+        super().__init__(slots, prefix, m)
+        self.num_groups, self.eps = m.num_groups, m.eps
+
+    def forward(self, x):
+        w, b, k = self.t("weight"), self.t("bias"), self._slots.k
+        return F.group_norm(x, self.num_groups * k, None if w is None else w.reshape(-1),
+                            None if b is None else b.reshape(-1), self.eps)
+
+
+class WideEmbedding(_WideLeaf):
+    """Tokens arrive as [B, K*T]; the output is [B, T, K*D] (features last, client-major)."""
+
+    def forward(self, x):
+        w, k = self.t("weight"), self._slots.k
+        v, d = w.shape[1], w.shape[2]
+        bsz = x.shape[0]
+        idx = x.reshape(bsz, k, -1) + (torch.arange(k, device=x.device) * v).view(1, k, 1)
+        e = F.embedding(idx, w.reshape(k * v, d))  # [B, K, T, D]
+        return e.permute(0, 2, 1, 3).reshape(bsz, -1, k * d)
+
+
+class WideLSTM(_WideLeaf):
+    """batch_first LSTM on [B, T, K*D]; gate order i, f, g, o as in torch.nn.LSTM."""
+
+    def __init__(self, slots, prefix, m: nn.LSTM):
+        super().__init__(slots, prefix, m)
+        if not m.batch_first or m.bidirectional or m.proj_size:
+            raise NotImplementedError("wide LSTM supports batch_first, unidirectional, no projection")
+        self.layers, self.hidden, self.has_bias = m.num_layers, m.hidden_size, m.bias
+
+    def forward(self, x, hx=None):
+        if hx is not None:
+            raise NotImplementedError("wide LSTM starts from a zero state")
+        k, hsz = self._slots.k, self.hidden
+        bsz, steps = x.shape[0], x.shape[1]
+        h_last, c_last = [], []
+        for layer in range(self.layers):
+            w_ih, w_hh = self.t(f"weight_ih_l{layer}"), self.t(f"weight_hh_l{layer}")
+            xin = x.reshape(bsz, steps, k, -1)
+            pre = torch.einsum("btkd,kgd->btkg", xin, w_ih)
+            if self.has_bias:
+                pre = pre + self.t(f"bias_ih_l{layer}") + self.t(f"bias_hh_l{layer}")
+            h = x.new_zeros(bsz, k, hsz)
+            c = x.new_zeros(bsz, k, hsz)
+            outs = []
+            for s in range(steps):
+                gates = pre[:, s] + torch.einsum("bkh,kgh->bkg", h, w_hh)
+                i, f, g, o = gates.chunk(4, dim=-1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                outs.append(h)
+            x = torch.stack(outs, dim=1).reshape(bsz, steps, k * hsz)
+            h_last.append(h.reshape(bsz, k * hsz))
+            c_last.append(c.reshape(bsz, k * hsz))
+        return x, (torch.stack(h_last), torch.stack(c_last))
+
+
+WIDE_TYPES = {nn.Conv2d: WideConv2d, nn.Linear: WideLinear, nn.BatchNorm1d: WideBatchNorm,
+              nn.BatchNorm2d: WideBatchNorm, nn.GroupNorm: WideGroupNorm, nn.Embedding: WideEmbedding,
+              nn.LSTM: WideLSTM}
+
+
+def unsupported_reason(model: nn.Module) -> str | None:
+    """Why a model cannot be run wide, or None when it can."""
+    for name, mod in model.named_modules():
+        own = list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False))
+        if type(mod) in WIDE_TYPES:
+            if isinstance(mod, nn.Embedding) and (mod.padding_idx is not None or mod.max_norm is not None):
+                return f"{name}: Embedding with padding_idx/max_norm"
+            continue
+        if own:
+            return f"{name or 'model'} ({type(mod).__name__}) holds parameters but is not a supported leaf layer"
+        if not list(mod.children()) and not isinstance(mod, PARAMETER_FREE):
+            return f"{name} ({type(mod).__name__}) is not a known parameter-free layer"
+    return None
+
+
+class WideModel:
+    """Run K clients' copies of `model` as one network: `out = wide(stacked_state, x_stacked)`."""
+
+    def __init__(self, model: nn.Module):
+        reason = unsupported_reason(model)
+        if reason:
+            raise NotImplementedError(reason)
+        self.slots = _Slots()
+        self.net = copy.deepcopy(model)
+        for name, mod in list(self.net.named_modules()):
+            if type(mod) in WIDE_TYPES:
+                wide = WIDE_TYPES[type(mod)](self.slots, name + "." if name else "", mod)
+                if name:
+                    parent_name, _, child = name.rpartition(".")
+                    parent = self.net.get_submodule(parent_name) if parent_name else self.net
+                    setattr(parent, child, wide)
+                else:
+                    self.net = wide
+        for p in self.net.parameters():
+            raise AssertionError("wide model still owns parameters")  # every one was replaced
+
+    @staticmethod
+    def stack_inputs(x: torch.Tensor) -> torch.Tensor:
+        """[K, B, C, ...] -> [B, K*C, ...] (client-major along dim 1)."""
+        k, b = x.shape[0], x.shape[1]
+        return x.transpose(0, 1).reshape(b, k * x.shape[2], *x.shape[3:])
+
+    def __call__(self, tensors: dict[str, torch.Tensor], x: torch.Tensor, k: int, train: bool = True):
+        """x: [K, B, ...] per-client inputs; returns per-client outputs [K, B, classes]."""
+        self.slots.tensors, self.slots.k = tensors, k
+        self.net.train(train)
+        try:
+            out = self.net(self.stack_inputs(x))
+        finally:
+            self.slots.tensors = {}
+        b = out.shape[0]
+        return out.reshape(b, k, -1).transpose(0, 1)

@@ -1,0 +1,151 @@
+"""flkit.report: what a notebook records, how it is stored, and how seeds are summarised."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from flkit import presets  # noqa: E402
+from flkit.report import COLUMNS, Report, load_results, summarize, versions  # noqa: E402
+from flkit.utils import FlkitError  # noqa: E402
+
+FIXTURE_PRESETS = Path(__file__).resolve().parent / "fixtures" / "presets"
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ("FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR", "FLKIT_PRESET"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("FLKIT_PRESET_PATH", str(FIXTURE_PRESETS))
+
+
+def test_records_and_saves(tmp_path):
+    r = Report("fixture_ok", "smoke", 3, out_dir=tmp_path, device="cpu")
+    assert r.number("acc", np.float32(0.875), paper=97.1, unit="%", note="LeNet") == np.float32(0.875)
+    r.number("loss", torch.tensor(0.25))
+    r.number("count", np.int64(4), paper="≈ 4")
+    r.claim("it works", np.bool_(True), evidence="acc 0.875", paper="Table 1")
+    r.claim("unknown", None)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    path = r.figure(ax, "curve.png")  # an Axes and a name with .png both work
+    plt.close(fig)
+    assert path == tmp_path / "curve.png" and path.stat().st_size > 0
+    res = json.loads((tmp_path / "results.json").read_text())  # autosaved
+    assert res["notebook"] == "fixture_ok" and res["preset"] == "smoke" and res["seed"] == 3
+    assert res["device"] == "cpu" and res["schema"] == 1
+    assert {"python", "flkit", "torch", "numpy"} <= set(res["versions"])
+    assert res["wall_time_s"] >= 0 and res["started"] and res["saved"]
+    nums = {n["key"]: n for n in res["numbers"]}
+    assert nums["acc"]["measured"] == pytest.approx(0.875) and nums["acc"]["paper"] == 97.1
+    assert nums["loss"]["measured"] == 0.25 and nums["count"]["measured"] == 4
+    assert nums["count"]["paper"] == "≈ 4"
+    assert [c["holds"] for c in res["claims"]] == [True, None]
+    assert res["figures"] == [{"name": "curve", "file": "curve.png"}]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_rerecording_replaces(tmp_path):
+    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    r.number("acc", 1.0)
+    r.number("acc", 2.0)
+    r.claim("c", False)
+    r.claim("c", True)
+    res = load_results(r.save())
+    assert [n["measured"] for n in res["numbers"]] == [2.0]
+    assert [c["holds"] for c in res["claims"]] == [True]
+
+
+def test_preset_object_is_recorded(tmp_path):
+    cfg = presets.load("fixture_ok", "cpu", n=5)
+    r = Report("fixture_ok.ipynb", cfg, 1, out_dir=tmp_path)
+    res = load_results(r.save())
+    assert res["notebook"] == "fixture_ok" and res["preset"] == "cpu"
+    assert res["config"]["n"] == 5 and res["overrides"] == {"n": 5}
+
+
+def test_non_finite_is_strict_json(tmp_path):
+    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    r.number("diverged", float("nan"))
+    r.number("big", float("inf"))
+    text = (tmp_path / "results.json").read_text()
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert [n["measured"] for n in json.loads(text)["numbers"]] == ["NaN", "Infinity"]
+
+
+def test_out_dir_resolution(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Report("nb", "smoke", 2).out_dir == Path("runs/nb/smoke-seed2")
+    monkeypatch.setenv("FLKIT_RUNS_DIR", str(tmp_path / "r"))
+    assert Report("nb", "cpu", 0).out_dir == tmp_path / "r" / "nb" / "cpu-seed0"
+    monkeypatch.setenv("FLKIT_REPORT_DIR", str(tmp_path / "exact"))
+    assert Report("nb", "cpu", 0).out_dir == tmp_path / "exact"
+    assert Report("nb", "cpu", 0, out_dir=tmp_path / "arg").out_dir == tmp_path / "arg"
+
+
+def test_preset_none_resolves_like_presets(tmp_path, monkeypatch):
+    assert Report("fixture_ok", None, 0, out_dir=tmp_path).preset == "smoke"
+    monkeypatch.setenv("FLKIT_PRESET", "paper")
+    assert Report("fixture_ok", None, 0, out_dir=tmp_path).preset == "paper"
+
+
+@pytest.mark.parametrize("call,pattern", [
+    (lambda r: r.number("", 1.0), "key"),
+    (lambda r: r.number("x", "high"), "accepted: a number"),
+    (lambda r: r.number("x", np.zeros(3)), "single number"),
+    (lambda r: r.claim("x", "yes"), "True, False or None"),
+    (lambda r: r.claim("x", 1), "True, False or None"),
+    (lambda r: r.figure(plt.figure(), "../escape"), "no folders"),
+    (lambda r: r.figure(object(), "x"), "not a matplotlib"),
+])
+def test_bad_input(tmp_path, call, pattern):
+    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    with pytest.raises(FlkitError, match=pattern):
+        call(r)
+    plt.close("all")
+
+
+def test_bad_seed():
+    with pytest.raises(FlkitError, match="seed"):
+        Report("nb", "smoke", 1.5)
+
+
+def test_table_single_seed(tmp_path):
+    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    r.number("acc", 0.91234, paper=0.95, unit="%")
+    r.claim("holds", True, evidence="0.91 vs 0.95", paper="Fig. 2")
+    r.claim("fails", False)
+    df = r.table()
+    assert list(df.columns) == list(COLUMNS)
+    assert df.loc["acc"].tolist() == ["0.95%", "0.9123%", ""]
+    assert df.loc["holds"].tolist() == ["Fig. 2", "0.91 vs 0.95", "yes"]
+    assert df.loc["fails", "claim holds?"] == "no"
+    assert "<table" in r._repr_html_()
+
+
+def _res(seed, acc, holds):
+    return {"seed": seed, "numbers": [{"key": "acc", "measured": acc, "paper": 0.9, "unit": "",
+                                       "note": ""}],
+            "claims": [{"text": "c", "holds": holds, "evidence": f"s{seed}", "paper": "T1"}]}
+
+
+def test_summarize_across_seeds():
+    rows = summarize([_res(0, 0.8, True), _res(1, 0.9, True), _res(2, 1.0, False)])
+    num, claim = rows
+    assert num["measured"] == "0.9 ± 0.1 (n=3)" and num["paper"] == "0.9"
+    assert claim["holds"] == "2/3 seeds" and claim["measured"] == "s0 (seed 0)"
+    rows = summarize([_res(0, 0.8, None), _res(1, None, True)])
+    assert rows[0]["measured"] == "0.8 (1 of 2 seeds)"
+    assert rows[1]["holds"] == "1/1 seeds (1 inconclusive)"
+
+
+def test_versions():
+    v = versions()
+    assert v["flkit"] and v["python"].count(".") == 2

@@ -1,0 +1,184 @@
+"""flkit reproduce: bad input is refused before any work; a real run over two fixture notebooks
+(one fails on purpose) continues past the failure and writes both reports."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from flkit import reproduce as rp
+from flkit.utils import FlkitError
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+NOTEBOOKS = FIXTURES / "notebooks"
+
+
+@pytest.fixture(autouse=True)
+def fixture_presets(monkeypatch):
+    monkeypatch.setenv("FLKIT_PRESET_PATH", str(FIXTURES / "presets"))
+    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _plan(tmp_path, **kw):
+    kw.setdefault("notebooks_dir", NOTEBOOKS)
+    kw.setdefault("out", tmp_path / "out")
+    return rp.plan(**kw)
+
+
+# ------------------------------------------------------------------ validation, no execution
+
+def test_plan_lists_every_run(tmp_path):
+    p = _plan(tmp_path, preset="smoke", seeds=[0, 3], overrides={"n": 5})
+    assert p["notebooks"] == ["fixture_fail", "fixture_ok"]
+    assert [(r["notebook"], r["seed"]) for r in p["runs"]] == [
+        ("fixture_fail", 0), ("fixture_fail", 3), ("fixture_ok", 0), ("fixture_ok", 3)]
+    assert p["runs"][3]["parameters"] == {"preset": "smoke", "seed": 3, "n": 5}
+    assert p["runs"][3]["run_dir"] == str(p["out"] / "fixture_ok" / "seed3")
+
+
+@pytest.mark.parametrize("only,expected", [(["fixture_ok"], ["fixture_ok"]),
+                                           (["fixture_ok.ipynb"], ["fixture_ok"]),
+                                           (["ok", "fail"], ["fixture_ok", "fixture_fail"])])
+def test_only_names(tmp_path, only, expected):
+    assert _plan(tmp_path, preset="smoke", only=only)["notebooks"] == expected
+
+
+@pytest.mark.parametrize("kw,pattern", [
+    (dict(preset="gpu"), r"unknown preset 'gpu'.*accepted: smoke, cpu, paper"),
+    (dict(preset="smok"), r"unknown preset 'smok' for notebook\(s\) fixture_fail, fixture_ok "
+                          r"\(did you mean 'smoke'\?\); accepted: smoke, cpu, paper"),
+    (dict(only=["fixture_okay"]), r"unknown notebook 'fixture_okay' for --only.*fixture_fail, fixture_ok"),
+    (dict(only=["fixture"]), r"fixture"),
+    (dict(overrides={"nn": 3}), r"unknown parameter override 'nn'.*did you mean 'n'.*preset, seed, device, n"),
+    (dict(overrides={"n": "many"}), r"override n = 'many' is a str"),
+    (dict(overrides={"seed": 1}), r"--seeds"),
+    (dict(seeds=[0, 0]), r"seed 0 is given twice"),
+    (dict(seeds=[-1]), r"seed=-1"),
+    (dict(seeds=[]), r"seeds is empty"),
+    (dict(jobs=0), r"jobs=0"),
+    (dict(timeout=-5), r"timeout=-5"),
+    (dict(kernel_name="no-such-kernel"), r"unknown Jupyter kernel 'no-such-kernel'.*ipykernel install"),
+    (dict(notebooks_dir="/no/such/folder"), r"notebooks folder '/no/such/folder' does not exist"),
+])
+def test_bad_input_is_refused_before_any_work(tmp_path, kw, pattern):
+    kw.setdefault("preset", "smoke")
+    with pytest.raises(FlkitError, match=pattern):
+        rp.reproduce(progress=False, notebooks_dir=kw.pop("notebooks_dir", NOTEBOOKS),
+                     out=tmp_path / "out", **kw)
+    assert not (tmp_path / "out" / "fixture_ok").exists()
+
+
+def test_unwritable_output_folder(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(FlkitError, match=r"output folder .* is not writable"):
+        rp.reproduce(preset="smoke", notebooks_dir=NOTEBOOKS, out=blocker / "runs", progress=False)
+
+
+def test_notebook_parameters():
+    params = rp.notebook_parameters(NOTEBOOKS / "fixture_ok.ipynb")
+    assert params == {"preset": None, "seed": 0, "device": "cpu", "n": None}
+
+
+def test_cli_help_and_list(capsys):
+    parser = argparse.ArgumentParser(prog="flkit")
+    rp.register_cli(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit) as e:
+        parser.parse_args(["reproduce", "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for opt in ("--preset", "--only", "--seeds", "--jobs", "--out", "--set", "--timeout", "exit status"):
+        assert opt in text
+    args = parser.parse_args(["reproduce", "--list", "--notebooks", str(NOTEBOOKS)])
+    assert args.func(args) == 0
+    assert "fixture_ok" in capsys.readouterr().out
+
+
+def test_cli_bad_argument_exit_status(tmp_path, capsys):
+    assert rp.main(["--preset", "nope", "--notebooks", str(NOTEBOOKS), "--out", str(tmp_path)]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a real run (papermill)
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """`flkit reproduce --preset smoke --seeds 0 1 --jobs 2 --set n=50` over both fixtures."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FLKIT_PRESET_PATH", str(FIXTURES / "presets"))
+    mp.setenv("FLKIT_PRESET", "cpu")  # the explicit --preset must win over the environment
+    out = tmp_path_factory.mktemp("reproduce") / "runs"
+    try:
+        status = rp.main(["reproduce", "--preset", "smoke", "--seeds", "0", "1", "--jobs", "2",
+                          "--set", "n=50", "--notebooks", str(NOTEBOOKS), "--out", str(out), "-q"])
+    finally:
+        mp.undo()
+    return status, out
+
+
+def test_run_exit_status_and_files(run):
+    status, out = run
+    assert status == 1  # a notebook failed
+    for name in ("fixture_ok", "fixture_fail"):
+        for seed in (0, 1):
+            d = out / name / f"seed{seed}"
+            assert (d / f"{name}.ipynb").is_file() and (d / "results.json").is_file()
+            info = json.loads((d / "run.json").read_text())
+            assert info["status"] == ("ok" if name == "fixture_ok" else "failed")
+            assert info["parameters"] == {"preset": "smoke", "seed": seed, "n": 50}
+    assert (out / "fixture_ok" / "seed1" / "histogram.png").stat().st_size > 0
+    res = json.loads((out / "fixture_ok" / "seed1" / "results.json").read_text())
+    assert res["preset"] == "smoke" and res["seed"] == 1 and res["config"]["n"] == 50
+    err = json.loads((out / "fixture_fail" / "seed0" / "run.json").read_text())["error"]
+    assert err["ename"] == "RuntimeError" and "fails on purpose" in err["evalue"]
+    assert err["cell_source"].startswith("raise RuntimeError")
+    json.loads((out / "summary.json").read_text(), parse_constant=pytest.fail)
+
+
+def test_run_markdown_report(run):
+    _, out = run
+    md = (out / "report.md").read_text()
+    assert "Preset **smoke**" in md and "seeds 0, 1" in md and "torch" in md
+    assert "| [fixture_fail](#fixture_fail) | **FAILED** | 0/2 |" in md
+    assert "| [fixture_ok](#fixture_ok) | ok | 2/2 |" in md
+    assert "| | paper reports | we measured | claim holds? |" in md
+    assert "± " in md and "(n=2)" in md and "2/2 seeds" in md
+    assert "![histogram (seed 0)](fixture_ok/seed0/histogram.png)" in md
+    assert "RuntimeError: fixture failure: this notebook fails on purpose" in md
+    assert 'raise RuntimeError("fixture failure' in md  # the failing cell
+    assert "Partial results" in md and "recorded before the failure | 10 | 50 ± 0 (n=2)" in md
+
+
+def test_run_html_report(run):
+    _, out = run
+    doc = (out / "report.html").read_text()
+    assert doc.startswith("<!DOCTYPE html>") and "data:image/png;base64," in doc
+    assert "FAILED" in doc and "claim holds?" in doc and "fails on purpose" in doc
+
+
+# ------------------------------------------------------------------ one real notebook at smoke
+
+REAL = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+@pytest.mark.slow
+def test_reproduce_one_real_notebook_at_smoke(tmp_path, monkeypatch):
+    """`flkit reproduce --preset smoke` on one real notebook ($FLKIT_TEST_NOTEBOOK, else the first)."""
+    monkeypatch.delenv("FLKIT_PRESET_PATH", raising=False)
+    found = rp.discover(REAL)
+    if not found:
+        pytest.skip("no notebook with a preset file in notebooks/ yet")
+    name = rp._match(os.environ.get("FLKIT_TEST_NOTEBOOK", sorted(found)[0]),
+                     sorted(found))
+    path, infos = rp._reproduce(preset="smoke", only=[name], out=tmp_path / "runs",
+                                notebooks_dir=REAL, progress=False)
+    assert infos[0]["status"] == "ok", infos[0]["error"]
+    md = path.read_text()
+    assert f"| [{name}](#{name}) | ok | 1/1 |" in md
+    assert "| | paper reports | we measured | claim holds? |" in md, \
+        f"{name} recorded no results through flkit.report"
+    assert (tmp_path / "runs" / "report.html").is_file()
