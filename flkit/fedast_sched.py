@@ -15,8 +15,10 @@ Methods
 
 Training is lazy (§8.3): a request is trained only when its arrival is popped, and then every
 outstanding untrained request of the same (task, version) is trained in the same
-``Trainer.train`` call (results cached until their arrivals). Cancelled requests and Sync
-stragglers discarded by first-k are never trained.
+``Trainer.train`` call (results cached until their arrivals). Requests still untrained when
+their task finishes (cancelled) and Sync stragglers discarded by first-k are never trained; a
+request already trained as the batch-mate of an earlier arrival and cancelled later has its
+result dropped.
 """
 from __future__ import annotations
 
@@ -571,13 +573,15 @@ class FedAST:
         self.counter += 1
         win = self.windows[m]
         win.append(upd)
-        n_act = [not f for f in self.finished]
         if cfg.realloc_rule == "official":
             if len(win) >= cfg.window:
                 win.popleft()
                 d = self._disp(m, win)
-                self.estimates[m].append(estimate_variance_official(None, spec.eta_c, spec.eta_s, spec.tau, dispersion=d))
-            if (self.counter >= self.c_period and min(self.sim.version) > cfg.warmup_rounds
+                self.estimates[m].append(spec.eta_s / (spec.eta_c * spec.tau ** 2) * d / 2.0)  # = estimate_variance_official
+            if self.counter < self.c_period:
+                return
+            n_act = [not f for f in self.finished]
+            if (min(self.sim.version) > cfg.warmup_rounds
                     and all(self.estimates[j] for j in range(self.M) if n_act[j])):
                 sigma = [float(np.mean(self.estimates[j])) if n_act[j] else 0.0 for j in range(self.M)]
                 self.counter = 0
@@ -585,7 +589,10 @@ class FedAST:
                 if all(math.isfinite(s) for s in sigma):
                     self._apply_realloc(realloc_official(sigma, self.sumR, cfg.ratio, n_act), sigma)
         else:  # paper
-            if self.counter >= self.c_period and all(len(self.windows[j]) >= cfg.window for j in range(self.M) if n_act[j]):
+            if self.counter < self.c_period:
+                return
+            n_act = [not f for f in self.finished]
+            if all(len(self.windows[j]) >= cfg.window for j in range(self.M) if n_act[j]):
                 s2 = []
                 for j in range(self.M):
                     if n_act[j]:
@@ -624,7 +631,7 @@ class FedAST:
             acc = float(self.trainer.evaluate(name))
         self.history.append({"task": name, "round": new_v, "sim_time": self.sim.now, "accuracy": acc,
                              "buffer": len(updates), "requests": self.R[m], "active": self.A[m],
-                             "mean_staleness": float(np.mean(staleness)) if staleness else 0.0})
+                             "mean_staleness": sum(staleness) / len(staleness) if staleness else 0.0})
         if acc is not None and spec.target is not None and acc >= spec.target:
             self._finish(m, completed=True)
         elif spec.max_rounds is not None and new_v >= spec.max_rounds:

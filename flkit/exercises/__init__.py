@@ -1,0 +1,1 @@
+"""Notebook-specific helpers (exercises), one module per notebook topic."""

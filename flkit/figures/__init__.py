@@ -1,0 +1,1 @@
+"""Notebook-specific helpers (figures), one module per notebook topic."""

@@ -1,0 +1,1 @@
+"""Notebook-specific helpers (studies), one module per notebook topic."""
