@@ -95,6 +95,18 @@ def _sgd_step(p, g, buf, spec: LocalSpec, differentiable: bool):
     return p, buf
 
 
+@torch.no_grad()
+def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
+    """`_sgd_step` for all tensors at once (torch._foreach_*: one kernel launch per op, not per tensor)."""
+    if spec.weight_decay:
+        grads = torch._foreach_add(grads, params, alpha=spec.weight_decay)
+    if spec.momentum:
+        torch._foreach_mul_(bufs, spec.momentum)
+        torch._foreach_add_(bufs, grads)
+        grads = bufs
+    torch._foreach_add_(params, grads, alpha=-spec.lr)
+
+
 def _cross_entropy(logits, y):
     """logits [K, B, C], y [K, B] -> per-client mean loss [K] and per-client loss sum [K]."""
     k, b = y.shape
@@ -219,27 +231,34 @@ def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_lo
             grads = dict(zip(names, grads))
             if grad_transform is not None:
                 grads = grad_transform(grads, params, gctx)
-            with torch.set_grad_enabled(differentiable):
-                for n in names:
-                    b = None if not bufs else (bufs[n] if full else bufs[n][gi])
-                    new_p, new_b = _sgd_step(params[n] if differentiable else cur[n], grads[n], b, spec,
-                                             differentiable)
-                    if full:
-                        state[n] = new_p
-                        if bufs:
-                            bufs[n] = new_b
-                    else:
-                        state[n] = state[n].index_copy(0, gi, new_p) if differentiable else \
-                            state[n].index_copy_(0, gi, new_p)
-                        if bufs:
-                            bufs[n] = bufs[n].index_copy(0, gi, new_b)
-                if not full:  # buffers (BatchNorm statistics) were updated on the gathered copy
-                    for n in state:
-                        if n not in names:
-                            state[n] = state[n].index_copy(0, gi, cur[n])
+            if full and not differentiable:
+                _sgd_step_fused([state[n] for n in names], [grads[n] for n in names],
+                                [bufs[n] for n in names] if bufs else None, spec)
+            else:
+                _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, differentiable)
             loss_sum.index_add_(0, gi, batch_sum.double())
             seen.index_add_(0, gi, torch.full_like(gi, idx.shape[1]))
     return LocalResult(state, (loss_sum / seen).float(), seen, steps)
+
+
+def _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, differentiable):
+    """SGD for a subset of clients (gi) or with the graph kept; writes into state/bufs."""
+    with torch.set_grad_enabled(differentiable):
+        for n in names:
+            b = None if not bufs else (bufs[n] if full else bufs[n][gi])
+            new_p, new_b = _sgd_step(params[n] if differentiable else cur[n], grads[n], b, spec, differentiable)
+            if full:
+                state[n] = new_p
+            elif differentiable:
+                state[n] = state[n].index_copy(0, gi, new_p)
+            else:
+                state[n].index_copy_(0, gi, new_p)
+            if bufs:
+                bufs[n] = new_b if full else bufs[n].index_copy(0, gi, new_b)
+        if not full:  # buffers (BatchNorm statistics) were updated on the gathered copy
+            for n in state:
+                if n not in names:
+                    state[n] = state[n].index_copy(0, gi, cur[n])
 
 
 def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_loss, param_transform,

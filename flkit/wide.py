@@ -204,7 +204,8 @@ class WideModel:
     def __call__(self, tensors: dict[str, torch.Tensor], x: torch.Tensor, k: int, train: bool = True):
         """x: [K, B, ...] per-client inputs; returns per-client outputs [K, B, classes]."""
         self.slots.tensors, self.slots.k = tensors, k
-        self.net.train(train)
+        if self.net.training != train:  # .train() walks every module: only when the mode changes
+            self.net.train(train)
         try:
             out = self.net(self.stack_inputs(x))
         finally:
