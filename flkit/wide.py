@@ -162,7 +162,9 @@ def unsupported_reason(model: nn.Module) -> str | None:
                 return f"{name}: Embedding with padding_idx/max_norm"
             continue
         if own:
-            return f"{name or 'model'} ({type(mod).__name__}) holds parameters but is not a supported leaf layer"
+            held = ", ".join(f"{name + '.' if name else ''}{n}" for n, _ in own)
+            return (f"{name or 'the model'} ({type(mod).__name__}) holds {held} outside a supported leaf layer "
+                    f"({', '.join(t.__name__ for t in WIDE_TYPES)})")
         if not list(mod.children()) and not isinstance(mod, PARAMETER_FREE):
             return f"{name} ({type(mod).__name__}) is not a known parameter-free layer"
     return None

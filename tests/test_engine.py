@@ -183,3 +183,34 @@ def test_bad_input():
                       [0], backend="fast")
     with pytest.raises(FlkitError, match="no data"):
         train_clients(model, _starts(model, 1), x, y, [torch.arange(0)], LocalSpec(lr=0.1, batch_size=1, epochs=1), [0])
+
+
+class ScaledLinear(nn.Module):
+    """A parameter outside any supported leaf layer: the wide backend cannot run it."""
+
+    def __init__(self, bn=False):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1, dtype=torch.float64))
+        self.fc = nn.Linear(4, 3).double()
+        self.bn = nn.BatchNorm1d(3).double() if bn else nn.Identity()
+
+    def forward(self, x):
+        return self.bn(self.fc(x) * self.scale)
+
+
+def test_backend_fallback_for_models_the_wide_path_cannot_run():
+    from flkit.train import choose_backend
+    assert choose_backend(_model("cnn")) == "wide"
+    assert choose_backend(ScaledLinear()) == "vmap"
+    assert choose_backend(ScaledLinear(bn=True)) == "loop"
+    with pytest.raises(FlkitError, match="scale"):
+        choose_backend(ScaledLinear(), "wide")
+    # the fallback still trains correctly
+    torch.manual_seed(0)
+    m = ScaledLinear()
+    x = torch.randn(12, 4, dtype=torch.float64)
+    y = torch.randint(0, 3, (12,))
+    spec = LocalSpec(lr=0.1, batch_size=4, epochs=1)
+    start = _starts(m, 2)
+    idx = [torch.arange(6), torch.arange(6, 12)]
+    _close(train_clients(m, start, x, y, idx, spec, [0, 1]), train_clients_reference(m, start, x, y, idx, spec, [0, 1]))
