@@ -273,6 +273,8 @@ def _run_one(run: dict) -> dict:
     output = run_dir / f"{run['notebook']}.ipynb"
     pkg_root = str(Path(__file__).resolve().parent.parent)
     os.environ["FLKIT_REPORT_DIR"] = str(run_dir)
+    if run.get("threads") and not os.environ.get("FLKIT_THREADS"):
+        os.environ["FLKIT_THREADS"] = str(run["threads"])  # the kernel inherits it
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pkg_root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root] + paths)
@@ -333,6 +335,9 @@ def _execute(runs: list[dict], jobs: int, progress: bool) -> list[dict]:
 
     results: dict[int, dict] = {}
     total = len(runs)
+    # parallel notebooks share the cores instead of each taking all of them (see utils.configure_threads)
+    threads = max(1, (os.cpu_count() or 1) // min(jobs, total)) if jobs > 1 else None
+    runs = [{**r, "threads": threads} for r in runs]
     with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=mp.get_context("spawn")) as pool:
         futures = {}
         for i, run in enumerate(runs):

@@ -34,6 +34,25 @@ def check_range(field: str, value, low=None, high=None, low_open=False, high_ope
         raise FlkitError(f"{field}={value!r} is outside the accepted range {interval}")
 
 
+def configure_threads(threads: int | str | None = None) -> int:
+    """Set torch's CPU threads from `threads` or $FLKIT_THREADS (unset: torch's default, one per core).
+
+    Small FL models gain little from intra-op threads, and several processes each using every core
+    (parallel notebooks, a busy laptop) slow each other down many times over: give each process a
+    share of the cores instead."""
+    value = threads if threads is not None else os.environ.get("FLKIT_THREADS")
+    if value in (None, ""):
+        return torch.get_num_threads()
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise FlkitError(f"FLKIT_THREADS={value!r} is not accepted; give a whole number >= 1")
+    torch.set_num_threads(n)
+    return n
+
+
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """'auto' (or None) picks CUDA when present, else CPU; anything else is taken as given.
 

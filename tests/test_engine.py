@@ -214,3 +214,15 @@ def test_backend_fallback_for_models_the_wide_path_cannot_run():
     start = _starts(m, 2)
     idx = [torch.arange(6), torch.arange(6, 12)]
     _close(train_clients(m, start, x, y, idx, spec, [0, 1]), train_clients_reference(m, start, x, y, idx, spec, [0, 1]))
+
+
+def test_thread_setting(monkeypatch):
+    from flkit.utils import configure_threads
+    before = torch.get_num_threads()
+    try:
+        assert configure_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("FLKIT_THREADS", "zero")
+        with pytest.raises(FlkitError, match="FLKIT_THREADS"):
+            configure_threads()
+    finally:
+        torch.set_num_threads(before)
