@@ -1,0 +1,255 @@
+"""STC (Sattler et al. 2019), FedFV (Wang et al. 2021) and STC-PA (Tian 2022, spec 001).
+
+All three exchange *pseudo-gradients* g = w_before − w_after (so the server applies w ← w − ḡ):
+
+``stc``     bidirectional sparse ternary compression with error feedback on both sides: every
+            client accumulates a_i = g_i + e_i, sends g~_i = STC_p(a_i) and keeps e_i = a_i − g~_i;
+            the server averages the g~_i plainly, accumulates its own residual and broadcasts
+            ḡ = STC_p(mean + e_s).
+``fedfv``   projection without compression: dense g_i, internal conflict projection in
+            loss-ascending order (α of the highest-loss clients kept unprojected), external
+            projection against the remembered updates of the last τ rounds, norm rescaled to the
+            plain mean's norm; dense model download.
+``stc_pa``  the paper's method (spec §2.5, Algorithm 4): STC up with client residuals, history
+            GH_i ← (g~_i, t), internal then external projection of the *compressed* updates,
+            norm rescaling, then server STC with its residual, w ← w − ḡ.
+
+With α = 1 and τ = 0 STC-PA is exactly STC (every client kept, no external step, rescale factor
+exactly 1). FedAvg stays :class:`flkit.methods.fedavg.FedAvg`.
+
+State (a plain dict, checkpointed by :func:`flkit.experiment.run`)::
+
+    model              the global model (state dict)
+    client_residuals   {client id: {param name: Tensor}} the clients' error-feedback residuals
+                       (the storage of a :class:`flkit.compress.ErrorFeedback`; a client keeps its
+                       residual across rounds in which it is not selected)
+    server_residual    {"server": {param name: Tensor}} the downlink residual
+    history            {client id: (flat g~ [d], round)} last update sent by each client, for the
+                       external projection (entries too old to be used again are dropped)
+    last_round         {client id: round} latest participation of every client
+    down_bits          bits of the latest broadcast ḡ (what a selected client downloads)
+    metrics            numbers of the latest round, for the history (see ``round_metrics``)
+
+Communication: uploads and the broadcast go through :class:`flkit.compress.STCCodec` with the
+method's ``counter`` ("reference-simulator" by default, the counter behind the paper's 45×/47×).
+The download of round t is the broadcast ḡ of round t − 1 (what a selected client needs to
+synchronise; a client that skipped rounds would also fetch the updates it missed — not counted,
+as in the paper's per-round sizes); in round 1 the clients download the dense initial model.
+
+Options for the code variants the paper leaves open ([R] in the spec): ``loss="before"`` (default,
+FedFV: loss of the received global model on the client's training data before local training) or
+``"during"`` (mean training loss of the local epoch); ``external_variant="paper"`` (default,
+lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec
+from ..projection import (EXTERNAL_VARIANTS, keep_count, project_external, project_internal,
+                          rescale_to_mean_norm)
+from ..state import broadcast_state, flatten, unflatten
+from ..train import evaluate
+from ..utils import FlkitError, check_choice, check_range
+from . import register
+from .base import ClientUpdates, Method, weighted_average
+
+__all__ = ["STC", "FedFV", "STCPA", "project_internal", "project_external", "rescale_to_mean_norm",
+           "keep_count", "LOSS_MODES", "check_p", "check_alpha", "check_tau"]
+
+LOSS_MODES = ("before", "during")
+
+
+# --------------------------------------------------------------------------- validation
+def _is_number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isnan(float(v))
+
+
+def check_p(p) -> float:
+    """Sparsity rate (fraction of entries kept): a number in (0, 1]."""
+    if not _is_number(p):
+        raise FlkitError(f"p={p!r} must be a number in the accepted range (0, 1]")
+    check_range("p", float(p), 0.0, 1.0, low_open=True)
+    return float(p)
+
+
+def check_alpha(alpha) -> float:
+    """Fraction of highest-loss clients kept unprojected: a number in [0, 1]."""
+    if not _is_number(alpha):
+        raise FlkitError(f"alpha={alpha!r} must be a number in the accepted range [0, 1]")
+    check_range("alpha", float(alpha), 0.0, 1.0)
+    return float(alpha)
+
+
+def check_tau(tau) -> int:
+    """Rounds of history for the external projection: an integer >= 0."""
+    if isinstance(tau, bool) or not (isinstance(tau, int) or (isinstance(tau, float) and tau.is_integer())):
+        raise FlkitError(f"tau={tau!r} must be an integer >= 0 (rounds of history)")
+    check_range("tau", int(tau), 0)
+    return int(tau)
+
+
+# --------------------------------------------------------------------------- the family
+class _UpdateExchange(Method):
+    """Shared round of STC / FedFV / STC-PA (flags ``compress`` and ``project``)."""
+    compress = True
+    project = False
+    params: dict = {}
+
+    # -- parameters
+    def check_params(self):
+        if "p" in self.hp:
+            self.p = check_p(self.p)
+        if "counter" in self.hp:
+            check_choice("counter", self.counter, COUNTERS)
+        if "alpha" in self.hp:
+            self.alpha = check_alpha(self.alpha)
+        if "tau" in self.hp:
+            self.tau = check_tau(self.tau)
+        if "external_variant" in self.hp:
+            check_choice("external_variant", self.external_variant, EXTERNAL_VARIANTS)
+        if "loss" in self.hp:
+            check_choice("loss", self.loss, LOSS_MODES)
+        check_choice("residual_dtype", self.hp.get("residual_dtype", "float32"), ("float32", "float16"))
+        self.codec = STCCodec(self.p, self.counter) if self.compress else DenseCodec()
+        self.uplink = self.codec
+
+    def _ef(self, store: dict) -> ErrorFeedback:
+        """An ErrorFeedback whose residuals live in ``store`` (a dict of the method state), so
+        they are checkpointed with the state and persist across rounds."""
+        dtype = torch.float16 if self.hp.get("residual_dtype") == "float16" else None
+        ef = ErrorFeedback(device="cpu" if self.ctx.x.device.type == "cpu" else self.ctx.x.device,
+                           dtype=dtype)
+        ef._res = store           # the method state owns the tensors
+        return ef
+
+    # -- state
+    def init_state(self, model_state):
+        return {"model": model_state, "client_residuals": {}, "server_residual": {}, "history": {},
+                "last_round": {}, "down_bits": None, "metrics": {}}
+
+    # -- client side
+    def client_losses(self, state, clients):
+        """l_i: loss of the global model on each client's training data (before local training),
+        one batched evaluation per client through flkit.train.evaluate."""
+        ctx = self.ctx
+        out = []
+        for c in clients:
+            ix = ctx.parts[c]
+            _, loss = evaluate(ctx.model, state["model"], ctx.x[ix], ctx.y[ix])
+            out.append(loss)
+        return torch.tensor(out, dtype=torch.float64)
+
+    def client_update(self, state, clients, rnd):
+        clients = [int(c) for c in clients]
+        if not clients:
+            raise FlkitError("client_update got an empty client set; need at least one client")
+        if len(set(clients)) != len(clients):
+            raise FlkitError(f"clients must be distinct, got {clients}")
+        K = len(clients)
+        starts = broadcast_state(state["model"], K)
+        losses = None
+        if self.project and self.loss == "before":
+            losses = self.client_losses(state, clients)
+        res = self.train(starts, clients, rnd)
+        if losses is None:
+            losses = res.train_loss.detach().double().cpu()
+        names = self.param_names
+        g = {n: starts[n] - res.state[n] for n in names}              # pseudo-gradients [K, ...]
+        if self.compress:
+            ef = self._ef(state["client_residuals"])
+            sent = ef.step_stacked(clients, g, self.codec)             # a = g + e; g~ = STC(a); e = a − g~
+            bits = list(ef.last_bits)
+        else:
+            sent, bits = self.codec.encode(g, stacked=True)
+            bits = list(bits)
+        kept = [int(sum((sent[n][i] != 0).sum().item() for n in names)) for i in range(K)]
+        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, bits,
+                             extra={"sent": sent, "losses": losses, "nonzeros": kept})
+
+    # -- server side
+    def aggregate(self, state, updates, rnd):
+        clients = list(updates.clients)
+        if not clients:
+            raise FlkitError("aggregate got no client updates; need at least one client")
+        names = self.param_names
+        sent = updates.extra["sent"]
+        G = flatten(sent, names)                                       # [m, d] whole-model rows
+        m = G.shape[0]
+        metrics = {"clients": m, "up_nonzeros_mean": float(sum(updates.extra["nonzeros"]) / m)}
+        history = dict(state["history"])
+        last_round = dict(state["last_round"])
+        if self.project:
+            losses = updates.extra["losses"]
+            if len(losses) != m:
+                raise FlkitError(f"{len(losses)} losses for {m} client updates; give one loss per client")
+            for i, c in enumerate(clients):                            # Alg. 4 line 14: GH_i <- (g~_i, t)
+                history[c] = (G[i].detach().clone(), rnd)
+                last_round[c] = rnd
+            g, info = project_internal(G, losses, self.alpha, return_info=True)
+            g, einfo = project_external(g, history, rnd, self.tau, self.external_variant, return_info=True)
+            g = rescale_to_mean_norm(g, G)
+            oldest = rnd + 1 - self.tau                                # never visited again
+            history = {c: v for c, v in history.items() if v[1] >= oldest}
+            metrics.update(kept=info.kept, internal_projections=info.projections,
+                           external_projections=einfo.projections,
+                           external_conflicts=len(einfo.conflicting_clients))
+        else:
+            g = G.mean(dim=0)
+            for c in clients:
+                last_round[c] = rnd
+        g_dict = unflatten(g, state["model"], names)
+        if self.compress:
+            ef = self._ef(state["server_residual"])
+            down = ef.step("server", g_dict, self.codec)               # a_s = g + e_s; ḡ = STC(a_s)
+            down_bits = int(ef.last_bits)
+        else:
+            down, down_bits = g_dict, None                             # dense model download
+        model = dict(state["model"])
+        for n in names:
+            model[n] = state["model"][n] - down[n].to(state["model"][n].dtype)
+        others = [n for n, v in state["model"].items() if n not in names and v.is_floating_point()]
+        if others:                                                     # BN statistics: plain average
+            avg = weighted_average({n: updates.state[n] for n in others}, updates.weights)
+            model.update(avg)
+        metrics["update_norm"] = float(torch.linalg.vector_norm(g))
+        if self.compress:
+            metrics["down_nonzeros"] = int(sum((down[n] != 0).sum().item() for n in names))
+        return {**state, "model": model, "history": history, "last_round": last_round,
+                "down_bits": down_bits, "metrics": metrics}
+
+    def downlink_bits(self, state, clients):
+        """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV: dense)."""
+        if not self.compress or state.get("down_bits") is None:
+            return super().downlink_bits(state, clients)
+        return [int(state["down_bits"])] * len(clients)
+
+    def round_metrics(self, state, updates):
+        return dict(state.get("metrics", {}))
+
+
+@register
+class STC(_UpdateExchange):
+    """Sparse ternary compression both ways with error feedback; plain mean of the g~_i."""
+    name = "stc"
+    params = {"p": 0.1, "counter": DEFAULT_COUNTER, "residual_dtype": "float32"}
+    compress, project = True, False
+
+
+@register
+class FedFV(_UpdateExchange):
+    """FedFV: conflict projection (internal + external) and norm rescaling, no compression."""
+    name = "fedfv"
+    params = {"alpha": 0.1, "tau": 1, "external_variant": "paper", "loss": "before"}
+    compress, project = False, True
+
+
+@register
+class STCPA(_UpdateExchange):
+    """STC-PA (spec 001, Algorithm 4): STC up, projection aggregation, STC down."""
+    name = "stc_pa"
+    params = {"p": 0.1, "counter": DEFAULT_COUNTER, "alpha": 0.1, "tau": 1,
+              "external_variant": "paper", "loss": "before", "residual_dtype": "float32"}
+    compress, project = True, True
