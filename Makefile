@@ -5,8 +5,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # A read-only dataset mirror beside the checkout (as in CI) is used when FLKIT_DATA is not set.
-FLKIT_DATA ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
-export FLKIT_DATA
+FLKIT_DATA   ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
+FLKIT_MIRROR ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
+export FLKIT_DATA FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 

@@ -56,7 +56,7 @@ _REGISTRY: dict[str, _Entry] = {
     "logreg": _Entry(
         small.build_logreg, 10, 60,
         "multinomial logistic regression on flat features (60 -> 10: 610 params); hidden=H adds a ReLU layer",
-        "FedProx Synthetic(alpha, beta) model"),
+        "Li et al. 2020 (FedProx), Synthetic(alpha, beta) experiments"),
     "lenet5_feddip": _Entry(
         small.build_lenet5_feddip, 10, 1,
         "LeNet-5 for Fashion-MNIST, first conv padded (flatten 400), 61,706 params",

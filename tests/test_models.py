@@ -26,6 +26,10 @@ EXPECTED = {
     "lenet5_cifar": ({}, 62_006, (3, 32, 32), 10),
     # spec 002 section 5.3: "61,706 parameters"
     "lenet5_feddip": ({}, 61_706, (1, 28, 28), 10),
+    # classic LeNet-5 = the same network as lenet5_feddip (spec 002 section 5.3): 61,706
+    "lenet5": ({}, 61_706, (1, 28, 28), 10),
+    # multinomial logistic regression 60 -> 10: 60*10 weights + 10 biases = 610
+    "logreg": ({}, 610, (60,), 10),
     # spec 003 section 7: "44,426 parameters"
     "lenet5_fedast": ({}, 44_426, (1, 28, 28), 10),
     # spec 003 section 7: "199,210 parameters"
@@ -314,7 +318,7 @@ def test_check_fits_wrong_num_classes():
 def test_describe():
     for name in models.MODELS:
         line = models.describe(name)
-        assert line.startswith(name + ":") and "spec 00" in line and "\n" not in line
+        assert line.startswith(name + ":") and ("spec 00" in line or "et al." in line) and "\n" not in line
 
 
 @pytest.mark.parametrize("name", ["cnn_mnist", "vgg9"])

@@ -1,0 +1,13 @@
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_sessionstart(session):
+    """In CI (FLKIT_REQUIRE_DATA=1) tests that need the dataset mirror must run, not skip."""
+    if os.environ.get("FLKIT_REQUIRE_DATA") == "1":
+        mirror = os.environ.get("FLKIT_MIRROR", "")
+        if not mirror or not Path(mirror).is_dir():
+            pytest.exit(f"FLKIT_REQUIRE_DATA=1 but FLKIT_MIRROR={mirror!r} is not a folder; point it at the "
+                        "dataset mirror (see data/README.md)", returncode=4)
