@@ -480,8 +480,9 @@ class SimResult:
 
     def events_frame(self):
         import pandas as pd
-        df = pd.DataFrame(self.events, columns=list(EVENT_COLUMNS))
-        df["task"] = [self.tasks[t] if t is not None else None for t in df["task"]]
+        df = pd.DataFrame([list(e) for e in self.events], columns=list(EVENT_COLUMNS))
+        # rows without a task (aggregations, reallocations) hold None, which pandas turns into NaN
+        df["task"] = [self.tasks[int(t)] if t is not None and t == t else None for t in df["task"]]
         return df
 
     def history_frame(self):

@@ -253,6 +253,10 @@ def test_fedast_two_task_hand_trace():
     df = res.events_frame()
     assert list(df.columns) == ["time", "task", "client", "version", "staleness", "kind"]
     assert df["task"].iloc[0] == "A"
+    # rows without a task (e.g. a reallocation) must not break the frame
+    res.events.append((16.0, None, None, None, None, "realloc"))
+    df = res.events_frame()
+    assert df["task"].iloc[-1] is None and df["task"].iloc[0] == "A"
 
 
 # ============================================================================ FedAST behaviour

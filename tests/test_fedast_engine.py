@@ -1,0 +1,233 @@
+"""EngineTrainer + flkit.methods.fedast.run on tiny synthetic two-task runs (no disk data)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from flkit.fedast_sched import FedAST
+from flkit.methods import fedast as F
+from flkit.sim import FixedDelays
+from flkit.utils import FlkitError
+
+
+def _task(name, **kw):
+    d = dict(name=name, dataset="synthetic", target=None, requests=4, buffer=2, samples_per_client=64,
+             max_rounds=6, test_every=2)
+    d.update(kw)
+    return d
+
+
+def _cfg(method="fedast_d", **kw):
+    d = dict(method=method, num_clients=12, availability=0.75, ratio=2, k=2,
+             tasks=[_task("a"), _task("b", delay_ratio=0.3)])
+    d.update(kw)
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ------------------------------------------------------------------------------ hand trace
+def test_event_log_matches_hand_computed_trace():
+    """Two tasks, R = 1, b = 1, option S, fixed delays (task a: 2, task b: 3), scripted clients.
+
+    t=0  a -> c0 (v0, ends 2); b -> c1 (v0, ends 3)
+    t=2  a arrives, a v1, new a request -> c1 (busy until 3: starts 3, ends 5)
+    t=3  b arrives, b v1, new b request -> c0 (ends 6)
+    t=5  a arrives (v1), a v2 = max_rounds: stop; its R goes to b, burst request b -> c2 (v1, ends 8)
+    t=6  b arrives (v1), b v2: stop; b's request at c2 is cancelled. Both v1 requests of b were
+         trained in one batch at t=6 (same version), so 5 trainings for 4 arrivals."""
+    cfg = F.FedASTRun.from_dict(dict(method="fedast_s", num_clients=4, availability=1.0, ratio=32, tasks=[
+        _task("a", requests=1, buffer=1, max_rounds=2, test_every=1),
+        _task("b", requests=1, buffer=1, max_rounds=2, test_every=1)])).validate()
+    trainer = F.EngineTrainer(cfg, seed=0, device="cpu")
+    sched = FedAST(cfg.schedule_config(), trainer, delays=FixedDelays(lambda t, c: 2.0 if t == 0 else 3.0),
+                   client_draws=[0, 1, 1, 0, 2])
+    res = sched.run()
+    N = None
+    expected = [
+        (0, 0, 0, 0, N, "dispatch"), (0, 1, 1, 0, N, "dispatch"),
+        (2, 0, 0, 0, 0, "arrive"), (2, 0, N, 1, N, "aggregate"), (2, 0, 1, 1, N, "dispatch"),
+        (3, 1, 1, 0, 0, "arrive"), (3, 1, N, 1, N, "aggregate"), (3, 1, 0, 1, N, "dispatch"),
+        (5, 0, 1, 1, 0, "arrive"), (5, 0, N, 2, N, "aggregate"), (5, 0, N, 2, N, "stop"),
+        (5, 1, 2, 1, N, "dispatch"),
+        (6, 1, 0, 1, 0, "arrive"), (6, 1, N, 2, N, "aggregate"), (6, 1, N, 2, N, "stop"),
+        (6, 1, 2, 1, N, "cancel"),
+    ]
+    assert [tuple(e) for e in res.events] == expected
+    assert trainer.trained == 5 and trainer.batch_sizes == [1, 1, 1, 2]
+    assert res.completion_time == {"a": None, "b": None}
+    assert res.total_time == 6
+
+
+# ------------------------------------------------------------------------------ laziness
+def test_lazy_training_trains_exactly_the_kept_requests_fedast():
+    cfg = F.FedASTRun.from_dict(_cfg("fedast_d", tasks=[_task("a", target=0.3, max_rounds=40),
+                                                        _task("b", delay_ratio=0.3, max_rounds=12)])).validate()
+    sched, trainer = F.build_schedule(cfg, seed=1, device="cpu")
+    res = sched.run()
+    ev = res.events
+    arrived = Counter((e[1], e[3], e[2]) for e in ev if e[5] == "arrive")
+    cancelled = Counter((e[1], e[3], e[2]) for e in ev if e[5] == "cancel")
+    assert trainer.trained == len(sched.trained_ids) == sum(trainer.batch_sizes)
+    # every arrival was trained; the only extra trainings are batch-mates cancelled later
+    extra = trainer.trained - sum(arrived.values())
+    assert 0 <= extra <= sum(cancelled.values())
+    assert sum(arrived.values()) == res.stats["arrived"]
+    # requests never popped and not batch-mates are never trained
+    assert trainer.trained < res.stats["dispatched"]
+
+
+def test_lazy_training_sync_trains_only_first_k():
+    cfg = F.FedASTRun.from_dict(_cfg("sync_st", availability=1.0, k=2)).validate()
+    sched, trainer = F.build_schedule(cfg, seed=0, device="cpu")
+    res = sched.run()
+    arrive = sum(1 for e in res.events if e[5] == "arrive")
+    discard = sum(1 for e in res.events if e[5] == "discard")
+    assert discard > 0
+    assert trainer.trained == arrive == res.stats["rounds"] * 2 * 2
+    assert trainer.batch_sizes == [2] * (2 * res.stats["rounds"])  # one batch per task and round
+
+
+# ------------------------------------------------------------------------------ batching
+def test_batched_equals_one_by_one_float64():
+    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    t1 = F.EngineTrainer(cfg, seed=3, device="cpu")
+    t2 = F.EngineTrainer(cfg, seed=3, device="cpu")
+    clients = [3, 1, 3, 7, 0]
+    batched = t1.train("a", 0, clients)
+    single = [t2.train("a", 0, [c])[0] for c in clients]
+    assert len(batched) == len(single) == 5
+    for u, v in zip(batched, single):
+        assert u.diff.dtype == torch.float64
+        torch.testing.assert_close(u.diff, v.diff, rtol=0, atol=1e-12)
+        assert u.loss == pytest.approx(v.loss, abs=1e-9)
+    # duplicated client ids are distinct requests (distinct batch orders)
+    assert not torch.allclose(batched[0].diff, batched[2].diff)
+    # a second batch from the same version continues the request numbering
+    again = t1.train("a", 0, [3])
+    assert not torch.allclose(again[0].diff, batched[0].diff)
+
+
+def test_aggregate_applies_mean_difference_to_current_model():
+    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    tr = F.EngineTrainer(cfg, seed=0, device="cpu")
+    ups = tr.train("a", 0, [0, 1, 2])
+    x0 = tr._flat(tr.tasks["a"], tr.state("a"))
+    assert tr.aggregate("a", ups) == 1
+    x1 = tr._flat(tr.tasks["a"], tr.state("a"))
+    torch.testing.assert_close(x1, x0 + 0.1 * torch.stack([u.diff for u in ups]).mean(0))
+    # stale updates (from version 0) are applied to the current version 1
+    assert tr.aggregate("a", ups[:1]) == 2
+    torch.testing.assert_close(tr._flat(tr.tasks["a"], tr.state("a")), x1 + 0.1 * ups[0].diff)
+
+
+def test_version_store_releases_unreferenced_versions():
+    cfg = F.FedASTRun.from_dict(_cfg("fedast_s", tasks=[_task("a", max_rounds=10), _task("b", max_rounds=10)])).validate()
+    sched, trainer = F.build_schedule(cfg, seed=0, device="cpu")
+    sched.run()
+    assert trainer.released
+    for name in ("a", "b"):
+        stored = trainer.stored_versions(name)
+        assert trainer.tasks[name].current in stored
+        assert len(stored) <= 3       # current + versions still referenced at the end
+    task, v = trainer.released[0]
+    with pytest.raises(FlkitError, match="not stored"):
+        trainer.train(task, v, [0])
+
+
+def test_dispersion_excludes_bias_for_official_rule():
+    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    tr = F.EngineTrainer(cfg, seed=0, device="cpu")
+    ups = tr.train("a", 0, [0, 1, 2, 3])
+    d_off = tr.dispersion("a", ups)
+    tr.exclude_bias = False
+    d_all = tr.dispersion("a", ups)
+    from flkit.fedast_sched import normalized_dispersion
+    assert d_all == pytest.approx(normalized_dispersion([u.diff.numpy() for u in ups]), rel=1e-9)
+    assert d_off != d_all and d_off > 0
+
+
+# ------------------------------------------------------------------------------ run(): determinism, cache
+def test_run_is_deterministic_given_the_seed():
+    r1 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    r2 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    r3 = F.run(_cfg(), seed=6, cache=False, progress=False, device="cpu")
+    assert r1.events == r2.events and r1.history == r2.history
+    assert r1.stats["final_accuracy"] == r2.stats["final_accuracy"]
+    assert r1.events != r3.events
+
+
+def test_run_caches_by_config(tmp_path, monkeypatch):
+    r1 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
+
+    def boom(*a, **k):
+        raise AssertionError("should have been loaded from the cache")
+    monkeypatch.setattr(F, "EngineTrainer", boom)
+    r2 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
+    assert r2.completion_time == r1.completion_time and r2.events == r1.events
+    with pytest.raises(AssertionError):
+        F.run(_cfg("sync_st"), seed=1, root=tmp_path, progress=False, device="cpu")
+
+
+@pytest.mark.parametrize("method", ["fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb",
+                                    "sync_bayes"])
+def test_every_method_runs(method):
+    res = F.run(_cfg(method), seed=0, cache=False, progress=False, device="cpu")
+    assert res.stats["trained"] > 0
+    assert res.method == {"fedast_d": "FedAST(D)", "fedast_s": "FedAST(S)", "nobuffer": "FedAST-NoBuffer",
+                          "sync_st": "Sync-ST", "sync_st_nomit": "Sync-ST-NoStragMit",
+                          "sync_ucb": "Sync-UCB-ST", "sync_bayes": "Sync-Bayes-ST"}[method]
+
+
+# ------------------------------------------------------------------------------ bad input
+BAD = [
+    (dict(tasks=[_task("a", buffer=0)]), "buffer"),
+    (dict(tasks=[_task("a", requests=0)]), "requests"),
+    (dict(tasks=[_task("a", requests=10), _task("b", requests=10)]), "requests"),   # > 12 clients
+    (dict(tasks=[_task("a", dataset="imagenet")]), "dataset"),
+    (dict(tasks=[_task("a", target=1.5)]), "target"),
+    (dict(tasks=[_task("a", target=0.0)]), "target"),
+    (dict(tasks=[_task("a", delay_ratio=-0.1)]), "delay_ratio"),
+    (dict(tasks=[_task("a", lr=-1.0)]), "lr"),
+    (dict(availability=0.0), "availability"),
+    (dict(availability=1.5), "availability"),
+    (dict(method="fedbuff"), "method"),
+    (dict(k=0), "k"),
+    (dict(tasks=[_task("a"), _task("a")]), "unique"),
+    (dict(tasks=[_task("a", max_rounds=None)]), "never end"),
+    (dict(bogus=1), "unknown config key"),
+    (dict(tasks=[dict(_task("a"), colour="red")]), "unknown task key"),
+]
+
+
+@pytest.mark.parametrize("changes,match", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_refused_before_any_work(changes, match, monkeypatch):
+    def no_data(*a, **k):
+        raise AssertionError("data was loaded before validation finished")
+    monkeypatch.setattr(F._data, "load", no_data)
+    with pytest.raises(FlkitError, match=match):
+        F.run(_cfg(**changes), seed=0, cache=False, progress=False, device="cpu")
+
+
+def test_sync_k_none_means_no_mitigation():
+    a = F.run(_cfg("sync_st", k=None), seed=0, cache=False, progress=False, device="cpu")
+    b = F.run(_cfg("sync_st_nomit"), seed=0, cache=False, progress=False, device="cpu")
+    assert a.method == b.method == "Sync-ST-NoStragMit" and a.events == b.events
+
+
+def test_bad_seed_and_unknown_task():
+    with pytest.raises(FlkitError, match="seed"):
+        F.run(_cfg(), seed=1.5, cache=False, progress=False)
+    tr = F.EngineTrainer(F.FedASTRun.from_dict(_cfg()), device="cpu")
+    with pytest.raises(FlkitError, match="unknown task"):
+        tr.evaluate("zzz")
+    with pytest.raises(FlkitError, match="client id"):
+        tr.train("a", 0, [99])
