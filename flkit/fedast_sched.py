@@ -482,7 +482,8 @@ class SimResult:
         import pandas as pd
         df = pd.DataFrame([list(e) for e in self.events], columns=list(EVENT_COLUMNS))
         # rows without a task (aggregations, reallocations) hold None, which pandas turns into NaN
-        df["task"] = [self.tasks[int(t)] if t is not None and t == t else None for t in df["task"]]
+        df["task"] = pd.Series([self.tasks[int(t)] if t is not None and t == t else None for t in df["task"]],
+                               dtype=object, index=df.index)
         return df
 
     def history_frame(self):
