@@ -89,7 +89,7 @@ def main():
             row["wide_tflops"] = fl / row["wide_s"] / 1e12
         rows.append(row)
         print(json.dumps(row))
-    out = Path(__file__).parent / "results" / f"engine-{dev.type}.json"
+    out = Path(__file__).parent / "results" / f"engine-{dev.type}-{args.threads}threads.json"
     out.parent.mkdir(exist_ok=True)
     meta = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
             "threads": args.threads, "torch": torch.__version__, "clients": k, "epochs": args.epochs,

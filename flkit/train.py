@@ -107,11 +107,11 @@ def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
     torch._foreach_add_(params, grads, alpha=-spec.lr)
 
 
-def _cross_entropy(logits, y):
-    """logits [K, B, C], y [K, B] -> per-client mean loss [K] and per-client loss sum [K]."""
-    k, b = y.shape
-    per = F.cross_entropy(logits.reshape(k * b, -1), y.reshape(-1), reduction="none").view(k, b)
-    return per.mean(1), per.detach().sum(1)
+def _cross_entropy_batch_major(logits, y):
+    """logits [B, K, C], y [B, K] -> per-client mean loss [K] and per-client loss sum [K]."""
+    b, k = y.shape
+    per = F.cross_entropy(logits.reshape(b * k, -1), y.reshape(-1), reduction="none").view(b, k)
+    return per.mean(0), per.detach().sum(0)
 
 
 def choose_backend(model: nn.Module, backend: str = "auto") -> str:
@@ -222,8 +222,9 @@ def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_lo
             gctx = ctx if full else {**ctx, "start": {n: v[gi] for n, v in ctx["start"].items()},
                                      "clients": [ctx["clients"][i] for i in group]}
             tensors.update(param_transform(params, gctx) if param_transform else params)
-            out = wide(tensors, x[idx], len(group), train=True)
-            mean_loss, batch_sum = _cross_entropy(out, y[idx])
+            idx_t = idx.t()
+            out = wide.forward_batch_major(tensors, x[idx_t], len(group), train=True)
+            mean_loss, batch_sum = _cross_entropy_batch_major(out, y[idx_t])
             total = mean_loss.sum()
             if extra_loss is not None:
                 total = total + extra_loss(params, gctx).sum()

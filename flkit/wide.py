@@ -195,22 +195,26 @@ class WideModel:
     # layout on CPU (oneDNN; measured on LeNet-5 with K=10), and cuDNN prefers it on recent GPUs.
     channels_last = True
 
-    def stack_inputs(self, x: torch.Tensor) -> torch.Tensor:
-        """[K, B, C, ...] -> [B, K*C, ...] (client-major along dim 1)."""
-        k, b = x.shape[0], x.shape[1]
-        out = x.transpose(0, 1).reshape(b, k * x.shape[2], *x.shape[3:])
-        if self.channels_last and out.dim() == 4 and out.is_floating_point():
-            out = out.contiguous(memory_format=torch.channels_last)
-        return out
 
     def __call__(self, tensors: dict[str, torch.Tensor], x: torch.Tensor, k: int, train: bool = True):
         """x: [K, B, ...] per-client inputs; returns per-client outputs [K, B, classes]."""
+        return self.forward_batch_major(tensors, x.transpose(0, 1), k, train).transpose(0, 1)
+
+    def forward_batch_major(self, tensors: dict[str, torch.Tensor], xb: torch.Tensor, k: int,
+                            train: bool = True) -> torch.Tensor:
+        """xb: [B, K, ...] (sample-major, as gathered by x[idx.T]); returns [B, K, classes].
+
+        The training loop uses this layout because stacking along the channel dimension is then a
+        free reshape and the loss needs no transposed copy."""
         self.slots.tensors, self.slots.k = tensors, k
         if self.net.training != train:  # .train() walks every module: only when the mode changes
             self.net.train(train)
+        b = xb.shape[0]
+        inp = xb.reshape(b, k * xb.shape[2], *xb.shape[3:])
+        if self.channels_last and inp.dim() == 4 and inp.is_floating_point():
+            inp = inp.contiguous(memory_format=torch.channels_last)
         try:
-            out = self.net(self.stack_inputs(x))
+            out = self.net(inp)
         finally:
             self.slots.tensors = {}
-        b = out.shape[0]
-        return out.reshape(b, k, -1).transpose(0, 1)
+        return out.reshape(b, k, -1)
