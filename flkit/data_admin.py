@@ -247,14 +247,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="flkit")
-    register_cli(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except FlkitError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    """``python -m flkit.data_admin data ...``: the same as ``flkit data ...``."""
+    from .cli import main as cli_main
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

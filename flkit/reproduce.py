@@ -733,18 +733,12 @@ def run_cli(args) -> int:
 
 
 def main(argv=None) -> int:
-    """``python -m flkit.reproduce [reproduce] [options]`` (same options as ``flkit reproduce``)."""
+    """``python -m flkit.reproduce [reproduce] [options]``: the same as ``flkit reproduce ...``."""
+    from .cli import main as cli_main
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "reproduce":
         argv = ["reproduce"] + argv
-    parser = argparse.ArgumentParser(prog="flkit")
-    register_cli(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except FlkitError as e:
-        print(f"flkit reproduce: error: {e}", file=sys.stderr)
-        return 2
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

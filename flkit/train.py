@@ -191,6 +191,20 @@ def _plans(client_indices, spec, client_seeds, device):
     return plans, max(len(p) for p in plans)
 
 
+def _setup(model, start, x, client_indices, spec, client_seeds, differentiable):
+    """What both batched backends start from: trainable names, a private copy of the states,
+    momentum buffers, the batch plans and the per-client counters."""
+    k = len(client_indices)
+    names = [n for n in param_names(model) if n in start]
+    state = {n: (v.clone() if differentiable else v.detach().clone()) for n, v in start.items()}
+    bufs = {n: torch.zeros_like(state[n]) for n in names} if spec.momentum else {}
+    plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
+    loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
+    seen = torch.zeros(k, dtype=torch.long, device=x.device)
+    steps = torch.tensor([len(p) for p in plans], device=x.device)
+    return names, state, bufs, plans, n_steps, loss_sum, seen, steps
+
+
 def _step_groups(plans, step):
     """Clients that take a step now, grouped by batch size (short last batches form their own group)."""
     groups: dict[int, list[int]] = {}
@@ -204,13 +218,8 @@ def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_lo
                 grad_transform, differentiable, ctx):
     k = len(client_indices)
     wide = WideModel(model)
-    names = [n for n in param_names(model) if n in start]
-    state = {n: (v.clone() if differentiable else v.detach().clone()) for n, v in start.items()}
-    bufs = {n: torch.zeros_like(state[n]) for n in names} if spec.momentum else {}
-    plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
-    loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
-    seen = torch.zeros(k, dtype=torch.long, device=x.device)
-    steps = torch.tensor([len(p) for p in plans], device=x.device)
+    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(model, start, x, client_indices, spec,
+                                                                       client_seeds, differentiable)
     for step in range(n_steps):
         for group in _step_groups(plans, step):
             full = len(group) == k
@@ -268,13 +277,8 @@ def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_lo
     if list(model.buffers()):
         raise FlkitError("backend='vmap' supports models without buffers (BatchNorm needs 'wide' or 'loop')")
     k = len(client_indices)
-    names = [n for n in param_names(model) if n in start]
-    state = {n: (v.clone() if differentiable else v.detach().clone()) for n, v in start.items()}
-    bufs = {n: torch.zeros_like(state[n]) for n in names} if spec.momentum else {}
-    plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
-    loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
-    seen = torch.zeros(k, dtype=torch.long, device=x.device)
-    steps = torch.tensor([len(p) for p in plans], device=x.device)
+    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(model, start, x, client_indices, spec,
+                                                                       client_seeds, differentiable)
 
     def one_loss(p, xb, yb):
         out = functional_call(model, p, (xb,))
