@@ -63,6 +63,19 @@ def test_first_code_cell_is_parameters(path):
 
 
 @pytest.mark.parametrize("path", ALL, ids=_id)
+def test_papermill_sees_every_parameter(path):
+    """papermill's own parser must find every name the parameters cell assigns (a comment holding
+    '=' makes it skip the line, and `papermill --help-notebook` then hides that parameter)."""
+    from papermill.translators import PythonTranslator
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    seen = {p.name for p in PythonTranslator.inspect({"source": source})}
+    missing = sorted(set(notebook_parameters(path)) - seen)
+    assert not missing, f"papermill cannot parse the parameter line(s) of {missing}; avoid '=' in their comments"
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
 def test_kernel_is_python3(path):
     ks = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("kernelspec")
     assert ks is None or ks.get("name") == "python3", \
