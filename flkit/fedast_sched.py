@@ -60,7 +60,8 @@ class Trainer(Protocol):
     - ``aggregate(task, updates) -> int | None`` — apply the mean of ``updates`` to the *current*
       model of ``task`` (FedAST: x <- x + eta_s * mean(diffs)); returns the new version (must be
       the old one + 1) or None.
-    - ``evaluate(task) -> float`` — test accuracy of the current model in [0, 1].
+    - ``evaluate(task) -> float`` — test accuracy of the current model in [0, 1]; or
+      ``(accuracy, {"test_loss": ..., ...})``, whose extra numbers go into the history row.
 
     Optional
     - ``dispersion(task, updates) -> float`` — normalised dispersion
@@ -494,6 +495,14 @@ class SimResult:
 # ============================================================================================
 # FedAST
 # ============================================================================================
+def evaluate_task(trainer, task: str) -> tuple[float, dict]:
+    """The trainer's evaluation as (accuracy, extra history columns)."""
+    res = trainer.evaluate(task)
+    if isinstance(res, tuple):
+        return float(res[0]), dict(res[1])
+    return float(res), {}
+
+
 class FedAST:
     """Event-driven FedAST (§3.3) over a :class:`~flkit.sim.Simulator`.
 
@@ -630,10 +639,12 @@ class FedAST:
         spec = self.specs[m]
         acc = None
         if new_v % spec.test_every == 0:
-            acc = float(self.trainer.evaluate(name))
+            acc, extra = evaluate_task(self.trainer, name)
+        else:
+            extra = {}
         self.history.append({"task": name, "round": new_v, "sim_time": self.sim.now, "accuracy": acc,
                              "buffer": len(updates), "requests": self.R[m], "active": self.A[m],
-                             "mean_staleness": sum(staleness) / len(staleness) if staleness else 0.0})
+                             "mean_staleness": sum(staleness) / len(staleness) if staleness else 0.0, **extra})
         if acc is not None and spec.target is not None and acc >= spec.target:
             self._finish(m, completed=True)
         elif spec.max_rounds is not None and new_v >= spec.max_rounds:
@@ -931,9 +942,9 @@ class SyncST:
                     sim.log.append((sim.now, m, None, new_v, None, "aggregate"))
                 if self._release is not None:
                     self._release(self.names[m], new_v - 1)
-                acc = float(trainer.evaluate(self.names[m])) if new_v % cfg.test_every == 0 else None
+                acc, extra = evaluate_task(trainer, self.names[m]) if new_v % cfg.test_every == 0 else (None, {})
                 history.append({"task": self.names[m], "round": new_v, "sim_time": sim.now, "accuracy": acc,
-                                "clients": n[m], "kept": ks[m], "mean_staleness": 0.0})
+                                "clients": n[m], "kept": ks[m], "mean_staleness": 0.0, **extra})
                 spec = specs[m]
                 if acc is not None and spec.target is not None and acc >= spec.target:
                     completion[self.names[m]] = sim.now

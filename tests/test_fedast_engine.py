@@ -165,6 +165,20 @@ def test_run_is_deterministic_given_the_seed():
     assert r1.events != r3.events
 
 
+def test_history_records_test_loss_at_evaluations():
+    """Figs. 13/14 need the test loss: every evaluated row carries the cross-entropy of that model,
+    and it falls as the model learns (first vs last evaluation of each task)."""
+    res = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    rows = [h for h in res.history if h["accuracy"] is not None]
+    assert rows and all(h["test_loss"] > 0 and h["test_loss"] == h["test_loss"] for h in rows)
+    assert all("test_loss" not in h for h in res.history if h["accuracy"] is None)
+    from flkit.studies.fedast import curves
+    c = curves(res)
+    for _, g in c.groupby("task"):
+        if len(g) > 1:
+            assert g.test_loss.iloc[-1] < g.test_loss.iloc[0]
+
+
 def test_run_caches_by_config(tmp_path, monkeypatch):
     r1 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
 

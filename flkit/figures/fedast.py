@@ -65,28 +65,30 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
 
 
 def accuracy_curves(results: dict, ax=None, mean_over_tasks: bool = True, targets: dict | None = None,
-                    title: str = ""):
-    """Test accuracy vs simulated time. ``results``: {label: SimResult}. With ``mean_over_tasks``
-    one line per run (mean over tasks at each task's latest evaluation), else one per task."""
+                    title: str = "", metric: str = "accuracy"):
+    """Test accuracy (or ``metric="test_loss"``) vs simulated time. ``results``: {label: SimResult}.
+    With ``mean_over_tasks`` one line per run (mean over tasks at each task's latest evaluation),
+    else one per task."""
     ax = _new_ax(ax)
     for label, res in results.items():
         c = S.curves(res)
-        if c.empty:
+        if c.empty or metric not in c:
             continue
+        c = c.rename(columns={metric: "_y"})
         if mean_over_tasks:
-            piv = c.pivot_table(index="sim_time", columns="task", values="accuracy").sort_index().ffill()
+            piv = c.pivot_table(index="sim_time", columns="task", values="_y").sort_index().ffill()
             ax.plot(piv.index, piv.mean(axis=1), label=label, color=color_for(label))
         else:
             for j, (t, g) in enumerate(c.groupby("task", sort=False)):
                 ls = ["-", "--", ":", "-."][j % 4]
-                ax.plot(g.sim_time, g.accuracy, ls, color=color_for(label), label=f"{label}: {t}")
+                ax.plot(g.sim_time, g._y, ls, color=color_for(label), label=f"{label}: {t}")
                 ct = res.completion_time.get(t)
                 if ct is not None:
                     ax.axvline(ct, color=color_for(label), ls=ls, lw=0.8, alpha=0.6)
     for t, v in (targets or {}).items():
         ax.axhline(v, color="black", lw=0.8, ls=":")
     ax.set_xlabel("simulated time")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel("test accuracy" if metric == "accuracy" else metric.replace("_", " "))
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8)

@@ -46,7 +46,7 @@ from .. import partition as _partition
 from .. import store
 from ..fedast_sched import (DELAY_RATIOS, FedAST, FedASTConfig, SimResult, SyncConfig, SyncST, TaskSpec)
 from ..state import broadcast_state, param_names
-from ..train import LocalSpec, train_clients
+from ..train import LocalSpec, evaluate, train_clients
 from ..utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
 
 __all__ = ["DATASET_DEFAULTS", "TARGETS", "SERVER_LR", "METHODS", "METHOD_LABELS", "TaskConfig", "FedASTRun",
@@ -492,23 +492,25 @@ class EngineTrainer:
         return st.current
 
     @torch.no_grad()
-    def _accuracy(self, st, x, y, batch: int = 4096) -> float:
+    def _evaluate(self, st, x, y) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) of the task's current model."""
         st.eval_model.load_state_dict(st.versions[st.current])
-        correct = 0
-        for lo in range(0, len(y), batch):
-            correct += int((st.eval_model(x[lo:lo + batch]).argmax(1) == y[lo:lo + batch]).sum())
-        return correct / len(y)
+        return evaluate(st.eval_model, None, x, y, batch_size=4096)
 
-    def evaluate(self, task: str) -> float:
+    def _accuracy(self, st, x, y) -> float:
+        return self._evaluate(st, x, y)[0]
+
+    def evaluate(self, task: str) -> tuple[float, dict]:
+        """Test accuracy (and test loss, for the paper's Figs. 13/14) of the task's current model."""
         st = self._task(task)
         t0 = time.perf_counter()
-        acc = self._accuracy(st, st.x_eval, st.y_eval)
+        acc, loss = self._evaluate(st, st.x_eval, st.y_eval)
         if st.target is not None and acc >= st.target and st.x_eval is not st.data.x_test:
-            acc = self._accuracy(st, st.data.x_test, st.data.y_test)   # confirm on the full test set
+            acc, loss = self._evaluate(st, st.data.x_test, st.data.y_test)   # confirm on the full test set
         self.eval_seconds += time.perf_counter() - t0
         if self.on_evaluate is not None:
             self.on_evaluate(task, acc)
-        return acc
+        return acc, {"test_loss": loss}
 
     def evaluate_full(self, task: str) -> float:
         st = self._task(task)

@@ -94,11 +94,21 @@ def staleness(res) -> pd.DataFrame:
 
 
 def curves(res) -> pd.DataFrame:
-    """Accuracy vs simulated time (evaluated points only): task, sim_time, accuracy, round."""
+    """Accuracy (and test loss, where recorded) vs simulated time at the evaluated points:
+    task, round, sim_time, accuracy[, test_loss]."""
     h = pd.DataFrame(res.history)
     if h.empty:
         return h
-    return h[h.accuracy.notna()][["task", "round", "sim_time", "accuracy"]].reset_index(drop=True)
+    cols = ["task", "round", "sim_time", "accuracy"] + (["test_loss"] if "test_loss" in h else [])
+    return h[h.accuracy.notna()][cols].reset_index(drop=True)
+
+
+def final_test_loss(res) -> float:
+    """Mean over tasks of the test loss at each task's last evaluation (NaN if not recorded)."""
+    c = curves(res)
+    if c.empty or "test_loss" not in c:
+        return float("nan")
+    return float(c.groupby("task").test_loss.last().mean())
 
 
 # ------------------------------------------------------------------------------ studies
@@ -177,6 +187,7 @@ def active_sweep(P, requests: Sequence[int], seeds: Sequence[int], device="auto"
                 st = staleness(res)
                 rows.append({"requests": R, "active": M * R, "method": method, "label": F.METHOD_LABELS[method],
                              "seed": int(s), "final_accuracy": float(np.mean(list(acc.values()))),
+                             "final_test_loss": final_test_loss(res),
                              "mean_staleness": float(st.staleness.mean()) if len(st) else 0.0,
                              "buffer": 1 if method == "nobuffer" else max(1, -(-R // int(P["ratio"])))})
     return pd.DataFrame(rows)
