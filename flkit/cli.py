@@ -15,7 +15,8 @@ EPILOG = """examples:
 
 environment: FLKIT_DATA (data root, default ./data), FLKIT_MIRROR (read-only offline mirror),
 FLKIT_RUNS (run cache, default runs/cache), FLKIT_DEVICE (overrides device 'auto'),
-FLKIT_PRESET (preset for notebooks run without an explicit one)."""
+FLKIT_PRESET (preset for notebooks run without an explicit one), FLKIT_THREADS (torch CPU threads
+per process; use 1 when several jobs share the cores)."""
 
 
 def _value(text: str):
