@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import methods, store
+from . import methods, metrics, store
 from .state import model_state
 from .train import BACKENDS, LocalSpec, evaluate
 from .utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
@@ -108,8 +108,7 @@ class RunResult:
         return float(self.history[column].dropna().iloc[-1])
 
     def rounds_to(self, target: float, column: str = "test_accuracy") -> int | None:
-        hit = self.history[self.history[column] >= target]
-        return None if hit.empty else int(hit["round"].iloc[0])
+        return metrics.rounds_to(self.history, target, column)
 
 
 @dataclass

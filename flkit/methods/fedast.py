@@ -46,6 +46,7 @@ from .. import partition as _partition
 from .. import store
 from ..fedast_sched import (DELAY_RATIOS, FedAST, FedASTConfig, SimResult, SyncConfig, SyncST, TaskSpec)
 from ..state import broadcast_state, param_names
+from ..metrics import time_gain  # re-exported: the notebook reads gains as F.time_gain
 from ..train import LocalSpec, evaluate, train_clients
 from ..utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
 
@@ -665,10 +666,3 @@ def centralised(task, steps: int, seed: int = 0, device="auto", eval_subset: int
         store.save_json(folder / "result.json", {"accuracy": acc, "key": key})
         store.mark_done(folder)
     return acc
-
-
-def time_gain(t_baseline: float | None, t_method: float | None) -> float | None:
-    """(T_baseline - T_method) / T_baseline x 100 (None when either did not finish)."""
-    if t_baseline is None or t_method is None or not t_baseline > 0:
-        return None
-    return 100.0 * (t_baseline - t_method) / t_baseline

@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from .. import metrics
 from ..methods import fedast as F
 from ..utils import FlkitError
 
@@ -154,11 +155,11 @@ def gain_table(df: pd.DataFrame, baseline: str = "sync_st", method: str = "fedas
             tb = None if tb.empty or pd.isna(tb.iloc[0]) else float(tb.iloc[0])
             tm = None if tm.empty or pd.isna(tm.iloc[0]) else float(tm.iloc[0])
             per.append((tb, tm))
-            rows.append({by: key, "seed": s, "baseline": tb, "method": tm, "gain_pct": F.time_gain(tb, tm)})
+            rows.append({by: key, "seed": s, "baseline": tb, "method": tm, "gain_pct": metrics.time_gain(tb, tm)})
         ok = [(a, b) for a, b in per if a is not None and b is not None]
         if ok:
             mb, mm = float(np.mean([a for a, _ in ok])), float(np.mean([b for _, b in ok]))
-            rows.append({by: key, "seed": "mean", "baseline": mb, "method": mm, "gain_pct": F.time_gain(mb, mm)})
+            rows.append({by: key, "seed": "mean", "baseline": mb, "method": mm, "gain_pct": metrics.time_gain(mb, mm)})
     return pd.DataFrame(rows)
 
 

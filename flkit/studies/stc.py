@@ -28,7 +28,7 @@ import math
 
 import pandas as pd
 
-from .. import compress, models
+from .. import compress, metrics, models
 from ..experiment import RunConfig, Setup, run
 from ..papers import PAPERS
 from ..utils import FlkitError, check_choice
@@ -115,11 +115,8 @@ def _cached(cfg: RunConfig, out_dir) -> bool:
 
 # --------------------------------------------------------------------------- measures
 def rounds_to_target(history: pd.DataFrame, target: float, column: str = "client_acc_mean"):
-    """First round whose ``column`` ≥ target, or None when never reached."""
-    if not 0 < target <= 1:
-        raise FlkitError(f"target={target!r} must be an accuracy in (0, 1]")
-    hit = history[history[column] >= target]
-    return None if hit.empty else int(hit["round"].iloc[0])
+    """First round whose ``column`` ≥ target (average client accuracy by default), or None."""
+    return metrics.rounds_to(history, target, column)
 
 
 def _second_half(history: pd.DataFrame, column: str) -> pd.Series:
@@ -130,10 +127,7 @@ def _second_half(history: pd.DataFrame, column: str) -> pd.Series:
 
 def oscillation(history: pd.DataFrame, column: str = "client_acc_mean") -> float:
     """Mean |acc_t − acc_{t−1}| in percentage points over the second half of the rounds."""
-    s = _second_half(history, column)
-    if len(s) < 2:
-        return float("nan")
-    return float(s.diff().abs().dropna().mean() * 100)
+    return metrics.mean_abs_change(_second_half(history, column)) * 100
 
 
 def mean_variance(history: pd.DataFrame, column: str = "client_acc_var") -> float:

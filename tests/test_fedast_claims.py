@@ -1,0 +1,93 @@
+"""Claim verdicts of notebook 03 and the shared metrics, on hand-built inputs."""
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from flkit import metrics
+from flkit.studies import fedast_claims as C
+from flkit.utils import FlkitError
+
+
+def test_metrics_by_hand():
+    h = pd.DataFrame({"round": [1, 2, 3, 4], "acc": [0.5, 0.91, 0.89, 0.95]})
+    assert metrics.rounds_to(h, 0.9, "acc") == 2 and metrics.rounds_to(h, 0.96, "acc") is None
+    with pytest.raises(FlkitError, match="target"):
+        metrics.rounds_to(h, 90, "acc")
+    # |0.41| + |-0.02| + |0.06| = 0.49 over 3 steps
+    assert metrics.mean_abs_change(h.acc) == pytest.approx(0.49 / 3)
+    assert metrics.mean_abs_change([0.3]) != metrics.mean_abs_change([0.3])  # NaN
+    assert metrics.time_gain(100, 60) == pytest.approx(40.0) and metrics.time_gain(None, 60) is None
+
+
+def _fig2(fedast_1=60.0):
+    rows = []
+    for m, times in {"fedast_d": (50.0, fedast_1), "sync_st": (70.0, 80.0), "sync_st_nomit": (100.0, None),
+                     "sync_ucb": (75.0, 85.0), "sync_bayes": (65.0, 90.0)}.items():
+        rows += [{"method": m, "seed": s, "all_done": t, "M": 2} for s, t in zip((0, 1), times)]
+    return pd.DataFrame(rows)
+
+
+def test_sync_variant_claims():
+    v = C.sync_variants(_fig2(), [0, 1])
+    # FedAST 50 < 70 and 60 < 80; NoMit 100 > 1.2 * 70, and never finishing counts as slower;
+    # UCB 75 vs 70 and 85 vs 80, Bayes 65 vs 70 and 90 vs 80: all within 30 %
+    assert v["fedast_first"][0] and v["nomit_slower"][0] and v["ucb_bayes_near"][0]
+    assert "not reached" in v["fedast_first"][1]
+    v = C.sync_variants(_fig2(fedast_1=None), [0, 1])
+    assert not v["fedast_first"][0]  # seed 1 never finished
+    assert not C.sync_variants(_fig2(), [0, 1], near_rel=0.05)["ucb_bayes_near"][0]
+
+
+def test_gain_grows():
+    def table(g1):
+        rows = [{"M": 2, "seed": 0, "gain_pct": -10.0}, {"M": 6, "seed": 0, "gain_pct": 20.0},
+                {"M": 2, "seed": 1, "gain_pct": 5.0}, {"M": 6, "seed": 1, "gain_pct": g1},
+                {"M": 2, "seed": "mean", "gain_pct": -2.5}, {"M": 6, "seed": "mean", "gain_pct": (20 + g1) / 2}]
+        return pd.DataFrame(rows)
+    assert C.gain_grows(table(30.0), [0, 1])[0]
+    holds, ev = C.gain_grows(table(3.0), [0, 1])  # seed 1: 3 < 5
+    assert not holds and "M=2: -2.5%" in ev
+
+
+def _res(acc_by_task, completion=None, requests=None):
+    hist = [{"task": t, "round": i + 1, "sim_time": float(i + 1), "accuracy": a, "requests": 4}
+            for t, accs in acc_by_task.items() for i, a in enumerate(accs)]
+    hist += requests or []
+    return SimpleNamespace(history=hist, tasks=list(acc_by_task), completion_time=completion or {})
+
+
+def test_curve_noise_and_nobuffer_claim():
+    calm = _res({"A": [0.1, 0.2, 0.3], "B": [0.5, 0.5, 0.6]})
+    noisy = _res({"A": [0.1, 0.4, 0.2], "B": [0.5, 0.3, 0.6]})
+    # calm: A 0.1, B 0.05 -> 0.075; noisy: A (0.3+0.2)/2 = 0.25, B (0.2+0.3)/2 = 0.25 -> 0.25
+    assert C.curve_noise(calm) == pytest.approx(0.075) and C.curve_noise(noisy) == pytest.approx(0.25)
+    assert C.nobuffer_noisier({0: calm}, {0: noisy})[0]
+    assert not C.nobuffer_noisier({0: noisy}, {0: calm})[0]
+
+
+def test_heterogeneous_claim():
+    reqs = [{"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
+            {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9}]
+    res = _res({"mnist": [0.5, 0.9], "fmnist": [0.3, 0.7]}, {"mnist": 10.0, "fmnist": 20.0}, reqs)
+    het_df = pd.DataFrame([
+        {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
+        {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
+        {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
+        {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0}])
+    out = C.heterogeneous(het_df, {0: res}, easy_task="mnist")
+    # all done: FedAST 20, Sync-ST 30 -> gain (30 - 20) / 30 = 33.3 %; fmnist requests 5 -> 9 after t=10
+    assert out["holds"] and out["gain_pct"] == pytest.approx(100 / 3) and out["first_task"] == "mnist"
+    assert not C.heterogeneous(het_df, {0: res}, easy_task="fmnist")["holds"]
+
+
+def test_dynamic_vs_static_claim():
+    def dvs(high_dyn):
+        return pd.DataFrame([{"level": "main", "method": "fedast_s", "seed": 0, "all_done": 100.0},
+                             {"level": "main", "method": "fedast_d", "seed": 0, "all_done": 95.0},
+                             {"level": "high", "method": "fedast_s", "seed": 0, "all_done": 200.0},
+                             {"level": "high", "method": "fedast_d", "seed": 0, "all_done": high_dyn}])
+    tab, holds, ev = C.dynamic_vs_static(dvs(180.0))  # 5 % then 10 %: small and growing
+    assert holds and list(tab.gain_pct.round(6)) == [5.0, 10.0] and "high: 10.0%" in ev
+    assert not C.dynamic_vs_static(dvs(140.0))[1]      # 30 % is not a small margin
+    assert not C.dynamic_vs_static(dvs(198.0))[1]      # 1 % < 5 %: does not grow
