@@ -141,6 +141,7 @@ class Setup:
 
 
 def sample_clients(seed: int, rnd: int, num_clients: int, m: int) -> list[int]:
+    """Uniform participation (what `Method.select_clients` does by default)."""
     return sorted(numpy_rng(seed, "sample", rnd).choice(num_clients, size=m, replace=False).tolist())
 
 
@@ -168,7 +169,8 @@ def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = T
         return load(folder)
     setup = setup or Setup.build(config)
     ctx = methods.RunContext(setup.model, setup.data.x_train, setup.data.y_train, setup.parts,
-                             config.local_spec(), config.seed, setup.data.num_classes, config.backend)
+                             config.local_spec(), config.seed, setup.data.num_classes, config.backend,
+                             config.clients_per_round)
     method = methods.get(config.method)(ctx, **config.method_params)
     state = method.init_state(model_state(setup.model))
     rows, start_round = [], 1
@@ -184,19 +186,15 @@ def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = T
     cum_up = rows[-1]["cum_bytes_up"] if rows else 0
     cum_down = rows[-1]["cum_bytes_down"] if rows else 0
     for rnd in range(start_round, config.rounds + 1):
-        clients = sample_clients(config.seed, rnd, config.num_clients, config.clients_per_round)
-        down = method.downlink_bits(state, clients)
-        updates = method.client_update(state, clients, rnd)
-        state = method.aggregate(state, updates, rnd)
-        up_bytes, down_bytes = sum(updates.bits_up) / 8, sum(down) / 8
-        cum_up, cum_down = cum_up + up_bytes, cum_down + down_bytes
-        w = updates.weights / updates.weights.sum()
-        row = {"round": rnd, "train_loss": float((w * updates.train_loss).sum()), "bytes_up": up_bytes,
-               "bytes_down": down_bytes, "cum_bytes_up": cum_up, "cum_bytes_down": cum_down,
-               "test_accuracy": float("nan"), "test_loss": float("nan")}
-        row.update(method.round_metrics(state, updates))
+        clients = method.select_clients(state, rnd)
+        state, log = method.round(state, clients, rnd)
+        cum_up, cum_down = cum_up + log.bytes_up, cum_down + log.bytes_down
+        row = {"round": rnd, "train_loss": log.train_loss, "bytes_up": log.bytes_up,
+               "bytes_down": log.bytes_down, "cum_bytes_up": cum_up, "cum_bytes_down": cum_down,
+               "test_accuracy": float("nan"), "test_loss": float("nan"), **log.metrics}
         if rnd % config.eval_every == 0 or rnd == config.rounds:
-            row.update(_evaluate(setup, state, config.per_client_eval))
+            row.update(_evaluate(setup, method, state, config.per_client_eval))
+            row.update(method.eval_metrics(state, setup.data.x_test, setup.data.y_test))
             if config.per_client_eval:
                 client_acc = row.pop("_client_acc")
         rows.append(row)
@@ -237,12 +235,12 @@ def load(folder: str | Path) -> RunResult:
     return RunResult(cfg, history, {"model": final["state"]}, folder, final.get("client_accuracy"))
 
 
-def _evaluate(setup: Setup, state: dict, per_client: bool) -> dict:
+def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
     ds = setup.data
     if not per_client:
-        acc, loss = evaluate(setup.model, state["model"], ds.x_test, ds.y_test)
+        acc, loss = method.evaluate(state, ds.x_test, ds.y_test)
         return {"test_accuracy": acc, "test_loss": loss}
-    acc, loss, per_class = evaluate(setup.model, state["model"], ds.x_test, ds.y_test, per_class=ds.num_classes)
+    acc, loss, per_class = method.evaluate(state, ds.x_test, ds.y_test, per_class=ds.num_classes)
     ca = client_accuracy(per_class, setup.parts, ds.y_train, ds.num_classes)
     return {"test_accuracy": acc, "test_loss": loss, "client_acc_mean": float(ca.mean()),
             "client_acc_std": float(ca.std(unbiased=False)), "client_acc_var": float(ca.var(unbiased=False)),

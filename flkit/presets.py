@@ -55,6 +55,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 from .utils import FlkitError
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
+PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 REQUIRED = ("smoke", "cpu", "paper")
 META_KEYS = ("title", "notebook", "default", "description", "paper")
 ENV_PRESET = "FLKIT_PRESET"
@@ -92,7 +93,7 @@ class Preset(dict):
 def search_path() -> list[Path]:
     """Folders searched for ``<notebook>.toml``: ``$FLKIT_PRESET_PATH`` entries, then flkit's own."""
     extra = [Path(p) for p in os.environ.get(ENV_PATH, "").split(os.pathsep) if p.strip()]
-    return extra + [PRESET_DIR]
+    return extra + [PRESET_DIR, PAPERS_DIR]
 
 
 def _files() -> dict[str, Path]:
@@ -101,7 +102,18 @@ def _files() -> dict[str, Path]:
         if folder.is_dir():
             for f in sorted(folder.glob("*.toml")):
                 found.setdefault(f.stem, f)  # earlier folders win
+    for f in sorted(PAPERS_DIR.glob("*/preset.toml")):
+        found.setdefault(_paper_notebook(f), f)
     return found
+
+
+def _paper_notebook(path: Path) -> str:
+    """A paper folder's preset file is named by the notebook its [meta] table names."""
+    with open(path, "rb") as fh:
+        nb = tomllib.load(fh).get("meta", {}).get("notebook")
+    if not nb:
+        raise FlkitError(f"preset file {path} needs [meta] notebook = \"NN_<slug>.ipynb\"")
+    return _stem(nb)
 
 
 def notebooks() -> list[str]:

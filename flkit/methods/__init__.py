@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..utils import check_choice
-from .base import ClientUpdates, Method, RunContext, weighted_average
+from .base import ClientUpdates, Method, RoundLog, RunContext, weighted_average
 from .fedavg import FedAvg, FedProx
 
 REGISTRY: dict[str, type[Method]] = {}
@@ -39,5 +39,5 @@ def _load_optional():
                 raise
 
 
-__all__ = ["ClientUpdates", "Method", "RunContext", "weighted_average", "FedAvg", "FedProx",
+__all__ = ["ClientUpdates", "Method", "RoundLog", "RunContext", "weighted_average", "FedAvg", "FedProx",
            "register", "get", "names", "REGISTRY"]

@@ -15,6 +15,12 @@ A method is a subclass of `Method` that overrides a few hooks:
 
 `state` is a plain dict ("model" holds the global model's state dict) so it checkpoints with
 torch.save and resumes exactly.
+
+One round is one call, `Method.round(state, clients, rnd) -> (state, RoundLog)`; the run loop in
+flkit.experiment only selects clients (`select_clients`), calls `round`, and evaluates
+(`evaluate`). A method overrides the hooks `round` composes, or one of the three calls themselves:
+a method whose participation is not uniform sampling overrides `select_clients`; one whose model is
+personalised per client overrides `evaluate`.
 """
 from __future__ import annotations
 
@@ -26,8 +32,8 @@ from torch import nn
 
 from ..compress import Codec, DenseCodec
 from ..state import broadcast_state, param_names
-from ..train import LocalSpec, train_clients
-from ..utils import FlkitError, derive_seed
+from ..train import LocalSpec, evaluate, train_clients
+from ..utils import FlkitError, derive_seed, numpy_rng
 
 
 @dataclass
@@ -41,6 +47,25 @@ class RunContext:
     seed: int
     num_classes: int
     backend: str = "auto"
+    clients_per_round: int | None = None   # None: every client takes part in every round
+
+
+@dataclass
+class RoundLog:
+    """What one round reports to the run loop: bytes per direction, the clients' training loss,
+    and the method's own numbers for the history."""
+    bits_up: list[int]               # per selected client
+    bits_down: list[int]             # per selected client
+    train_loss: float                # data-size weighted over the selected clients
+    metrics: dict = field(default_factory=dict)
+
+    @property
+    def bytes_up(self) -> float:
+        return sum(self.bits_up) / 8
+
+    @property
+    def bytes_down(self) -> float:
+        return sum(self.bits_down) / 8
 
 
 @dataclass
@@ -122,4 +147,29 @@ class Method:
 
     def round_metrics(self, state: dict, updates: ClientUpdates) -> dict:
         """Extra per-round numbers for the history (e.g. how many clients were projected)."""
+        return {}
+
+    # -- the three calls of the run loop
+    def select_clients(self, state: dict, rnd: int) -> list[int]:
+        """This round's participants: uniform sampling without replacement (seeded per round)."""
+        n = len(self.ctx.parts)
+        m = self.ctx.clients_per_round or n
+        return sorted(numpy_rng(self.ctx.seed, "sample", rnd).choice(n, size=m, replace=False).tolist())
+
+    def round(self, state: dict, clients: list[int], rnd: int) -> tuple[dict, RoundLog]:
+        """Download, local training, upload, aggregation: the new state and what the round cost."""
+        down = self.downlink_bits(state, clients)
+        updates = self.client_update(state, clients, rnd)
+        new_state = self.aggregate(state, updates, rnd)
+        w = updates.weights / updates.weights.sum()
+        log = RoundLog(list(updates.bits_up), list(down), float((w * updates.train_loss).sum()),
+                       self.round_metrics(new_state, updates))
+        return new_state, log
+
+    def evaluate(self, state: dict, x: torch.Tensor, y: torch.Tensor, per_class: int | None = None):
+        """Test accuracy and loss of the global model (and per-class accuracy when asked)."""
+        return evaluate(self.ctx.model, state["model"], x, y, per_class=per_class)
+
+    def eval_metrics(self, state: dict, x: torch.Tensor, y: torch.Tensor) -> dict:
+        """Extra numbers recorded at each evaluation (e.g. accuracy on one class)."""
         return {}
