@@ -1,4 +1,4 @@
-"""EngineTrainer + flkit.methods.fedast.run on tiny synthetic two-task runs (no disk data)."""
+"""EngineTrainer + flkit.asyncfl.run on tiny synthetic two-task runs (no disk data)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,9 +6,10 @@ from collections import Counter
 import pytest
 import torch
 
-from flkit.fedast_sched import FedAST
-from flkit.methods import fedast as F
-from flkit.sim import FixedDelays
+from flkit import asyncfl as F
+from flkit import data as flkit_data
+from flkit.asyncfl import FedAST, FixedDelays
+from flkit.asyncfl import runner as R
 from flkit.utils import FlkitError
 
 
@@ -150,7 +151,7 @@ def test_dispersion_excludes_bias_for_official_rule():
     d_off = tr.dispersion("a", ups)
     tr.exclude_bias = False
     d_all = tr.dispersion("a", ups)
-    from flkit.fedast_sched import normalized_dispersion
+    from flkit.asyncfl import normalized_dispersion
     assert d_all == pytest.approx(normalized_dispersion([u.diff.numpy() for u in ups]), rel=1e-9)
     assert d_off != d_all and d_off > 0
 
@@ -184,7 +185,7 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError("should have been loaded from the cache")
-    monkeypatch.setattr(F, "EngineTrainer", boom)
+    monkeypatch.setattr(R, "EngineTrainer", boom)
     r2 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
     assert r2.completion_time == r1.completion_time and r2.events == r1.events
     with pytest.raises(AssertionError):
@@ -226,7 +227,7 @@ BAD = [
 def test_bad_input_is_refused_before_any_work(changes, match, monkeypatch):
     def no_data(*a, **k):
         raise AssertionError("data was loaded before validation finished")
-    monkeypatch.setattr(F._data, "load", no_data)
+    monkeypatch.setattr(flkit_data, "load", no_data)
     with pytest.raises(FlkitError, match=match):
         F.run(_cfg(**changes), seed=0, cache=False, progress=False, device="cpu")
 

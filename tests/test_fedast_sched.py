@@ -1,14 +1,14 @@
-"""Tests for flkit.fedast_sched: FedAST / Sync-ST schedules with toy trainers (no neural networks)."""
+"""Tests for flkit.asyncfl schedulers: FedAST / Sync-ST schedules with toy trainers (no neural networks)."""
 import math
 
 import numpy as np
 import pytest
 
-from flkit.fedast_sched import (FedAST, FedASTConfig, SyncConfig, SyncST, TaskSpec, estimate_variance_official,
-                                estimate_variance_paper, expected_improvement, k_rule, normalized_dispersion,
-                                realloc_official, realloc_paper, redistribute, run_fedast, run_sync, sync_shares,
-                                ucb_scores)
-from flkit.sim import FixedDelays
+from flkit.asyncfl import (FedAST, FedASTConfig, FixedDelays, SyncConfig, SyncST, TaskSpec,
+                           estimate_variance_official, estimate_variance_paper,
+                           expected_improvement, k_rule, normalized_dispersion, realloc_official,
+                           realloc_paper, redistribute, run_fedast, run_sync, sync_shares,
+                           ucb_scores)
 from flkit.utils import FlkitError, numpy_rng
 
 

@@ -1,11 +1,12 @@
-"""Tests for flkit.sim: delay models, event queue, FCFS queues, availability, staleness, rounds."""
+"""Tests for flkit.asyncfl (delays, clock): delay models, event queue, FCFS queues, availability, staleness, rounds."""
 import math
 
 import numpy as np
 import pytest
 
-from flkit.sim import (ARRIVED, CANCELLED, DISCARDED, EventQueue, FixedDelays, ShiftedExponentialDelays,
-                       Simulator, assign_speed_groups, shifted_exponential)
+from flkit.asyncfl import (ARRIVED, CANCELLED, DISCARDED, EventQueue, FixedDelays,
+                           ShiftedExponentialDelays, Simulator, assign_speed_groups,
+                           shifted_exponential)
 from flkit.utils import FlkitError
 
 

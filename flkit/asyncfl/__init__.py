@@ -1,0 +1,52 @@
+"""Asynchronous federated learning in simulated time: the simulator, the FedAST / Sync schedulers
+and the FedAST trainer on real data.
+
+Read in this order:
+
+- ``delays``   how long a request takes at a client (shifted exponential with speed groups; fixed
+               traces for tests);
+- ``clock``    the discrete-event :class:`Simulator`: per-client FCFS queues, availability cap,
+               model versions and staleness, synchronous first-k rounds. Knows nothing of training;
+- ``rules``, ``bandits``  the pure allocation / estimation / selection rules;
+- ``schedule`` what the schedulers share: the :class:`Trainer` interface, their settings and the
+               :class:`SimResult`;
+- ``fedast``, ``sync``  the schedulers: :class:`FedAST` (S/D, NoBuffer) and :class:`SyncST`
+               (Sync-ST, Sync-UCB-ST, Sync-Bayes-ST);
+- ``config``   :class:`FedASTRun`, the one configuration a user writes (with its tasks);
+- ``trainer``  :class:`EngineTrainer`, the Trainer on the batched engine;
+- ``runner``   :func:`run` (validated, cached, with progress), :func:`build_schedule`,
+               :func:`centralised`.
+
+The staleness experiments reuse ``delays`` and ``clock`` the same way.
+"""
+from __future__ import annotations
+
+from ..metrics import time_gain
+from .bandits import expected_improvement, ucb_scores
+from .clock import (ARRIVED, CANCELLED, DISCARDED, QUEUED, EventQueue, Request, RoundResult,
+                    Simulator)
+from .config import (DATASET_DEFAULTS, METHOD_LABELS, METHODS, SERVER_LR, TARGETS, FedASTRun,
+                     TaskConfig)
+from .delays import (DELAY_RATIOS, LOCAL_STEPS_MULTIPLIER, SPEED_GROUP_FACTORS,
+                     SPEED_GROUP_FRACTIONS, DelayModel, FixedDelays, ShiftedExponentialDelays,
+                     assign_speed_groups, shifted_exponential)
+from .fedast import FedAST, run_fedast
+from .rules import (estimate_variance_official, estimate_variance_paper, k_rule,
+                    normalized_dispersion, realloc_official, realloc_paper, redistribute,
+                    sync_shares)
+from .runner import build_schedule, centralised, run
+from .schedule import EVENT_COLUMNS, FedASTConfig, SimResult, SyncConfig, TaskSpec, Trainer
+from .sync import SyncST, run_sync
+from .trainer import EngineTrainer, Update
+
+__all__ = [
+    "ARRIVED", "CANCELLED", "DATASET_DEFAULTS", "DELAY_RATIOS", "DISCARDED", "EVENT_COLUMNS",
+    "LOCAL_STEPS_MULTIPLIER", "METHODS", "METHOD_LABELS", "QUEUED", "SERVER_LR",
+    "SPEED_GROUP_FACTORS", "SPEED_GROUP_FRACTIONS", "TARGETS", "DelayModel", "EngineTrainer",
+    "EventQueue", "FedAST", "FedASTConfig", "FedASTRun", "FixedDelays", "Request", "RoundResult",
+    "ShiftedExponentialDelays", "SimResult", "Simulator", "SyncConfig", "SyncST", "TaskConfig",
+    "TaskSpec", "Trainer", "Update", "assign_speed_groups", "build_schedule", "centralised",
+    "estimate_variance_official", "estimate_variance_paper", "expected_improvement", "k_rule",
+    "normalized_dispersion", "realloc_official", "realloc_paper", "redistribute", "run",
+    "run_fedast", "run_sync", "shifted_exponential", "sync_shares", "time_gain", "ucb_scores",
+]

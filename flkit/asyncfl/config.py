@@ -1,0 +1,267 @@
+"""The one configuration of a simulated FedAST experiment: :class:`FedASTRun` (method, client pool,
+scheduler knobs) holding one :class:`TaskConfig` per task; ``None`` fields take the dataset's
+defaults (:data:`DATASET_DEFAULTS`). ``FedASTRun.validate()`` checks everything before any data is
+loaded; ``schedule_config()`` resolves it into the scheduler's settings.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Mapping
+
+from .. import models as _models
+from ..train import LocalSpec
+from ..utils import FlkitError, check_choice, check_range
+from .delays import DELAY_RATIOS
+from .schedule import FedASTConfig, SyncConfig, TaskSpec
+
+__all__ = ["DATASET_DEFAULTS", "TARGETS", "SERVER_LR", "METHODS", "METHOD_LABELS", 
+           "TaskConfig", "FedASTRun"]
+
+#: Per-dataset defaults (the paper's settings, completed from the official code where it is silent).
+DATASET_DEFAULTS: dict[str, dict] = {
+    "mnist": dict(model="mlp_mnist", lr=0.1, sync_lr=0.2, weight_decay=3e-4, sync_weight_decay=3e-4,
+                  batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="standard",
+                  delay_multiplier=None),
+    "fmnist": dict(model="lenet5_fedast", lr=0.06, sync_lr=0.06, weight_decay=3e-4, sync_weight_decay=3e-4,
+                   batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="mnist",
+                   delay_multiplier=None),
+    "cifar10": dict(model="cnn_cifar10", lr=0.1, sync_lr=0.1, weight_decay=7e-4, sync_weight_decay=3e-4,
+                    batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="half",
+                    delay_multiplier=None),
+    "cifar100": dict(model="resnet18_gn", lr=0.06, sync_lr=0.06, weight_decay=0.0, sync_weight_decay=0.0,
+                     batch_size=32, epochs=None, steps=5, test_every=4, alpha=1.0, normalize="standard",
+                     delay_multiplier=5.0),
+    "shakespeare": dict(model="lstm_shakespeare", lr=7.0, sync_lr=7.0, weight_decay=1e-5, sync_weight_decay=1e-5,
+                        batch_size=64, epochs=None, steps=27, test_every=2, alpha=None, normalize=None,
+                        delay_multiplier=None),
+    # for tests and demos: no disk access; timed like MNIST
+    "synthetic": dict(model="logreg", lr=0.1, sync_lr=0.1, weight_decay=0.0, sync_weight_decay=0.0,
+                      batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.5, normalize=None,
+                      delay_multiplier=None),
+}
+#: Table 3 targets (lower / main / higher).
+TARGETS = {"mnist": (0.83, 0.93, 0.96), "fmnist": (0.72, 0.82, 0.85), "cifar10": (0.53, 0.63, 0.66),
+           "shakespeare": (0.32, 0.42, 0.45)}
+#: Server learning rates (the paper's settings).
+SERVER_LR = {"fedast": 0.1, "nobuffer": 0.038, "sync": 1.0}
+METHODS = ("fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes")
+_ALIASES = {"fedast": "fedast_d", "fedast-d": "fedast_d", "fedast-s": "fedast_s", "fedast-nobuffer": "nobuffer",
+            "sync": "sync_st", "sync-st": "sync_st", "sync_nomit": "sync_st_nomit"}
+METHOD_LABELS = {"fedast_d": "FedAST", "fedast_s": "FedAST(S)", "nobuffer": "FedAST-NoBuffer",
+                 "sync_st": "Sync-ST", "sync_st_nomit": "Sync-ST-NoStragMit", "sync_ucb": "Sync-UCB-ST",
+                 "sync_bayes": "Sync-Bayes-ST"}
+
+
+# ============================================================================================
+# configuration
+# ============================================================================================
+@dataclass(frozen=True)
+class TaskConfig:
+    """One task. ``None`` fields take the dataset's default (:data:`DATASET_DEFAULTS`).
+
+    ``requests``/``buffer``: FedAST's initial R_m and b_m (``buffer=None``: max(1, ceil(R/ratio))).
+    ``weight``: the Sync client-share weight. ``server_lr=None``: 0.1 FedAST, 0.038 NoBuffer, 1 Sync.
+    ``train_subset``: a class-stratified subset of the training set (fast presets)."""
+    name: str
+    dataset: str = "mnist"
+    target: float | None = None
+    requests: int = 96
+    buffer: int | None = 3
+    weight: float = 1.0
+    model: str | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    server_lr: float | None = None
+    test_every: int | None = None
+    alpha: float | None = None
+    samples_per_client: int = 300
+    train_subset: int | None = None
+    max_rounds: int | None = None
+    delay_ratio: float | None = None
+
+    def validate(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise FlkitError(f"task name={self.name!r}; accepted: a non-empty string")
+        check_choice(f"dataset of task {self.name!r}", self.dataset, DATASET_DEFAULTS)
+        if self.model is not None:
+            check_choice(f"model of task {self.name!r}", self.model, _models.MODELS)
+        if self.target is not None:
+            check_range(f"target of task {self.name!r}", self.target, 0, 1, low_open=True)
+        check_range(f"requests (active requests) of task {self.name!r}", self.requests, 1)
+        if self.buffer is not None:
+            check_range(f"buffer of task {self.name!r}", self.buffer, 1)
+        check_range(f"weight of task {self.name!r}", self.weight, 0)
+        for f in ("lr", "server_lr"):
+            v = getattr(self, f)
+            if v is not None:
+                check_range(f"{f} of task {self.name!r}", v, 0, low_open=True)
+        for f in ("weight_decay",):
+            v = getattr(self, f)
+            if v is not None:
+                check_range(f"{f} of task {self.name!r}", v, 0)
+        if self.test_every is not None:
+            check_range(f"test_every of task {self.name!r}", self.test_every, 1)
+        if self.alpha is not None:
+            check_range(f"alpha of task {self.name!r}", self.alpha, 0, low_open=True)
+        check_range(f"samples_per_client of task {self.name!r}", self.samples_per_client, 1)
+        if self.train_subset is not None:
+            check_range(f"train_subset of task {self.name!r}", self.train_subset, 1)
+        if self.max_rounds is not None:
+            check_range(f"max_rounds of task {self.name!r}", self.max_rounds, 1)
+        if self.delay_ratio is not None:
+            check_range(f"delay_ratio of task {self.name!r}", self.delay_ratio, 0)
+
+    def default(self, key):
+        return DATASET_DEFAULTS[self.dataset][key]
+
+
+@dataclass(frozen=True)
+class FedASTRun:
+    """A whole simulated experiment: method, tasks, client pool and scheduler knobs.
+
+    ``method``: one of :data:`METHODS` (aliases: fedast = fedast_d, sync = sync_st).
+    ``k``: Sync first-k (None = no straggler mitigation, same as ``sync_st_nomit``). ``option``: FedAST option for ``nobuffer``.
+    ``max_time``: stop at this simulated time (None: run until every task reaches its target;
+    then every task needs a target or max_rounds). ``eval_subset``: test samples for periodic
+    evaluations (None: the full test set; crossings are always confirmed on the full set)."""
+    method: str
+    tasks: tuple
+    num_clients: int = 1000
+    availability: float = 0.3
+    k: int | None = 30
+    ratio: int = 32
+    realloc_rule: str = "official"
+    option: str = "D"
+    max_time: float | None = None
+    eval_subset: int | None = None
+    data_seed: int = 10
+    group_seed: int = 64
+    dtype: str = "float32"
+    window: int = 8
+    period_factor: float = 0.75
+    warmup_rounds: int = 8
+    sync_test_every: int = 1
+
+    def __post_init__(self):
+        method = _ALIASES.get(self.method, self.method)
+        object.__setattr__(self, "method", method)
+        tasks = tuple(TaskConfig(**t) if isinstance(t, Mapping) else t for t in self.tasks)
+        object.__setattr__(self, "tasks", tasks)
+
+    # ---------------------------------------------------------------- validation
+    def validate(self) -> "FedASTRun":
+        check_choice("method", self.method, METHODS + tuple(_ALIASES))
+        if not self.tasks:
+            raise FlkitError("tasks is empty; give at least one task")
+        for t in self.tasks:
+            if not isinstance(t, TaskConfig):
+                raise FlkitError(f"tasks must hold TaskConfig objects or dicts; got {type(t).__name__}")
+            t.validate()
+        check_range("num_clients", self.num_clients, 1)
+        check_range("availability (fraction of available clients)", self.availability, 0, 1, low_open=True)
+        if self.k is not None:
+            check_range("k (first-k)", self.k, 1)
+        check_range("ratio (R/b)", self.ratio, 1)
+        check_choice("realloc_rule", self.realloc_rule, ("paper", "official"))
+        check_choice("option", self.option, ("S", "D"))
+        if self.max_time is not None:
+            check_range("max_time", self.max_time, 0, low_open=True)
+        if self.eval_subset is not None:
+            check_range("eval_subset", self.eval_subset, 1)
+        check_choice("dtype", self.dtype, ("float32", "float64"))
+        if self.max_time is None:
+            open_ended = [t.name for t in self.tasks if t.target is None and t.max_rounds is None]
+            if open_ended:
+                raise FlkitError(f"tasks {open_ended} have neither a target nor max_rounds and max_time is None; "
+                                 "the run would never end. Give a target in (0, 1], max_rounds or max_time")
+        self.schedule_config()  # the scheduler's own checks (buffer, requests vs clients, ...)
+        return self
+
+    @property
+    def is_sync(self) -> bool:
+        return self.method.startswith("sync")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tasks"] = [asdict(t) for t in self.tasks]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "FedASTRun":
+        if isinstance(d, FedASTRun):
+            return d
+        if not isinstance(d, Mapping):
+            raise FlkitError(f"config must be a dict or FedASTRun; got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(d) - known)
+        if bad:
+            raise FlkitError(f"unknown config key(s) {bad}; accepted: {', '.join(sorted(known))}")
+        tasks = []
+        tknown = {f.name for f in fields(TaskConfig)}
+        for t in d.get("tasks", ()):
+            if isinstance(t, Mapping):
+                badt = sorted(set(t) - tknown)
+                if badt:
+                    raise FlkitError(f"unknown task key(s) {badt}; accepted: {', '.join(sorted(tknown))}")
+                tasks.append(TaskConfig(**t))
+            else:
+                tasks.append(t)
+        return cls(**{**dict(d), "tasks": tuple(tasks)})
+
+    def replace(self, **changes) -> "FedASTRun":
+        return replace(self, **changes)
+
+    # ---------------------------------------------------------------- resolved per-task values
+    def server_lr(self, t: TaskConfig) -> float:
+        if t.server_lr is not None:
+            return float(t.server_lr)
+        return SERVER_LR["sync" if self.is_sync else ("nobuffer" if self.method == "nobuffer" else "fedast")]
+
+    def client_lr(self, t: TaskConfig) -> float:
+        return float(t.lr if t.lr is not None else t.default("sync_lr" if self.is_sync else "lr"))
+
+    def weight_decay(self, t: TaskConfig) -> float:
+        if t.weight_decay is not None:
+            return float(t.weight_decay)
+        return float(t.default("sync_weight_decay" if self.is_sync else "weight_decay"))
+
+    def buffer(self, t: TaskConfig) -> int:
+        if self.method == "nobuffer":
+            return 1
+        return int(t.buffer) if t.buffer is not None else max(1, -(-int(t.requests) // int(self.ratio)))
+
+    def local_spec(self, t: TaskConfig) -> LocalSpec:
+        d = DATASET_DEFAULTS[t.dataset]
+        return LocalSpec(lr=self.client_lr(t), batch_size=d["batch_size"], epochs=d["epochs"], steps=d["steps"],
+                         momentum=0.0, weight_decay=self.weight_decay(t), drop_last=d["epochs"] is not None)
+
+    def tau(self, t: TaskConfig) -> int:
+        d = DATASET_DEFAULTS[t.dataset]
+        if d["steps"] is not None:
+            return int(d["steps"])
+        return int(d["epochs"]) * (int(t.samples_per_client) // int(d["batch_size"]))
+
+    def schedule_config(self):
+        specs = []
+        for t in self.tasks:
+            ratio = t.delay_ratio if t.delay_ratio is not None else DELAY_RATIOS.get(t.dataset, DELAY_RATIOS["mnist"])
+            specs.append(TaskSpec(
+                name=t.name, target=t.target, dataset=t.dataset, delay_ratio=float(ratio),
+                delay_multiplier=t.default("delay_multiplier"), requests=int(t.requests), buffer=self.buffer(t),
+                test_every=int(t.test_every if t.test_every is not None else t.default("test_every")),
+                eta_c=self.client_lr(t), eta_s=self.server_lr(t), tau=self.tau(t), weight=float(t.weight),
+                max_rounds=t.max_rounds))
+        common = dict(tasks=specs, num_clients=int(self.num_clients), availability=float(self.availability),
+                      group_seed=int(self.group_seed),
+                      max_time=math.inf if self.max_time is None else float(self.max_time))
+        if self.is_sync:
+            k = None if self.method == "sync_st_nomit" else self.k
+            sel = {"sync_st": "random", "sync_st_nomit": "random", "sync_ucb": "ucb", "sync_bayes": "bayes"}[self.method]
+            return SyncConfig(k=k, selector=sel, test_every=int(self.sync_test_every), **common)
+        option = {"fedast_d": "D", "fedast_s": "S", "nobuffer": self.option}[self.method]
+        return FedASTConfig(option=option, realloc_rule=self.realloc_rule, no_buffer=self.method == "nobuffer",
+                            ratio=int(self.ratio), window=int(self.window), period_factor=float(self.period_factor),
+                            warmup_rounds=int(self.warmup_rounds), **common)
+
+

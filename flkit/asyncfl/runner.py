@@ -1,0 +1,134 @@
+"""Entry points of a simulated experiment on real data: :func:`run` (validated, cached on disk by
+the configuration hash, a tqdm bar on simulated time), :func:`build_schedule` and
+:func:`centralised` (the pooled-data reference curve)."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import store
+from ..state import broadcast_state
+from ..train import train_clients
+from ..utils import FlkitError, check_range, derive_seed, resolve_device
+from .config import METHOD_LABELS, FedASTRun, TaskConfig
+from .fedast import FedAST
+from .schedule import SimResult
+from .sync import SyncST
+from .trainer import EngineTrainer
+
+__all__ = ["run", "build_schedule", "centralised", "CACHE_VERSION"]
+
+#: part of every cache key: bump it when a change alters results, so old runs are not reused
+CACHE_VERSION = 2
+
+
+def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer | None = None):
+    """(scheduler, trainer) ready to ``.run()``: validated config, real trainer, no caching."""
+    cfg = FedASTRun.from_dict(config).validate() if not isinstance(config, FedASTRun) else config.validate()
+    sched_cfg = cfg.schedule_config()
+    sched_cfg.seed = int(seed)
+    trainer = trainer or EngineTrainer(cfg, seed=seed, device=device)
+    sched = (SyncST if cfg.is_sync else FedAST)(sched_cfg, trainer)
+    return sched, trainer
+
+
+def _cache_key(cfg: FedASTRun, seed: int, device) -> dict:
+    return {"config": cfg.to_dict(), "seed": int(seed), "device": str(device.type), "v": CACHE_VERSION}
+
+
+def _save(folder: Path, res: SimResult, key: dict) -> None:
+    store.save_json(folder / "config.json", key)
+    store.save_json(folder / "result.json", {
+        "method": res.method, "tasks": res.tasks, "events": [list(e) for e in res.events],
+        "history": res.history, "completion_time": res.completion_time, "total_time": res.total_time,
+        "stats": res.stats, "allocations": res.allocations})
+    store.mark_done(folder)
+
+
+def _load(folder: Path) -> SimResult:
+    d = store.load_json(folder / "result.json")
+    return SimResult(d["method"], d["tasks"], [tuple(e) for e in d["events"]], d["history"], d["completion_time"],
+                     d["total_time"], d["stats"], d["allocations"])
+
+
+def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, device="auto",
+        root: str | Path | None = None) -> SimResult:
+    """Run one simulated experiment (``config``: a :class:`FedASTRun` or its dict) and return its
+    :class:`~flkit.asyncfl.SimResult`.
+
+    Everything is validated before any data is loaded or any model trained. With ``cache`` the
+    result is stored under ``root`` (default :func:`flkit.store.default_root`) in a folder named by
+    the hash of (config, seed, device type) and loaded from there on the next call. ``stats`` gains
+    ``wall_seconds``, ``trained`` (client trainings) and ``train_calls``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise FlkitError(f"seed={seed!r}; accepted: an integer")
+    cfg = FedASTRun.from_dict(config).validate() if not isinstance(config, FedASTRun) else config.validate()
+    dev = resolve_device(device)
+    key = _cache_key(cfg, seed, dev)
+    folder = store.run_dir(root, key, prefix=cfg.method) if cache else None
+    if folder is not None and store.is_done(folder):
+        return _load(folder)
+    t0 = time.perf_counter()
+    sched, trainer = build_schedule(cfg, seed, dev)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        total = cfg.max_time if cfg.max_time is not None else None
+        label = METHOD_LABELS[cfg.method]
+        bar = tqdm(total=total, desc=f"{label} ({len(cfg.tasks)} tasks, seed {seed})", unit="t", leave=False,
+                   bar_format="{desc}: sim time {n:.0f}{postfix}" if total is None else None)
+        accs = {}
+
+        def hook(task, acc):
+            accs[task] = acc
+            now = sched.sim.now
+            bar.n = min(now, total) if total else now
+            bar.set_postfix({k: f"{v:.3f}" for k, v in accs.items()}, refresh=True)
+        trainer.on_evaluate = hook
+    try:
+        res = sched.run()
+    finally:
+        if bar is not None:
+            bar.close()
+    res.stats["wall_seconds"] = time.perf_counter() - t0
+    res.stats["trained"] = trainer.trained
+    res.stats["train_calls_engine"] = trainer.train_calls
+    res.stats["train_seconds"] = trainer.train_seconds
+    res.stats["mean_batch"] = float(np.mean(trainer.batch_sizes)) if trainer.batch_sizes else 0.0
+    res.stats["final_accuracy"] = {n: trainer.evaluate_full(n) for n in trainer.tasks}
+    if folder is not None:
+        _save(folder, res, key)
+    return res
+
+
+def centralised(task, steps: int, seed: int = 0, device="auto", eval_subset: int | None = None,
+                cache: bool = True, root=None) -> float:
+    """Reference for Fig. 3: one model trained by plain SGD on the pooled data of all clients
+    (the union of the partition, iid mini-batches of the task's batch size, the async client lr and
+    weight decay) for ``steps`` steps; returns the full test accuracy. The paper does not say
+    how its centralised curve was trained; this is a cheap, clearly-labelled stand-in."""
+    t = task if isinstance(task, TaskConfig) else TaskConfig(**task)
+    check_range("steps", steps, 1)
+    cfg = FedASTRun("fedast_d", (replace(t, target=None, max_rounds=1),), num_clients=1000)
+    cfg.validate()
+    dev = resolve_device(device)
+    key = {"centralised": asdict(t), "steps": int(steps), "seed": int(seed), "device": dev.type, "v": CACHE_VERSION}
+    folder = store.run_dir(root, key, prefix="centralised") if cache else None
+    if folder is not None and store.is_done(folder):
+        return float(store.load_json(folder / "result.json")["accuracy"])
+    tr = EngineTrainer(cfg, seed=seed, device=dev)
+    st = tr.tasks[t.name]
+    pooled = torch.unique(torch.cat(list(st.parts)))
+    spec = replace(st.spec, epochs=None, steps=int(steps), drop_last=True)
+    res = train_clients(st.model, broadcast_state(st.versions[0], 1), st.data.x_train, st.data.y_train, [pooled],
+                        spec, [derive_seed(seed, "centralised")])
+    st.versions[0] = {n: v[0] for n, v in res.state.items()}
+    acc = tr.evaluate_full(t.name)
+    if folder is not None:
+        store.save_json(folder / "result.json", {"accuracy": acc, "key": key})
+        store.mark_done(folder)
+    return acc
