@@ -6,6 +6,9 @@ import json
 import sys
 from pathlib import Path
 
+from . import data_admin, reproduce
+from .utils import run_command
+
 EPILOG = """examples:
   flkit run fedavg --dataset mnist --model lenet5 --clients 100 --partition dirichlet --alpha 0.5 \\
       --clients-per-round 10 --local-epochs 1 --batch-size 50 --lr 0.05 --rounds 20 --seed 0 --out runs/demo
@@ -109,28 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce}")
     add_run_parser(sub)
-    from . import data_admin
     data_admin.register_cli(sub)
-    try:
-        from . import reproduce
-        reproduce.register_cli(sub)
-    except ImportError:
-        pass
+    reproduce.register_cli(sub)
     return parser
 
 
 def main(argv=None) -> int:
-    from .utils import FlkitError
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except FlkitError as e:
-        print(f"flkit: error: {e}", file=sys.stderr)
-        return 2
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`flkit data list|verify|download|link`: see where datasets are, check them, fetch them, link a mirror.
 
-The lead's ``flkit/cli.py`` calls :func:`register_cli` with its argparse subparsers object; every
+``flkit/cli.py`` calls :func:`register_cli` with its argparse subparsers object; every
 sub-command sets ``args.func(args) -> int`` (the exit status). ``python -m flkit.data_admin ...``
 runs the same commands on their own.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import data as D
 from .datasets import files as F
-from .utils import FlkitError
+from .utils import FlkitError, run_command
 
 # which mirror entries belong to which dataset (for `verify NAME` and `link`)
 _MIRROR_PREFIX = {"mnist": "MNIST/", "fmnist": "FashionMNIST/"}
@@ -248,8 +248,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """``python -m flkit.data_admin data ...``: the same as ``flkit data ...``."""
-    from .cli import main as cli_main
-    return cli_main(argv)
+    parser = argparse.ArgumentParser(prog="flkit")
+    register_cli(parser.add_subparsers(dest="command"))
+    return run_command(parser, argv)
 
 
 if __name__ == "__main__":

@@ -68,12 +68,17 @@ def color_for(name: str) -> str:
     return _NAMED[name]
 
 
-def _new_ax(ax, figsize=None):
+def new_ax(ax=None, figsize=None):
+    """``ax`` itself, or the axes of a new figure of ``figsize`` when ``ax`` is None."""
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
     _, ax = plt.subplots(figsize=figsize)
     return ax
+
+
+# the figure modules of the notebooks still call the old private name; it goes when they call new_ax
+_new_ax = new_ax
 
 
 def label_distribution(partition_indices, labels, num_classes: int, ax=None, normalize: bool = False,
@@ -94,7 +99,7 @@ def label_distribution(partition_indices, labels, num_classes: int, ax=None, nor
     if normalize:
         counts = counts / np.maximum(counts.sum(1, keepdims=True), 1)
     k = len(parts)
-    ax = _new_ax(ax, figsize=(min(12.0, 2.5 + 0.09 * k), min(6.0, 1.2 + 0.25 * num_classes)))
+    ax = new_ax(ax, figsize=(min(12.0, 2.5 + 0.09 * k), min(6.0, 1.2 + 0.25 * num_classes)))
     im = ax.imshow(counts.T, aspect="auto", origin="lower", cmap=cmap, interpolation="nearest")
     ax.grid(False)
     ax.set_xlabel("client")

@@ -64,7 +64,7 @@ DEFAULT_PRESET = "cpu"
 _ENV_ALIASES = (None, "env")
 
 __all__ = ["Preset", "load", "available", "notebooks", "meta", "resolve", "preset_file",
-           "validate_file", "search_path", "notebook_file", "REQUIRED"]
+           "validate_file", "search_path", "notebook_file", "unknown_choice", "REQUIRED"]
 
 
 class Preset(dict):
@@ -126,7 +126,7 @@ def preset_file(notebook: str) -> Path:
     files = _files()
     name = _stem(notebook)
     if name not in files:
-        raise FlkitError(_unknown("notebook", notebook, sorted(files),
+        raise FlkitError(unknown_choice("notebook", notebook, sorted(files),
                                   extra=f" (preset files are searched in: "
                                         f"{', '.join(str(p) for p in search_path())})"))
     return files[name]
@@ -279,7 +279,7 @@ def resolve(notebook: str, preset: str | None = None) -> str:
             preset = meta(notebook)["default"]
     if not isinstance(preset, str) or preset not in names:
         src = f" (from ${ENV_PRESET})" if source != "preset" else ""
-        raise FlkitError(_unknown("preset", preset, names,
+        raise FlkitError(unknown_choice("preset", preset, names,
                                   where=f"{src} for notebook {_stem(notebook)!r}"))
     return preset
 
@@ -298,7 +298,7 @@ def load(notebook: str, preset: str | None = None, **overrides) -> Preset:
     applied = {}
     for key, value in overrides.items():
         if key not in ref:
-            raise FlkitError(_unknown("override", key, list(ref),
+            raise FlkitError(unknown_choice("override", key, list(ref),
                                       where=f" for notebook {_stem(notebook)!r}"))
         if value is None:
             continue
@@ -316,7 +316,9 @@ def _copy(v):
     return v
 
 
-def _unknown(field: str, value, choices: list, where: str = "", extra: str = "") -> str:
+def unknown_choice(field: str, value, choices: list, where: str = "", extra: str = "") -> str:
+    """The message for a value not among ``choices``: names it, suggests the closest choice and
+    lists the accepted ones."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return (f"unknown {field} {value!r}{where}{hint}; accepted: "

@@ -38,10 +38,10 @@ import numbers as _numbers
 import os
 import platform
 import re
-import tempfile
 import time
 from pathlib import Path
 
+from .store import save_text
 from .utils import FlkitError
 
 ENV_REPORT_DIR = "FLKIT_REPORT_DIR"
@@ -141,21 +141,6 @@ def _unit_sep(unit: str) -> str:
 
 def _verdict(holds) -> str:
     return {True: "yes", False: "no", None: "inconclusive"}[holds]
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class Report:
@@ -276,7 +261,7 @@ class Report:
 
     def save(self) -> Path:
         """Write ``results.json`` atomically (temp file + rename); returns its path."""
-        _atomic_write_text(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False,
+        save_text(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False,
                                                  allow_nan=False, default=_json_default) + "\n")
         return self.path
 

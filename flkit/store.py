@@ -46,6 +46,14 @@ def _atomic(path: Path, write) -> None:
             os.remove(tmp)
 
 
+def save_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically: readers see the old file or the new one, never a part."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    _atomic(Path(path), write)
+
+
 def save_json(path, obj) -> None:
     def write(tmp):
         with open(tmp, "w") as f:

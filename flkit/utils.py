@@ -92,3 +92,19 @@ def seed_everything(seed: int) -> None:
     random.seed(derive_seed(seed, "python"))
     np.random.seed(derive_seed(seed, "numpy") % 2**32)
     torch.manual_seed(derive_seed(seed, "torch"))
+
+
+def run_command(parser, argv=None) -> int:
+    """Parse ``argv`` with an argparse ``parser`` whose sub-commands set ``func(args) -> int``, run
+    it, and turn a FlkitError into a one-line message and exit status 2 (no traceback for bad
+    input). No sub-command: print the help, status 2."""
+    import sys
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except FlkitError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2

@@ -172,9 +172,9 @@ def test_reproduce_one_real_notebook_at_smoke(tmp_path, monkeypatch):
     found = rp.discover(REAL)
     if not found:
         pytest.skip("no notebook with a preset file in notebooks/ yet")
-    name = rp._match(os.environ.get("FLKIT_TEST_NOTEBOOK", sorted(found)[0]),
+    name = rp.match_notebook(os.environ.get("FLKIT_TEST_NOTEBOOK", sorted(found)[0]),
                      sorted(found))
-    path, infos = rp._reproduce(preset="smoke", only=[name], out=tmp_path / "runs",
+    path, infos = rp.reproduce_runs(preset="smoke", only=[name], out=tmp_path / "runs",
                                 notebooks_dir=REAL, progress=False)
     assert infos[0]["status"] == "ok", infos[0]["error"]
     md = path.read_text()

@@ -1,43 +1,15 @@
-"""Method registry: name -> Method subclass. Later papers add their families here."""
+"""Federated methods, one family per module, each registered by name.
+
+Adding a family is one line here: ``from . import <family>``. The family module subclasses
+:class:`Method` (from ``.base``), decorates every runnable class with ``@register`` (from
+``.registry``) and imports nothing from this package's ``__init__``.
+"""
 from __future__ import annotations
 
-from ..utils import check_choice
+from . import fedavg, stc  # noqa: F401  (each family registers its methods on import)
 from .base import ClientUpdates, Method, RoundLog, RunContext, weighted_average
 from .fedavg import FedAvg, FedProx
+from .registry import REGISTRY, get, names, register
 
-REGISTRY: dict[str, type[Method]] = {}
-
-
-def register(cls: type[Method]) -> type[Method]:
-    REGISTRY[cls.name] = cls
-    return cls
-
-
-for _cls in (FedAvg, FedProx):
-    register(_cls)
-
-
-def get(name: str) -> type[Method]:
-    _load_optional()
-    check_choice("method", name, sorted(REGISTRY))
-    return REGISTRY[name]
-
-
-def names() -> list[str]:
-    _load_optional()
-    return sorted(REGISTRY)
-
-
-def _load_optional():
-    """Method families in their own modules register themselves on import."""
-    import importlib
-    for mod in ("stc",):
-        try:
-            importlib.import_module(f"{__name__}.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{mod}":
-                raise
-
-
-__all__ = ["ClientUpdates", "Method", "RoundLog", "RunContext", "weighted_average", "FedAvg", "FedProx",
-           "register", "get", "names", "REGISTRY"]
+__all__ = ["ClientUpdates", "Method", "RoundLog", "RunContext", "weighted_average", "FedAvg",
+           "FedProx", "register", "get", "names", "REGISTRY"]

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from ..utils import check_range
 from .base import Method, weighted_average
+from .registry import register
 
 
+@register
 class FedAvg(Method):
     """Clients train from the global model; the server takes the data-size weighted average."""
     name = "fedavg"
@@ -13,6 +15,7 @@ class FedAvg(Method):
         return {**state, "model": weighted_average(updates.state, updates.weights)}
 
 
+@register
 class FedProx(FedAvg):
     """FedAvg plus the proximal term (mu/2)·||w - w_global||² in every client's local loss."""
     name = "fedprox"

@@ -53,8 +53,8 @@ from ..projection import (EXTERNAL_VARIANTS, keep_count, project_external, proje
 from ..state import broadcast_state, flatten, unflatten
 from ..train import evaluate
 from ..utils import FlkitError, check_choice, check_range
-from . import register
 from .base import ClientUpdates, Method, weighted_average
+from .registry import register
 
 __all__ = ["STC", "FedFV", "STCPA", "project_internal", "project_external", "rescale_to_mean_norm",
            "keep_count", "LOSS_MODES", "check_p", "check_alpha", "check_tau"]

@@ -1,0 +1,6 @@
+"""``python -m flkit.reproduce``."""
+import sys
+
+from .command import main
+
+sys.exit(main())
