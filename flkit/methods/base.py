@@ -133,7 +133,7 @@ class Method:
     def client_update(self, state: dict, clients: list[int], rnd: int) -> ClientUpdates:
         starts = broadcast_state(state["model"], len(clients))
         res = self.train(starts, clients, rnd)
-        _, bits = self.uplink.encode(res.state, stacked=True)
+        bits = self.uplink.message_bits(res.state, stacked=True)
         return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, list(bits))
 
     # -- server side
@@ -142,8 +142,7 @@ class Method:
 
     def downlink_bits(self, state: dict, clients: list[int]) -> list[int]:
         """Bits each selected client downloads this round (dense global model by default)."""
-        _, bits = DenseCodec().encode(state["model"])
-        return [bits] * len(clients)
+        return [DenseCodec().message_bits(state["model"])] * len(clients)
 
     def round_metrics(self, state: dict, updates: ClientUpdates) -> dict:
         """Extra per-round numbers for the history (e.g. how many clients were projected)."""

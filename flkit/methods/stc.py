@@ -47,7 +47,7 @@ import math
 
 import torch
 
-from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec
+from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec, check_p
 from ..projection import (EXTERNAL_VARIANTS, keep_count, project_external, project_internal,
                           rescale_to_mean_norm)
 from ..state import broadcast_state, flatten, unflatten
@@ -65,14 +65,6 @@ LOSS_MODES = ("before", "during")
 # --------------------------------------------------------------------------- validation
 def _is_number(v) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isnan(float(v))
-
-
-def check_p(p) -> float:
-    """Sparsity rate (fraction of entries kept): a number in (0, 1]."""
-    if not _is_number(p):
-        raise FlkitError(f"p={p!r} must be a number in the accepted range (0, 1]")
-    check_range("p", float(p), 0.0, 1.0, low_open=True)
-    return float(p)
 
 
 def check_alpha(alpha) -> float:
@@ -163,8 +155,7 @@ class _UpdateExchange(Method):
             sent = ef.step_stacked(clients, g, self.codec)             # a = g + e; g~ = STC(a); e = a − g~
             bits = list(ef.last_bits)
         else:
-            sent, bits = self.codec.encode(g, stacked=True)
-            bits = list(bits)
+            sent, bits = g, list(self.codec.message_bits(g, stacked=True))   # dense: sent as is
         kept = [int(sum((sent[n][i] != 0).sum().item() for n in names)) for i in range(K)]
         return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, bits,
                              extra={"sent": sent, "losses": losses, "nonzeros": kept})
