@@ -11,12 +11,13 @@ export FLKIT_DATA FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv test test-fast reproduce smoke bench clean-runs strip help
+.PHONY: venv test test-fast lint reproduce smoke bench clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
 	@echo "make test        unit tests + every notebook at preset 'smoke' (nbval) + a reproduce check"
 	@echo "make test-fast   unit tests only"
+	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks (writes benchmarks/results/*.json)"
 
 venv: $(STAMP)
@@ -33,6 +34,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 reproduce: $(STAMP)
 	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report
