@@ -17,8 +17,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from flkit.fedast_sched import FedASTConfig, TaskSpec, run_fedast  # noqa: E402
-from flkit.sim import ShiftedExponentialDelays, Simulator  # noqa: E402
+from flkit.asyncfl import (  # noqa: E402
+    FedASTRun,
+    ShiftedExponentialDelays,
+    Simulator,
+    TaskConfig,
+    run_fedast,
+)
 
 RATIOS = [0.148, 0.240, 0.228, 0.555]
 
@@ -63,8 +68,10 @@ class NullTrainer:
 
 
 def bench_fedast(n_events: int, option: str, record: bool = True) -> float:
-    tasks = [TaskSpec(n, target=1.0, requests=96, buffer=3) for n in ("mnist", "fmnist", "cifar10", "shakespeare")]
-    cfg = FedASTConfig(tasks, option=option, max_events=n_events, record_events=record)
+    tasks = [TaskConfig(n, dataset=n, target=1.0, requests=96, buffer=3, lr=0.1, test_every=4)
+             for n in ("mnist", "fmnist", "cifar10", "shakespeare")]
+    method = {"S": "fedast_s", "D": "fedast_d"}[option]
+    cfg = FedASTRun(method, tuple(tasks), max_events=n_events, record_events=record)
     t0 = time.perf_counter()
     res = run_fedast(cfg, NullTrainer())
     dt = time.perf_counter() - t0

@@ -49,7 +49,7 @@ def test_event_log_matches_hand_computed_trace():
         _task("a", requests=1, buffer=1, max_rounds=2, test_every=1),
         _task("b", requests=1, buffer=1, max_rounds=2, test_every=1)])).validate()
     trainer = F.EngineTrainer(cfg, seed=0, device="cpu")
-    sched = FedAST(cfg.schedule_config(), trainer, delays=FixedDelays(lambda t, c: 2.0 if t == 0 else 3.0),
+    sched = FedAST(cfg, trainer, delays=FixedDelays(lambda t, c: 2.0 if t == 0 else 3.0),
                    client_draws=[0, 1, 1, 0, 2])
     res = sched.run()
     N = None

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from flkit.asyncfl import (FedAST, FedASTConfig, FixedDelays, SyncConfig, SyncST, TaskSpec,
+from flkit.asyncfl import (DATASET_DEFAULTS, FedAST, FedASTRun, FixedDelays, SyncST, TaskConfig,
                            estimate_variance_official, estimate_variance_paper,
                            expected_improvement, k_rule, normalized_dispersion, realloc_official,
                            realloc_paper, redistribute, run_fedast, run_sync, sync_shares,
@@ -162,8 +162,15 @@ def test_ucb_and_ei_formulas():
 
 
 # ============================================================================ validation
-def _t(name="mnist", **kw):
-    return TaskSpec(name, **kw)
+def _t(name="mnist", dataset=None, **kw):
+    """A task timed like the dataset of its name (else given a delay_ratio), client lr 0.1."""
+    kw.setdefault("lr", 0.1)
+    return TaskConfig(name, dataset=dataset or (name if name in DATASET_DEFAULTS else "synthetic"),
+                      **kw)
+
+
+def _cfg(method="fedast_d", tasks=None, **kw):
+    return FedASTRun(method, tuple([_t()] if tasks is None else tasks), **kw)
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -173,34 +180,37 @@ def _t(name="mnist", **kw):
     (dict(tasks=[_t(target=0.0)]), "target"),
     (dict(tasks=[_t(target=1.5)]), "target"),
     (dict(tasks=[_t(delay_ratio=-0.1)]), "delay_ratio"),
-    (dict(tasks=[_t("mnsit")]), "mnsit"),
+    (dict(tasks=[_t("x", dataset="mnsit")]), "mnsit"),
     (dict(tasks=[_t(), _t()]), "unique"),
     (dict(tasks=[_t()], availability=0.0), "availability"),
     (dict(tasks=[_t()], availability=1.2), "availability"),
-    (dict(tasks=[_t()], option="X"), "option"),
+    (dict(method="nobuffer", tasks=[_t()], option="X"), "option"),
     (dict(tasks=[_t()], realloc_rule="fancy"), "realloc_rule"),
     (dict(tasks=[_t()], delay_multiplier=-1), "delay_multiplier"),
     (dict(tasks=[]), "tasks"),
 ])
 def test_fedast_config_validation(kwargs, match):
     with pytest.raises(FlkitError, match=match):
-        FedASTConfig(**kwargs)
+        _cfg(**{"max_time": 10.0, **kwargs}).validate()
 
 
 def test_sync_config_validation_and_custom_task_names():
-    with pytest.raises(FlkitError, match="selector"):
-        SyncConfig([_t()], selector="greedy")
-    with pytest.raises(FlkitError, match="k="):
-        SyncConfig([_t()], k=0)
+    with pytest.raises(FlkitError, match="sync_greedy"):
+        _cfg("sync_greedy", max_time=1.0).validate()
+    with pytest.raises(FlkitError, match="k"):
+        _cfg("sync_st", k=0, max_time=1.0).validate()
     with pytest.raises(FlkitError, match="ucb_gamma"):
-        SyncConfig([_t()], ucb_gamma=1.0)
-    # a custom task name is fine when its dataset (or delay ratio) is known
-    FedASTConfig([TaskSpec("mnist-a", dataset="mnist"), TaskSpec("toy", delay_ratio=0.2)])
-    with pytest.raises(FlkitError, match="accepted"):
-        FedASTConfig([TaskSpec("toy")])
+        _cfg("sync_ucb", ucb_gamma=1.0, max_time=1.0).validate()
+    with pytest.raises(FlkitError, match="never end"):
+        _cfg("sync_st").validate()                       # no target, no limit
+    _cfg("sync_st", sync_max_rounds=3).validate()        # a round limit ends it
+    # a custom task name is fine: the delay ratio comes from its dataset or is given
+    _cfg(tasks=[_t("mnist-a", dataset="mnist"), _t("toy", delay_ratio=0.2)], max_time=1.0).validate()
     with pytest.raises(FlkitError, match="loss"):
-        SyncST(SyncConfig([_t()], selector="ucb"), object.__new__(type("T", (), {
+        SyncST(_cfg("sync_ucb", max_time=1.0), object.__new__(type("T", (), {
             "train": lambda *a: [], "aggregate": lambda *a: None, "evaluate": lambda *a: 0.0})))
+    with pytest.raises(FlkitError, match="Sync method"):
+        SyncST(_cfg("fedast_d", max_time=1.0), VersionTrainer({"mnist": 1}))
 
 
 # ============================================================================ FedAST hand trace
@@ -221,9 +231,9 @@ def test_fedast_two_task_hand_trace():
       t=14 B@c1 (v1, stale 0): group (B,v1)={c1,c2}; B v2; A_B=1, sum A=1 -> K=2: c0 [14,19], c3 dropped
       t=15 B@c2 (v1, B at v2 -> stale 1) -> B v3 -> acc 1 -> B done at 15; B@c0 cancelled.
     """
-    tasks = [TaskSpec("A", target=1.0, delay_ratio=1.0, requests=2, buffer=2, test_every=1),
-             TaskSpec("B", target=1.0, delay_ratio=1.0, requests=1, buffer=1, test_every=1)]
-    cfg = FedASTConfig(tasks, num_clients=4, availability=0.5, option="S")
+    tasks = [_t("A", target=1.0, delay_ratio=1.0, requests=2, buffer=2, test_every=1),
+             _t("B", target=1.0, delay_ratio=1.0, requests=1, buffer=1, test_every=1)]
+    cfg = _cfg("fedast_s", tasks, num_clients=4, availability=0.5)
     trainer = VersionTrainer({"A": 2, "B": 3})
     delays = FixedDelays(lambda task, client: 2.0 + client if task == 0 else 5.0)
     draws = [0, 1, 0, 2, 1, 3, 0, 2, 3, 1, 2, 0, 3]
@@ -260,19 +270,21 @@ def test_fedast_two_task_hand_trace():
 
 
 # ============================================================================ FedAST behaviour
-HET_TASKS = [TaskSpec("hom", dataset="mnist", requests=40, buffer=5, test_every=4),
-             TaskSpec("het", dataset="fmnist", requests=40, buffer=5, test_every=4)]
+HET_TASKS = [_t("hom", dataset="mnist", requests=40, buffer=5, test_every=4),
+             _t("het", dataset="fmnist", requests=40, buffer=5, test_every=4)]
 
 
-def _het_cfg(**kw):
-    base = dict(num_clients=200, availability=0.3, ratio=8, max_time=400.0, seed=3)
+def _het_cfg(option="D", no_buffer=False, **kw):
+    base = dict(num_clients=200, availability=0.3, ratio=8, max_time=400.0)
     base.update(kw)
-    return FedASTConfig(HET_TASKS, **base)
+    method = "nobuffer" if no_buffer else {"D": "fedast_d", "S": "fedast_s"}[option]
+    return _cfg(method, HET_TASKS, option=option, **base)
 
 
 @pytest.mark.parametrize("rule", ["official", "paper"])
 def test_option_d_moves_requests_to_heterogeneous_task(rule):
-    sched = FedAST(_het_cfg(option="D", realloc_rule=rule), DriftTrainer({"hom": 0.1, "het": 1.0}))
+    sched = FedAST(_het_cfg(option="D", realloc_rule=rule), DriftTrainer({"hom": 0.1, "het": 1.0}),
+                   seed=3)
     res = sched.run()
     assert res.stats["reallocations"] >= 1
     for alloc in res.allocations:
@@ -286,11 +298,12 @@ def test_option_d_moves_requests_to_heterogeneous_task(rule):
 
 
 def test_option_s_keeps_allocation_and_nobuffer_is_staler():
-    s = FedAST(_het_cfg(option="S"), QuadraticTrainer({"hom": 0.5, "het": 0.5}))
+    s = FedAST(_het_cfg(option="S"), QuadraticTrainer({"hom": 0.5, "het": 0.5}), seed=3)
     res = s.run()
     assert res.stats["reallocations"] == 0 and s.R == [40, 40] and s.b == [5, 5]
     assert {h["buffer"] for h in res.history} == {5}
-    nb = run_fedast(_het_cfg(option="S", no_buffer=True), QuadraticTrainer({"hom": 0.5, "het": 0.5}))
+    nb = run_fedast(_het_cfg(option="S", no_buffer=True), QuadraticTrainer({"hom": 0.5, "het": 0.5}),
+                    seed=3)
     assert {h["buffer"] for h in nb.history} == {1}
     st = [h["mean_staleness"] for h in res.history]
     st_nb = [h["mean_staleness"] for h in nb.history]
@@ -299,11 +312,11 @@ def test_option_s_keeps_allocation_and_nobuffer_is_staler():
 
 
 def test_completion_cancels_redistributes_and_never_trains_finished_tasks():
-    tasks = [TaskSpec("easy", dataset="mnist", target=0.9, requests=30, buffer=3, test_every=2),
-             TaskSpec("hard", dataset="cifar10", target=0.999, requests=30, buffer=3, test_every=2)]
+    tasks = [_t("easy", dataset="mnist", target=0.9, requests=30, buffer=3, test_every=2),
+             _t("hard", dataset="cifar10", target=0.999, requests=30, buffer=3, test_every=2)]
     trainer = QuadraticTrainer({"easy": 0.1, "hard": 0.5}, lr=0.5, eta_s=0.5)
-    sched = FedAST(FedASTConfig(tasks, num_clients=200, availability=0.3, option="S", ratio=10,
-                                max_time=2000.0, seed=1), trainer)
+    sched = FedAST(_cfg("fedast_s", tasks, num_clients=200, availability=0.3, ratio=10,
+                        max_time=2000.0), trainer, seed=1)
     call_times = []
     train = trainer.train
     trainer.train = lambda task, v, clients: call_times.append((task, sched.sim.now)) or train(task, v, clients)
@@ -329,29 +342,30 @@ def test_completion_cancels_redistributes_and_never_trains_finished_tasks():
 
 
 def test_fedast_deterministic_given_seed():
-    a = run_fedast(_het_cfg(option="D", max_time=150.0), QuadraticTrainer({"hom": 0.1, "het": 1.0}))
-    b = run_fedast(_het_cfg(option="D", max_time=150.0), QuadraticTrainer({"hom": 0.1, "het": 1.0}))
-    c = run_fedast(_het_cfg(option="D", max_time=150.0, seed=4), QuadraticTrainer({"hom": 0.1, "het": 1.0}))
+    cfg = _het_cfg(option="D", max_time=150.0)
+    a = run_fedast(cfg, QuadraticTrainer({"hom": 0.1, "het": 1.0}), seed=3)
+    b = run_fedast(cfg, QuadraticTrainer({"hom": 0.1, "het": 1.0}), seed=3)
+    c = run_fedast(cfg, QuadraticTrainer({"hom": 0.1, "het": 1.0}), seed=4)
     assert a.events == b.events and a.history == b.history
     assert a.events != c.events
 
 
 def test_max_events_and_max_rounds_stop():
-    cfg = FedASTConfig([TaskSpec("mnist", requests=10, buffer=2, max_rounds=5)], num_clients=50, max_events=1000,
-                       option="S")
+    cfg = _cfg("fedast_s", [_t("mnist", requests=10, buffer=2, max_rounds=5)], num_clients=50,
+               max_events=1000)
     res = run_fedast(cfg, VersionTrainer({"mnist": 100}))
     assert res.history[-1]["round"] == 5 and res.completion_time == {"mnist": None}
     assert res.stats["stop_reason"] == "completed"
-    cfg2 = FedASTConfig([TaskSpec("mnist", requests=10, buffer=2)], num_clients=50, max_events=37, option="S")
+    cfg2 = _cfg("fedast_s", [_t("mnist", requests=10, buffer=2)], num_clients=50, max_events=37)
     assert run_fedast(cfg2, VersionTrainer({"mnist": 100})).stats["events"] == 37
 
 
 # ============================================================================ synchronous baselines
 def test_sync_round_time_and_lazy_training_of_kept_only():
-    tasks = [TaskSpec("A", delay_ratio=1.0, weight=1), TaskSpec("B", delay_ratio=1.0, weight=1)]
+    tasks = [_t("A", delay_ratio=1.0, weight=1), _t("B", delay_ratio=1.0, weight=1)]
     durations = lambda t, c: 1.0 + ((7 * c + 3 * t) % 5) + 0.1 * c   # distinct, deterministic
     trainer = VersionTrainer({"A": 100, "B": 100})
-    cfg = SyncConfig(tasks, num_clients=12, availability=0.5, k=2, max_rounds=1)
+    cfg = _cfg("sync_st", tasks, num_clients=12, availability=0.5, k=2, sync_max_rounds=1)
     res = SyncST(cfg, trainer, delays=FixedDelays(durations)).run()
     dispatched = {0: [], 1: []}
     for time, task, client, version, st, kind in res.events:
@@ -367,10 +381,12 @@ def test_sync_round_time_and_lazy_training_of_kept_only():
 
 
 def test_sync_no_mitigation_keeps_all_and_is_slower():
-    tasks = [TaskSpec("mnist", target=0.95), TaskSpec("cifar10", target=0.95)]
-    kw = dict(num_clients=200, availability=0.3, max_rounds=8, seed=2)
-    fast = run_sync(SyncConfig(tasks, k=10, **kw), VersionTrainer({"mnist": 50, "cifar10": 50}))
-    slow = run_sync(SyncConfig(tasks, k=None, **kw), VersionTrainer({"mnist": 50, "cifar10": 50}))
+    tasks = [_t("mnist", target=0.95), _t("cifar10", target=0.95)]
+    kw = dict(num_clients=200, availability=0.3, sync_max_rounds=8)
+    fast = run_sync(_cfg("sync_st", tasks, k=10, **kw), VersionTrainer({"mnist": 50, "cifar10": 50}),
+                    seed=2)
+    slow = run_sync(_cfg("sync_st", tasks, k=None, **kw), VersionTrainer({"mnist": 50, "cifar10": 50}),
+                    seed=2)
     assert slow.method == "Sync-ST-NoStragMit" and slow.stats["discarded"] == 0
     assert fast.stats["trained_requests"] == 8 * 2 * 10
     assert slow.stats["trained_requests"] == 8 * 60
@@ -378,9 +394,9 @@ def test_sync_no_mitigation_keeps_all_and_is_slower():
 
 
 def test_sync_task_completion_redistributes():
-    tasks = [TaskSpec("mnist", target=1.0, weight=2), TaskSpec("fmnist", target=1.0, weight=1)]
-    res = run_sync(SyncConfig(tasks, num_clients=60, availability=0.5, k=5, seed=0),
-                   VersionTrainer({"mnist": 3, "fmnist": 6}))
+    tasks = [_t("mnist", target=1.0, weight=2), _t("fmnist", target=1.0, weight=1)]
+    res = run_sync(_cfg("sync_st", tasks, num_clients=60, availability=0.5, k=5),
+                   VersionTrainer({"mnist": 3, "fmnist": 6}), seed=0)
     assert res.completion_time["mnist"] is not None and res.completion_time["fmnist"] is not None
     assert res.completion_time["mnist"] < res.completion_time["fmnist"]
     rows = [h for h in res.history if h["task"] == "fmnist"]
@@ -388,9 +404,9 @@ def test_sync_task_completion_redistributes():
 
 
 def test_sync_ucb_first_round_all_clients_then_scores():
-    tasks = [TaskSpec("mnist"), TaskSpec("fmnist")]
+    tasks = [_t("mnist"), _t("fmnist")]
     trainer = VersionTrainer({"mnist": 100, "fmnist": 100})
-    res = run_sync(SyncConfig(tasks, num_clients=20, availability=0.5, k=3, selector="ucb", max_rounds=4),
+    res = run_sync(_cfg("sync_ucb", tasks, num_clients=20, availability=0.5, k=3, sync_max_rounds=4),
                    trainer)
     assert res.method == "Sync-UCB-ST"
     assert sorted(trainer.calls[0][2]) == list(range(20)) and sorted(trainer.calls[1][2]) == list(range(20))
@@ -402,10 +418,10 @@ def test_sync_ucb_first_round_all_clients_then_scores():
 
 
 def test_sync_bayes_runs_and_keeps_first_k():
-    tasks = [TaskSpec("mnist"), TaskSpec("shakespeare")]
+    tasks = [_t("mnist"), _t("shakespeare")]
     trainer = VersionTrainer({"mnist": 100, "shakespeare": 100})
-    res = run_sync(SyncConfig(tasks, num_clients=30, availability=0.5, k=4, selector="bayes", max_rounds=5,
-                              bods_candidates=20), trainer)
+    res = run_sync(_cfg("sync_bayes", tasks, num_clients=30, availability=0.5, k=4, sync_max_rounds=5,
+                        bods_candidates=20), trainer)
     assert res.method == "Sync-Bayes-ST" and res.stats["rounds"] == 5
     assert all(len(c[2]) == 4 for c in trainer.calls) and len(trainer.calls) == 10
     assert res.stats["discarded"] == 5 * (15 - 8)

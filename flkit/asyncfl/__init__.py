@@ -8,11 +8,11 @@ Read in this order:
 - ``clock``    the discrete-event :class:`Simulator`: per-client FCFS queues, availability cap,
                model versions and staleness, synchronous first-k rounds. Knows nothing of training;
 - ``rules``, ``bandits``  the pure allocation / estimation / selection rules;
-- ``schedule`` what the schedulers share: the :class:`Trainer` interface, their settings and the
-               :class:`SimResult`;
+- ``schedule`` what the schedulers share: the :class:`Trainer` interface and :class:`SimResult`;
 - ``fedast``, ``sync``  the schedulers: :class:`FedAST` (S/D, NoBuffer) and :class:`SyncST`
                (Sync-ST, Sync-UCB-ST, Sync-Bayes-ST);
-- ``config``   :class:`FedASTRun`, the one configuration a user writes (with its tasks);
+- ``config``   :class:`FedASTRun`, the one configuration (with a :class:`TaskConfig` per task):
+               validated once, read by the schedulers, the trainer and the cache;
 - ``trainer``  :class:`EngineTrainer`, the Trainer on the batched engine;
 - ``runner``   :func:`run` (validated, cached, with progress), :func:`build_schedule`,
                :func:`centralised`.
@@ -26,7 +26,7 @@ from .bandits import expected_improvement, ucb_scores
 from .clock import (ARRIVED, CANCELLED, DISCARDED, QUEUED, EventQueue, Request, RoundResult,
                     Simulator)
 from .config import (DATASET_DEFAULTS, METHOD_LABELS, METHODS, SERVER_LR, TARGETS, FedASTRun,
-                     TaskConfig)
+                     ResolvedTask, TaskConfig)
 from .delays import (DELAY_RATIOS, LOCAL_STEPS_MULTIPLIER, SPEED_GROUP_FACTORS,
                      SPEED_GROUP_FRACTIONS, DelayModel, FixedDelays, ShiftedExponentialDelays,
                      assign_speed_groups, shifted_exponential)
@@ -35,7 +35,7 @@ from .rules import (estimate_variance_official, estimate_variance_paper, k_rule,
                     normalized_dispersion, realloc_official, realloc_paper, redistribute,
                     sync_shares)
 from .runner import build_schedule, centralised, run
-from .schedule import EVENT_COLUMNS, FedASTConfig, SimResult, SyncConfig, TaskSpec, Trainer
+from .schedule import EVENT_COLUMNS, SimResult, Trainer
 from .sync import SyncST, run_sync
 from .trainer import EngineTrainer, Update
 
@@ -43,9 +43,9 @@ __all__ = [
     "ARRIVED", "CANCELLED", "DATASET_DEFAULTS", "DELAY_RATIOS", "DISCARDED", "EVENT_COLUMNS",
     "LOCAL_STEPS_MULTIPLIER", "METHODS", "METHOD_LABELS", "QUEUED", "SERVER_LR",
     "SPEED_GROUP_FACTORS", "SPEED_GROUP_FRACTIONS", "TARGETS", "DelayModel", "EngineTrainer",
-    "EventQueue", "FedAST", "FedASTConfig", "FedASTRun", "FixedDelays", "Request", "RoundResult",
-    "ShiftedExponentialDelays", "SimResult", "Simulator", "SyncConfig", "SyncST", "TaskConfig",
-    "TaskSpec", "Trainer", "Update", "assign_speed_groups", "build_schedule", "centralised",
+    "EventQueue", "FedAST", "FedASTRun", "FixedDelays", "Request", "RoundResult",
+    "ResolvedTask", "ShiftedExponentialDelays", "SimResult", "Simulator", "SyncST", "TaskConfig",
+    "Trainer", "Update", "assign_speed_groups", "build_schedule", "centralised",
     "estimate_variance_official", "estimate_variance_paper", "expected_improvement", "k_rule",
     "normalized_dispersion", "realloc_official", "realloc_paper", "redistribute", "run",
     "run_fedast", "run_sync", "shifted_exponential", "sync_shares", "time_gain", "ucb_scores",

@@ -1,22 +1,30 @@
-"""The one configuration of a simulated FedAST experiment: :class:`FedASTRun` (method, client pool,
-scheduler knobs) holding one :class:`TaskConfig` per task; ``None`` fields take the dataset's
-defaults (:data:`DATASET_DEFAULTS`). ``FedASTRun.validate()`` checks everything before any data is
-loaded; ``schedule_config()`` resolves it into the scheduler's settings.
+"""The one configuration of a simulated FedAST experiment.
+
+:class:`FedASTRun` holds the method, the client pool, the scheduler's knobs and one
+:class:`TaskConfig` per task; ``None`` fields take the dataset's defaults
+(:data:`DATASET_DEFAULTS`). ``validate()`` checks everything, before any data is loaded; the
+schedulers (:class:`flkit.asyncfl.FedAST`, :class:`flkit.asyncfl.SyncST`) take the validated
+``FedASTRun`` itself and read each task's resolved numbers from :meth:`FedASTRun.resolved_tasks`.
+
+Cache keys: :meth:`FedASTRun.to_dict` is part of every cached run's key. Knobs added after cache
+version 2 (those in ``_LATER_KNOBS``) enter it only when set away from their default, so runs
+cached before they existed are still found.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from .. import models as _models
 from ..train import LocalSpec
 from ..utils import FlkitError, check_choice, check_range
-from .delays import DELAY_RATIOS
-from .schedule import FedASTConfig, SyncConfig, TaskSpec
+from .delays import (DELAY_RATIOS, LOCAL_STEPS_MULTIPLIER, SPEED_GROUP_FACTORS,
+                     SPEED_GROUP_FRACTIONS, ShiftedExponentialDelays)
+from .rules import round_half_up
 
-__all__ = ["DATASET_DEFAULTS", "TARGETS", "SERVER_LR", "METHODS", "METHOD_LABELS", 
-           "TaskConfig", "FedASTRun"]
+__all__ = ["DATASET_DEFAULTS", "TARGETS", "SERVER_LR", "METHODS", "METHOD_LABELS", "TaskConfig",
+           "FedASTRun", "ResolvedTask"]
 
 #: Per-dataset defaults (the paper's settings, completed from the official code where it is silent).
 DATASET_DEFAULTS: dict[str, dict] = {
@@ -53,9 +61,6 @@ METHOD_LABELS = {"fedast_d": "FedAST", "fedast_s": "FedAST(S)", "nobuffer": "Fed
                  "sync_bayes": "Sync-Bayes-ST"}
 
 
-# ============================================================================================
-# configuration
-# ============================================================================================
 @dataclass(frozen=True)
 class TaskConfig:
     """One task. ``None`` fields take the dataset's default (:data:`DATASET_DEFAULTS`).
@@ -115,16 +120,60 @@ class TaskConfig:
     def default(self, key):
         return DATASET_DEFAULTS[self.dataset][key]
 
+    def delay_ratio_or_default(self) -> float:
+        """The per-step delay ratio: ``delay_ratio``, else the paper's for the dataset (MNIST's
+        for datasets the paper does not time, e.g. synthetic)."""
+        if self.delay_ratio is not None:
+            return float(self.delay_ratio)
+        return DELAY_RATIOS.get(self.dataset, DELAY_RATIOS["mnist"])
+
+
+class ResolvedTask(NamedTuple):
+    """A task's numbers as the schedulers use them (read-only; made by
+    :meth:`FedASTRun.resolved_tasks`, never written by hand)."""
+    name: str
+    target: float | None
+    delay_ratio: float
+    delay_multiplier: float
+    requests: int
+    buffer: int
+    test_every: int
+    eta_c: float          # client learning rate
+    eta_s: float          # server learning rate
+    tau: int              # local steps per request
+    weight: float         # Sync client-share weight
+    max_rounds: int | None
+
+
+
+#: scheduler knobs added after cache version 2, with their defaults: in a cache key only when changed
+_LATER_KNOBS = dict(delay_multiplier=LOCAL_STEPS_MULTIPLIER, shift_fraction=0.5,
+                    group_fractions=SPEED_GROUP_FRACTIONS, group_factors=SPEED_GROUP_FACTORS,
+                    max_new=2, max_events=None, record_events=True, sync_max_rounds=None,
+                    ucb_gamma=0.99, bods_alpha=0.25, bods_candidates=75, extra_candidates=5)
+
 
 @dataclass(frozen=True)
 class FedASTRun:
     """A whole simulated experiment: method, tasks, client pool and scheduler knobs.
 
     ``method``: one of :data:`METHODS` (aliases: fedast = fedast_d, sync = sync_st).
-    ``k``: Sync first-k (None = no straggler mitigation, same as ``sync_st_nomit``). ``option``: FedAST option for ``nobuffer``.
+    ``k``: Sync first-k (None = no straggler mitigation, same as ``sync_st_nomit``).
+    ``option``: FedAST option for ``nobuffer`` ("S" static, "D" with Realloc).
     ``max_time``: stop at this simulated time (None: run until every task reaches its target;
     then every task needs a target or max_rounds). ``eval_subset``: test samples for periodic
-    evaluations (None: the full test set; crossings are always confirmed on the full set)."""
+    evaluations (None: the full test set; crossings are always confirmed on the full set).
+
+    FedAST knobs: ``ratio`` r = R/b, ``realloc_rule`` ("official" or "paper"), ``window`` V
+    (estimates kept per task), ``period_factor`` (Realloc period = floor(period_factor * sum R)
+    arrivals), ``warmup_rounds`` (official trigger: every task has more server updates),
+    ``max_new`` (at most this many new requests per arrival), ``max_events`` (stop after this many
+    events). Sync knobs: ``sync_test_every`` (rounds between evaluations), ``sync_max_rounds``,
+    ``ucb_gamma`` (UCB discount), ``bods_alpha`` / ``bods_candidates`` / ``extra_candidates``
+    (Sync-Bayes-ST). Delays: a request of task m at a client takes
+    ``shift_fraction * ratio_m + Exp(ratio_m)`` per local step times ``delay_multiplier`` (the
+    task's dataset may set its own), times the client's speed-group factor (``group_factors``,
+    groups of sizes ``group_fractions`` drawn with ``group_seed``)."""
     method: str
     tasks: tuple
     num_clients: int = 1000
@@ -142,24 +191,45 @@ class FedASTRun:
     period_factor: float = 0.75
     warmup_rounds: int = 8
     sync_test_every: int = 1
+    delay_multiplier: float = LOCAL_STEPS_MULTIPLIER
+    shift_fraction: float = 0.5
+    group_fractions: tuple = SPEED_GROUP_FRACTIONS
+    group_factors: tuple = SPEED_GROUP_FACTORS
+    max_new: int = 2
+    max_events: int | None = None
+    record_events: bool = True
+    sync_max_rounds: int | None = None
+    ucb_gamma: float = 0.99
+    bods_alpha: float = 0.25
+    bods_candidates: int = 75
+    extra_candidates: int = 5
 
     def __post_init__(self):
         method = _ALIASES.get(self.method, self.method)
         object.__setattr__(self, "method", method)
         tasks = tuple(TaskConfig(**t) if isinstance(t, Mapping) else t for t in self.tasks)
         object.__setattr__(self, "tasks", tasks)
+        for f in ("group_fractions", "group_factors"):
+            object.__setattr__(self, f, tuple(getattr(self, f)))
 
     # ---------------------------------------------------------------- validation
-    def validate(self) -> "FedASTRun":
+    def validate(self) -> FedASTRun:
+        """Check every field (FlkitError naming the value and the accepted ones); returns self."""
         check_choice("method", self.method, METHODS + tuple(_ALIASES))
         if not self.tasks:
             raise FlkitError("tasks is empty; give at least one task")
         for t in self.tasks:
             if not isinstance(t, TaskConfig):
-                raise FlkitError(f"tasks must hold TaskConfig objects or dicts; got {type(t).__name__}")
+                raise FlkitError(f"tasks must hold TaskConfig objects or dicts; "
+                                 f"got {type(t).__name__}")
             t.validate()
+        names = [t.name for t in self.tasks]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise FlkitError(f"task names must be unique; repeated: {', '.join(dup)}")
         check_range("num_clients", self.num_clients, 1)
-        check_range("availability (fraction of available clients)", self.availability, 0, 1, low_open=True)
+        check_range("availability (fraction of available clients)", self.availability, 0, 1,
+                    low_open=True)
         if self.k is not None:
             check_range("k (first-k)", self.k, 1)
         check_range("ratio (R/b)", self.ratio, 1)
@@ -170,21 +240,63 @@ class FedASTRun:
         if self.eval_subset is not None:
             check_range("eval_subset", self.eval_subset, 1)
         check_choice("dtype", self.dtype, ("float32", "float64"))
-        if self.max_time is None:
+        self._validate_delays()
+        self._validate_fedast() if not self.is_sync else self._validate_sync()
+        stops = self.sync_max_rounds if self.is_sync else self.max_events
+        if self.max_time is None and stops is None:
             open_ended = [t.name for t in self.tasks if t.target is None and t.max_rounds is None]
             if open_ended:
-                raise FlkitError(f"tasks {open_ended} have neither a target nor max_rounds and max_time is None; "
-                                 "the run would never end. Give a target in (0, 1], max_rounds or max_time")
-        self.schedule_config()  # the scheduler's own checks (buffer, requests vs clients, ...)
+                raise FlkitError(f"tasks {open_ended} have neither a target nor max_rounds and "
+                                 "max_time is None; the run would never end. Give a target in "
+                                 "(0, 1], max_rounds or max_time")
         return self
 
-    @property
-    def is_sync(self) -> bool:
-        return self.method.startswith("sync")
+    def _validate_delays(self):
+        check_range("delay_multiplier", self.delay_multiplier, 0)
+        check_range("shift_fraction", self.shift_fraction, 0)
+        if len(self.group_factors) != len(self.group_fractions):
+            raise FlkitError("group_factors and group_fractions must have the same length")
+        for f in self.group_factors:
+            check_range("speed group factor", f, 0)
+        for t in self.tasks:
+            check_range(f"delay_ratio of task {t.name!r}", t.delay_ratio_or_default(), 0)
 
+    def _validate_fedast(self):
+        check_range("window", self.window, 2)
+        check_range("period_factor", self.period_factor, 0, low_open=True)
+        check_range("warmup_rounds", self.warmup_rounds, 0)
+        check_range("max_new", self.max_new, 1)
+        if self.max_events is not None:
+            check_range("max_events", self.max_events, 1)
+        for t in self.tasks:
+            check_range(f"requests of task {t.name!r}", t.requests, 1, self.num_clients)
+        tot = sum(t.requests for t in self.tasks)
+        if tot > self.num_clients:
+            raise FlkitError(f"total active requests sum(requests)={tot} is outside the accepted "
+                             f"range [{len(self.tasks)}, {self.num_clients}] (at most one per "
+                             "client of the pool)")
+
+    def _validate_sync(self):
+        check_range("sync_test_every", self.sync_test_every, 1)
+        if self.sync_max_rounds is not None:
+            check_range("sync_max_rounds", self.sync_max_rounds, 1)
+        check_range("ucb_gamma", self.ucb_gamma, 0, 1, low_open=True, high_open=True)
+        check_range("bods_alpha", self.bods_alpha, 0, 1)
+        check_range("bods_candidates", self.bods_candidates, 1)
+        check_range("extra_candidates", self.extra_candidates, 0)
+        if sum(t.weight for t in self.tasks) <= 0:
+            raise FlkitError("the task weights sum to 0; at least one task needs weight > 0")
+        if self.n_avail < sum(1 for t in self.tasks if t.weight > 0):
+            raise FlkitError(f"availability gives {self.n_avail} clients per round, fewer than "
+                             f"the {len(self.tasks)} tasks; accepted: at least one client per task")
+
+    # ---------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tasks"] = [asdict(t) for t in self.tasks]
+        for k, default in _LATER_KNOBS.items():
+            if d[k] == default or (isinstance(default, tuple) and tuple(d[k]) == default):
+                del d[k]
         return d
 
     @classmethod
@@ -242,26 +354,55 @@ class FedASTRun:
             return int(d["steps"])
         return int(d["epochs"]) * (int(t.samples_per_client) // int(d["batch_size"]))
 
-    def schedule_config(self):
-        specs = []
-        for t in self.tasks:
-            ratio = t.delay_ratio if t.delay_ratio is not None else DELAY_RATIOS.get(t.dataset, DELAY_RATIOS["mnist"])
-            specs.append(TaskSpec(
-                name=t.name, target=t.target, dataset=t.dataset, delay_ratio=float(ratio),
-                delay_multiplier=t.default("delay_multiplier"), requests=int(t.requests), buffer=self.buffer(t),
-                test_every=int(t.test_every if t.test_every is not None else t.default("test_every")),
-                eta_c=self.client_lr(t), eta_s=self.server_lr(t), tau=self.tau(t), weight=float(t.weight),
-                max_rounds=t.max_rounds))
-        common = dict(tasks=specs, num_clients=int(self.num_clients), availability=float(self.availability),
-                      group_seed=int(self.group_seed),
-                      max_time=math.inf if self.max_time is None else float(self.max_time))
-        if self.is_sync:
-            k = None if self.method == "sync_st_nomit" else self.k
-            sel = {"sync_st": "random", "sync_st_nomit": "random", "sync_ucb": "ucb", "sync_bayes": "bayes"}[self.method]
-            return SyncConfig(k=k, selector=sel, test_every=int(self.sync_test_every), **common)
-        option = {"fedast_d": "D", "fedast_s": "S", "nobuffer": self.option}[self.method]
-        return FedASTConfig(option=option, realloc_rule=self.realloc_rule, no_buffer=self.method == "nobuffer",
-                            ratio=int(self.ratio), window=int(self.window), period_factor=float(self.period_factor),
-                            warmup_rounds=int(self.warmup_rounds), **common)
+    # ---------------------------------------------------------------- what the schedulers read
+    @property
+    def is_sync(self) -> bool:
+        return self.method.startswith("sync")
 
+    @property
+    def n_avail(self) -> int:
+        """Available clients: round(availability * num_clients), at least 1."""
+        return max(1, round_half_up(self.availability * self.num_clients))
 
+    @property
+    def fedast_option(self) -> str:
+        """"S" (static allocation) or "D" (Realloc) for the FedAST methods."""
+        return {"fedast_d": "D", "fedast_s": "S"}.get(self.method, self.option)
+
+    @property
+    def no_buffer(self) -> bool:
+        return self.method == "nobuffer"
+
+    @property
+    def sync_selector(self) -> str:
+        return {"sync_ucb": "ucb", "sync_bayes": "bayes"}.get(self.method, "random")
+
+    @property
+    def sync_k(self) -> int | None:
+        """First-k of the Sync methods (None: keep every selected client)."""
+        return None if self.method == "sync_st_nomit" else self.k
+
+    @property
+    def time_limit(self) -> float:
+        return math.inf if self.max_time is None else float(self.max_time)
+
+    def resolved_tasks(self) -> list[ResolvedTask]:
+        """Each task's numbers with the dataset defaults filled in."""
+        return [ResolvedTask(
+            name=t.name, target=t.target, delay_ratio=t.delay_ratio_or_default(),
+            delay_multiplier=(self.delay_multiplier if t.default("delay_multiplier") is None
+                              else float(t.default("delay_multiplier"))),
+            requests=int(t.requests), buffer=self.buffer(t),
+            test_every=int(t.test_every if t.test_every is not None else t.default("test_every")),
+            eta_c=self.client_lr(t), eta_s=self.server_lr(t), tau=self.tau(t),
+            weight=float(t.weight), max_rounds=t.max_rounds) for t in self.tasks]
+
+    def delay_model(self, seed: int) -> ShiftedExponentialDelays:
+        """The shifted-exponential delays of this run (speed groups by ``group_seed``, draws by
+        the run ``seed``)."""
+        tasks = self.resolved_tasks()
+        return ShiftedExponentialDelays(
+            self.num_clients, [t.delay_ratio for t in tasks],
+            multiplier=[t.delay_multiplier for t in tasks], shift_fraction=self.shift_fraction,
+            group_fractions=self.group_fractions, group_factors=self.group_factors,
+            group_seed=self.group_seed, seed=seed)

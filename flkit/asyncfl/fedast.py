@@ -33,7 +33,8 @@ from .clock import Simulator
 from .delays import DelayModel
 from .rules import (estimate_variance_paper, k_rule, normalized_dispersion, realloc_official,
                     realloc_paper, redistribute, round_half_up)
-from .schedule import FedASTConfig, SimResult, Trainer, check_trainer, evaluate_task
+from .config import FedASTRun
+from .schedule import SimResult, Trainer, check_trainer, evaluate_task
 
 __all__ = ["FedAST", "run_fedast"]
 
@@ -43,23 +44,28 @@ _MISSING = object()
 class FedAST:
     """Event-driven FedAST over a :class:`~flkit.asyncfl.Simulator`.
 
-    ``delays`` overrides the config's shifted-exponential model (e.g. :class:`~flkit.asyncfl.FixedDelays`);
-    ``client_draws`` scripts the uniform client draws (tests)."""
+    ``config``: a FedAST method's :class:`~flkit.asyncfl.FedASTRun` (validated here); ``seed``: the
+    run seed (delay draws, client draws, redistribution). ``delays`` overrides the config's
+    shifted-exponential model (e.g. :class:`~flkit.asyncfl.FixedDelays`); ``client_draws``
+    scripts the uniform client draws (tests)."""
 
-    def __init__(self, config: FedASTConfig, trainer: Trainer, *, delays: DelayModel | None = None,
-                 client_draws=None):
-        if not isinstance(config, FedASTConfig):
-            raise FlkitError(f"config must be a FedASTConfig; got {type(config).__name__}")
+    def __init__(self, config: FedASTRun, trainer: Trainer, *, seed: int = 0,
+                 delays: DelayModel | None = None, client_draws=None):
+        if not isinstance(config, FedASTRun) or config.is_sync:
+            raise FlkitError(f"config must be a FedASTRun of a FedAST method; got {config!r:.80}")
+        config.validate()
         check_trainer(trainer)
         self.cfg = config
+        self.seed = int(seed)
         self.trainer = trainer
-        self.names = [t.name for t in config.tasks]
-        self.specs = list(config.tasks)
+        self.specs = config.resolved_tasks()
+        self.names = [t.name for t in self.specs]
         M = len(self.specs)
-        self.sim = Simulator(config.num_clients, delays if delays is not None else config.delay_model(),
-                             num_tasks=M, max_busy=config.n_avail, seed=config.seed,
+        self.sim = Simulator(config.num_clients,
+                             delays if delays is not None else config.delay_model(self.seed),
+                             num_tasks=M, max_busy=config.n_avail, seed=self.seed,
                              record=config.record_events, client_draws=client_draws)
-        self.rng_redistribute = numpy_rng(config.seed, "redistribute")
+        self.rng_redistribute = numpy_rng(self.seed, "redistribute")
         self._dispersion = getattr(trainer, "dispersion", None)
         self._release = getattr(trainer, "release", None)
 
@@ -216,7 +222,7 @@ class FedAST:
                     self.b[j] = 1 if cfg.no_buffer else max(1, round_half_up(self.R[j] / cfg.ratio))
         self.sumR = sum(self.R)
         self.c_period = self.c_base * self.n_active
-        if cfg.option == "S":
+        if cfg.fedast_option == "S":
             for j in range(self.M):
                 for _ in range(shares[j]):
                     self._send(j, check=False)   # official createNewJob: no availability check
@@ -241,7 +247,7 @@ class FedAST:
         self.allocations: list = []
         self.completion_time = {n: None for n in self.names}
         self.stats = {"train_calls": 0, "trained_requests": 0, "reallocations": 0, "events": 0}
-        dynamic = cfg.option == "D"
+        dynamic = cfg.fedast_option == "D"
         self.windows = [deque(maxlen=cfg.window) for _ in range(M)]
         self.estimates = [[] for _ in range(M)]
         self.counter = 0
@@ -251,7 +257,7 @@ class FedAST:
         no_buffer = cfg.no_buffer
         max_new = cfg.max_new
         max_events = cfg.max_events if cfg.max_events is not None else math.inf
-        max_time = cfg.max_time
+        max_time = cfg.time_limit
 
         for m in range(M):                      # initial requests ignore the availability cap
             for _ in range(self.R[m]):
@@ -297,12 +303,12 @@ class FedAST:
         self.stats["events"] = n_events
         self.stats["stop_reason"] = stop_reason
         self.stats.update(sim.counts)
-        method = "FedAST-NoBuffer" if cfg.no_buffer else f"FedAST({cfg.option})"
+        method = "FedAST-NoBuffer" if cfg.no_buffer else f"FedAST({cfg.fedast_option})"
         return SimResult(method, list(self.names), sim.log if sim.log is not None else [], self.history,
                          dict(self.completion_time), sim.now, self.stats, self.allocations)
 
 
-def run_fedast(config: FedASTConfig, trainer: Trainer, **kw) -> SimResult:
+def run_fedast(config: FedASTRun, trainer: Trainer, **kw) -> SimResult:
     """Shorthand for ``FedAST(config, trainer, **kw).run()``."""
     return FedAST(config, trainer, **kw).run()
 

@@ -28,11 +28,9 @@ CACHE_VERSION = 2
 
 def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer | None = None):
     """(scheduler, trainer) ready to ``.run()``: validated config, real trainer, no caching."""
-    cfg = FedASTRun.from_dict(config).validate() if not isinstance(config, FedASTRun) else config.validate()
-    sched_cfg = cfg.schedule_config()
-    sched_cfg.seed = int(seed)
+    cfg = FedASTRun.from_dict(config).validate()
     trainer = trainer or EngineTrainer(cfg, seed=seed, device=device)
-    sched = (SyncST if cfg.is_sync else FedAST)(sched_cfg, trainer)
+    sched = (SyncST if cfg.is_sync else FedAST)(cfg, trainer, seed=int(seed))
     return sched, trainer
 
 
@@ -66,7 +64,7 @@ def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, dev
     ``wall_seconds``, ``trained`` (client trainings) and ``train_calls``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise FlkitError(f"seed={seed!r}; accepted: an integer")
-    cfg = FedASTRun.from_dict(config).validate() if not isinstance(config, FedASTRun) else config.validate()
+    cfg = FedASTRun.from_dict(config).validate()
     dev = resolve_device(device)
     key = _cache_key(cfg, seed, dev)
     folder = store.run_dir(root, key, prefix=cfg.method) if cache else None

@@ -10,7 +10,8 @@ from .bandits import expected_improvement, ucb_scores
 from .clock import Simulator
 from .delays import DelayModel
 from .rules import redistribute, sync_shares
-from .schedule import SimResult, SyncConfig, Trainer, check_trainer, evaluate_task
+from .config import FedASTRun
+from .schedule import SimResult, Trainer, check_trainer, evaluate_task
 
 __all__ = ["SyncST", "run_sync"]
 
@@ -22,22 +23,30 @@ class SyncST:
     by the selector, every selected client timed FCFS from the round start, the k_m earliest
     finishers kept per task (only those are trained: one ``train`` call per task and round), the
     clock moves to max over tasks of the k_m-th earliest finish, every task with n_m > 0
-    aggregates, and tasks are evaluated every ``test_every`` rounds."""
+    aggregates, and tasks are evaluated every ``sync_test_every`` rounds.
 
-    def __init__(self, config: SyncConfig, trainer: Trainer, *, delays: DelayModel | None = None):
-        if not isinstance(config, SyncConfig):
-            raise FlkitError(f"config must be a SyncConfig; got {type(config).__name__}")
+    ``config``: a Sync method's :class:`~flkit.asyncfl.FedASTRun` (validated here); ``seed``: the
+    run seed; ``delays`` overrides the config's delay model."""
+
+    def __init__(self, config: FedASTRun, trainer: Trainer, *, seed: int = 0,
+                 delays: DelayModel | None = None):
+        if not isinstance(config, FedASTRun) or not config.is_sync:
+            raise FlkitError(f"config must be a FedASTRun of a Sync method; got {config!r:.80}")
+        config.validate()
         check_trainer(trainer)
-        if config.selector == "ucb" and not callable(getattr(trainer, "loss", None)):
-            raise FlkitError("selector='ucb' needs trainer.loss(task, update) -> float (reported local loss)")
+        if config.sync_selector == "ucb" and not callable(getattr(trainer, "loss", None)):
+            raise FlkitError("method sync_ucb needs trainer.loss(task, update) -> float "
+                             "(reported local loss)")
         self.cfg = config
+        self.seed = int(seed)
         self.trainer = trainer
-        self.names = [t.name for t in config.tasks]
-        self.specs = list(config.tasks)
-        self.sim = Simulator(config.num_clients, delays if delays is not None else config.delay_model(),
-                             num_tasks=len(self.specs), max_busy=None, seed=config.seed,
+        self.specs = config.resolved_tasks()
+        self.names = [t.name for t in self.specs]
+        self.sim = Simulator(config.num_clients,
+                             delays if delays is not None else config.delay_model(self.seed),
+                             num_tasks=len(self.specs), max_busy=None, seed=self.seed,
                              record=config.record_events)
-        self.rng = numpy_rng(config.seed, "sync_shares")
+        self.rng = numpy_rng(self.seed, "sync_shares")
         self._release = getattr(trainer, "release", None)
 
     def _assign_random(self, n, perm):
@@ -93,36 +102,36 @@ class SyncST:
         completion = {n: None for n in self.names}
         history, stats = [], {"train_calls": 0, "trained_requests": 0, "rounds": 0}
         self.trained_ids: list = []
-        if cfg.selector == "ucb":
+        if cfg.sync_selector == "ucb":
             self.ucb_N = [np.zeros(N) for _ in range(M)]
             self.ucb_L = [np.zeros(N) for _ in range(M)]
-        if cfg.selector == "bayes":
+        if cfg.sync_selector == "bayes":
             from sklearn.gaussian_process import GaussianProcessRegressor
             from sklearn.gaussian_process.kernels import Matern
             self.gp = GaussianProcessRegressor(kernel=Matern(), random_state=0)
             self.bods_X, self.bods_y = [], []
             self.bods_counts = [np.zeros(N) for _ in range(M)]
-            self.rng_bods = numpy_rng(cfg.seed, "bods")
+            self.rng_bods = numpy_rng(self.seed, "bods")
         rnd = 0
         stop_reason = "completed"
         while not all(finished):
-            if cfg.max_rounds is not None and rnd >= cfg.max_rounds:
+            if cfg.sync_max_rounds is not None and rnd >= cfg.sync_max_rounds:
                 stop_reason = "max_rounds"
                 break
-            if sim.now >= cfg.max_time:
+            if sim.now >= cfg.time_limit:
                 stop_reason = "max_time"
                 break
             w = [0.0 if finished[m] else weights[m] for m in range(M)]
-            if cfg.selector == "ucb" and rnd == 0:
+            if cfg.sync_selector == "ucb" and rnd == 0:
                 n = [N if w[m] > 0 else 0 for m in range(M)]
                 ks = list(n)
                 assign = [list(range(N)) if n[m] else [] for m in range(M)]
             else:
                 n = sync_shares(w, cfg.n_avail, self.rng)
-                ks = [nm if cfg.k is None else min(cfg.k, nm) for nm in n]
-                if cfg.selector == "random" or rnd == 0:
+                ks = [nm if cfg.sync_k is None else min(cfg.sync_k, nm) for nm in n]
+                if cfg.sync_selector == "random" or rnd == 0:
                     assign = self._assign_random(n, sim.permutation())
-                elif cfg.selector == "ucb":
+                elif cfg.sync_selector == "ucb":
                     assign = self._assign_ucb(n, rnd)
                 else:
                     assign = self._assign_bayes(n)
@@ -144,7 +153,7 @@ class SyncST:
                 self.trained_ids.extend(r.id for r in kept)
                 updates[m] = ups
             # selector statistics
-            if cfg.selector == "ucb":
+            if cfg.sync_selector == "ucb":
                 for m in range(M):
                     kept_now = np.zeros(N)
                     loss_now = np.zeros(N)
@@ -153,7 +162,7 @@ class SyncST:
                         loss_now[r.client] = float(trainer.loss(self.names[m], u))
                     self.ucb_N[m] = cfg.ucb_gamma * self.ucb_N[m] + kept_now
                     self.ucb_L[m] = cfg.ucb_gamma * self.ucb_L[m] + loss_now
-            if cfg.selector == "bayes":
+            if cfg.sync_selector == "bayes":
                 x = np.zeros(M * N)
                 for m, cl in enumerate(assign):
                     if cl:
@@ -180,7 +189,7 @@ class SyncST:
                     sim.log.append((sim.now, m, None, new_v, None, "aggregate"))
                 if self._release is not None:
                     self._release(self.names[m], new_v - 1)
-                acc, extra = evaluate_task(trainer, self.names[m]) if new_v % cfg.test_every == 0 else (None, {})
+                acc, extra = evaluate_task(trainer, self.names[m]) if new_v % cfg.sync_test_every == 0 else (None, {})
                 history.append({"task": self.names[m], "round": new_v, "sim_time": sim.now, "accuracy": acc,
                                 "clients": n[m], "kept": ks[m], "mean_staleness": 0.0, **extra})
                 spec = specs[m]
@@ -206,12 +215,12 @@ class SyncST:
                     weights = [weights[j] + shares[j] for j in range(M)]
         stats["stop_reason"] = stop_reason
         stats.update(sim.counts)
-        method = {"random": "Sync-ST" if cfg.k is not None else "Sync-ST-NoStragMit",
-                  "ucb": "Sync-UCB-ST", "bayes": "Sync-Bayes-ST"}[cfg.selector]
+        method = {"random": "Sync-ST" if cfg.sync_k is not None else "Sync-ST-NoStragMit",
+                  "ucb": "Sync-UCB-ST", "bayes": "Sync-Bayes-ST"}[cfg.sync_selector]
         return SimResult(method, list(self.names), sim.log if sim.log is not None else [], history,
                          completion, sim.now, stats)
 
 
-def run_sync(config: SyncConfig, trainer: Trainer, **kw) -> SimResult:
+def run_sync(config: FedASTRun, trainer: Trainer, **kw) -> SimResult:
     """Shorthand for ``SyncST(config, trainer, **kw).run()``."""
     return SyncST(config, trainer, **kw).run()

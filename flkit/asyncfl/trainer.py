@@ -69,7 +69,7 @@ class EngineTrainer:
     ``batch_sizes`` (requests per call), ``train_seconds`` (wall time inside training)."""
 
     def __init__(self, config: FedASTRun, seed: int = 0, device="auto", backend: str = "auto", max_batch: int = 64):
-        cfg = config.validate() if isinstance(config, FedASTRun) else FedASTRun.from_dict(config).validate()
+        cfg = FedASTRun.from_dict(config).validate()
         self.cfg = cfg
         self.seed = int(seed)
         self.device = resolve_device(device)
