@@ -23,17 +23,40 @@ from __future__ import annotations
 
 from ..metrics import time_gain
 from .bandits import expected_improvement, ucb_scores
-from .clock import (ARRIVED, CANCELLED, DISCARDED, QUEUED, EventQueue, Request, RoundResult,
-                    Simulator)
-from .config import (DATASET_DEFAULTS, METHOD_LABELS, METHODS, SERVER_LR, TARGETS, FedASTRun,
-                     ResolvedTask, TaskConfig)
-from .delays import (DELAY_RATIOS, LOCAL_STEPS_MULTIPLIER, SPEED_GROUP_FACTORS,
-                     SPEED_GROUP_FRACTIONS, DelayModel, FixedDelays, ShiftedExponentialDelays,
-                     assign_speed_groups, shifted_exponential)
+from .clock import (
+                    ARRIVED,
+                    CANCELLED,
+                    DISCARDED,
+                    QUEUED,
+                    EventQueue,
+                    Request,
+                    RoundResult,
+                    Simulator,
+)
+from .config import FedASTRun, ResolvedTask, TaskConfig
+from .defaults import DATASET_DEFAULTS, METHOD_LABELS, METHODS, SERVER_LR, TARGETS
+from .delays import (
+                    DELAY_RATIOS,
+                    LOCAL_STEPS_MULTIPLIER,
+                    SPEED_GROUP_FACTORS,
+                    SPEED_GROUP_FRACTIONS,
+                    DelayModel,
+                    FixedDelays,
+                    ShiftedExponentialDelays,
+                    assign_speed_groups,
+                    shifted_exponential,
+)
 from .fedast import FedAST, run_fedast
-from .rules import (estimate_variance_official, estimate_variance_paper, k_rule,
-                    normalized_dispersion, realloc_official, realloc_paper, redistribute,
-                    sync_shares)
+from .rules import (
+                    estimate_variance_official,
+                    estimate_variance_paper,
+                    k_rule,
+                    normalized_dispersion,
+                    realloc_official,
+                    realloc_paper,
+                    redistribute,
+                    sync_shares,
+)
 from .runner import build_schedule, centralised, run
 from .schedule import EVENT_COLUMNS, SimResult, Trainer
 from .sync import SyncST, run_sync

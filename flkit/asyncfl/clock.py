@@ -27,7 +27,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-
 from ..utils import FlkitError, check_range, numpy_rng
 from .delays import DelayModel
 

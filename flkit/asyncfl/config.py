@@ -19,47 +19,17 @@ from typing import Mapping, NamedTuple
 from .. import models as _models
 from ..train import LocalSpec
 from ..utils import FlkitError, check_choice, check_range
-from .delays import (DELAY_RATIOS, LOCAL_STEPS_MULTIPLIER, SPEED_GROUP_FACTORS,
-                     SPEED_GROUP_FRACTIONS, ShiftedExponentialDelays)
+from .defaults import ALIASES, DATASET_DEFAULTS, METHODS, SERVER_LR
+from .delays import (
+    DELAY_RATIOS,
+    LOCAL_STEPS_MULTIPLIER,
+    SPEED_GROUP_FACTORS,
+    SPEED_GROUP_FRACTIONS,
+    ShiftedExponentialDelays,
+)
 from .rules import round_half_up
 
-__all__ = ["DATASET_DEFAULTS", "TARGETS", "SERVER_LR", "METHODS", "METHOD_LABELS", "TaskConfig",
-           "FedASTRun", "ResolvedTask"]
-
-#: Per-dataset defaults (the paper's settings, completed from the official code where it is silent).
-DATASET_DEFAULTS: dict[str, dict] = {
-    "mnist": dict(model="mlp_mnist", lr=0.1, sync_lr=0.2, weight_decay=3e-4, sync_weight_decay=3e-4,
-                  batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="standard",
-                  delay_multiplier=None),
-    "fmnist": dict(model="lenet5_fedast", lr=0.06, sync_lr=0.06, weight_decay=3e-4, sync_weight_decay=3e-4,
-                   batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="mnist",
-                   delay_multiplier=None),
-    "cifar10": dict(model="cnn_cifar10", lr=0.1, sync_lr=0.1, weight_decay=7e-4, sync_weight_decay=3e-4,
-                    batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.1, normalize="half",
-                    delay_multiplier=None),
-    "cifar100": dict(model="resnet18_gn", lr=0.06, sync_lr=0.06, weight_decay=0.0, sync_weight_decay=0.0,
-                     batch_size=32, epochs=None, steps=5, test_every=4, alpha=1.0, normalize="standard",
-                     delay_multiplier=5.0),
-    "shakespeare": dict(model="lstm_shakespeare", lr=7.0, sync_lr=7.0, weight_decay=1e-5, sync_weight_decay=1e-5,
-                        batch_size=64, epochs=None, steps=27, test_every=2, alpha=None, normalize=None,
-                        delay_multiplier=None),
-    # for tests and demos: no disk access; timed like MNIST
-    "synthetic": dict(model="logreg", lr=0.1, sync_lr=0.1, weight_decay=0.0, sync_weight_decay=0.0,
-                      batch_size=32, epochs=3, steps=None, test_every=4, alpha=0.5, normalize=None,
-                      delay_multiplier=None),
-}
-#: Table 3 targets (lower / main / higher).
-TARGETS = {"mnist": (0.83, 0.93, 0.96), "fmnist": (0.72, 0.82, 0.85), "cifar10": (0.53, 0.63, 0.66),
-           "shakespeare": (0.32, 0.42, 0.45)}
-#: Server learning rates (the paper's settings).
-SERVER_LR = {"fedast": 0.1, "nobuffer": 0.038, "sync": 1.0}
-METHODS = ("fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes")
-_ALIASES = {"fedast": "fedast_d", "fedast-d": "fedast_d", "fedast-s": "fedast_s", "fedast-nobuffer": "nobuffer",
-            "sync": "sync_st", "sync-st": "sync_st", "sync_nomit": "sync_st_nomit"}
-METHOD_LABELS = {"fedast_d": "FedAST", "fedast_s": "FedAST(S)", "nobuffer": "FedAST-NoBuffer",
-                 "sync_st": "Sync-ST", "sync_st_nomit": "Sync-ST-NoStragMit", "sync_ucb": "Sync-UCB-ST",
-                 "sync_bayes": "Sync-Bayes-ST"}
-
+__all__ = ["TaskConfig", "FedASTRun", "ResolvedTask"]
 
 @dataclass(frozen=True)
 class TaskConfig:
@@ -205,7 +175,7 @@ class FedASTRun:
     extra_candidates: int = 5
 
     def __post_init__(self):
-        method = _ALIASES.get(self.method, self.method)
+        method = ALIASES.get(self.method, self.method)
         object.__setattr__(self, "method", method)
         tasks = tuple(TaskConfig(**t) if isinstance(t, Mapping) else t for t in self.tasks)
         object.__setattr__(self, "tasks", tasks)
@@ -215,7 +185,7 @@ class FedASTRun:
     # ---------------------------------------------------------------- validation
     def validate(self) -> FedASTRun:
         """Check every field (FlkitError naming the value and the accepted ones); returns self."""
-        check_choice("method", self.method, METHODS + tuple(_ALIASES))
+        check_choice("method", self.method, METHODS + tuple(ALIASES))
         if not self.tasks:
             raise FlkitError("tasks is empty; give at least one task")
         for t in self.tasks:

@@ -30,10 +30,17 @@ import numpy as np
 
 from ..utils import FlkitError, numpy_rng
 from .clock import Simulator
-from .delays import DelayModel
-from .rules import (estimate_variance_paper, k_rule, normalized_dispersion, realloc_official,
-                    realloc_paper, redistribute, round_half_up)
 from .config import FedASTRun
+from .delays import DelayModel
+from .rules import (
+    estimate_variance_paper,
+    k_rule,
+    normalized_dispersion,
+    realloc_official,
+    realloc_paper,
+    redistribute,
+    round_half_up,
+)
 from .schedule import SimResult, Trainer, check_trainer, evaluate_task
 
 __all__ = ["FedAST", "run_fedast"]

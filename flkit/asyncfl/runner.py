@@ -14,7 +14,8 @@ from .. import store
 from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
-from .config import METHOD_LABELS, FedASTRun, TaskConfig
+from .config import FedASTRun, TaskConfig
+from .defaults import METHOD_LABELS
 from .fedast import FedAST
 from .schedule import SimResult
 from .sync import SyncST

@@ -2,15 +2,14 @@
 none), Sync-UCB-ST and Sync-Bayes-ST, over the same simulator and Trainer as FedAST."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..utils import FlkitError, numpy_rng
 from .bandits import expected_improvement, ucb_scores
 from .clock import Simulator
+from .config import FedASTRun
 from .delays import DelayModel
 from .rules import redistribute, sync_shares
-from .config import FedASTRun
 from .schedule import SimResult, Trainer, check_trainer, evaluate_task
 
 __all__ = ["SyncST", "run_sync"]

@@ -37,7 +37,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-
 from .. import data as _data
 from .. import models as _models
 from .. import partition as _partition
