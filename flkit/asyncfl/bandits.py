@@ -1,5 +1,6 @@
 """Client selectors of the synchronous baselines: discounted UCB (Sync-UCB-ST) and expected
 improvement (Sync-Bayes-ST)."""
+
 from __future__ import annotations
 
 import math
@@ -10,9 +11,9 @@ __all__ = ["ucb_scores", "expected_improvement"]
 
 
 def ucb_scores(L: np.ndarray, N: np.ndarray, t: int, gamma: float) -> np.ndarray:
-    """Discounted UCB score A = L/N + sqrt(2 ln(sum_{s<t} gamma^s) / N); inf where N = 0 (our choice:
-    the paper does not score unplayed arms)."""
-    S = sum(gamma ** s for s in range(int(t)))
+    """Discounted UCB score A = L/N + sqrt(2 ln(sum_{s<t} gamma^s) / N); inf where N = 0
+    (our choice: the paper does not score unplayed arms)."""
+    S = sum(gamma**s for s in range(int(t)))
     bonus_num = 2.0 * math.log(S) if S > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         A = L / N + np.sqrt(max(bonus_num, 0.0) / N)
@@ -21,10 +22,12 @@ def ucb_scores(L: np.ndarray, N: np.ndarray, t: int, gamma: float) -> np.ndarray
 
 
 def expected_improvement(mu, sigma, best: float) -> np.ndarray:
-    """Expected improvement for minimisation: (best - mu) Phi(z) + sigma phi(z), z = (best - mu)/sigma.
+    """Expected improvement for minimisation: (best - mu) Phi(z) + sigma phi(z),
+    z = (best - mu) / sigma.
 
     sigma = 0 gives max(best - mu, 0)."""
     from scipy.stats import norm
+
     mu = np.asarray(mu, float)
     sigma = np.asarray(sigma, float)
     imp = best - mu
@@ -32,4 +35,3 @@ def expected_improvement(mu, sigma, best: float) -> np.ndarray:
         z = imp / sigma
         ei = imp * norm.cdf(z) + sigma * norm.pdf(z)
     return np.where(sigma > 0, ei, np.maximum(imp, 0.0))
-

@@ -19,19 +19,28 @@ Event-log rows are tuples ``(time, task, client, version, staleness, kind)`` wit
 ``dispatch, drop, arrive, cancel, discard`` (methods add their own kinds); fields that do not
 apply are ``None``.
 """
+
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..utils import FlkitError, check_range, numpy_rng
 from .delays import DelayModel
 
-__all__ = ["EventQueue", "Request", "RoundResult", "Simulator",
-           "QUEUED", "ARRIVED", "CANCELLED", "DISCARDED"]
+__all__ = [
+    "EventQueue",
+    "Request",
+    "RoundResult",
+    "Simulator",
+    "QUEUED",
+    "ARRIVED",
+    "CANCELLED",
+    "DISCARDED",
+]
 
 # request states (module constants so the hot path compares by identity)
 QUEUED = "queued"
@@ -78,8 +87,17 @@ class Request:
 
     ``staleness`` (server versions of its task between dispatch and arrival) is set on arrival."""
 
-    __slots__ = ("id", "task", "client", "version", "dispatch_time", "start", "finish", "status",
-                 "staleness")
+    __slots__ = (
+        "id",
+        "task",
+        "client",
+        "version",
+        "dispatch_time",
+        "start",
+        "finish",
+        "status",
+        "staleness",
+    )
 
     def __init__(self, id, task, client, version, dispatch_time, start, finish):
         self.id = id
@@ -98,15 +116,19 @@ class Request:
         return self.finish - self.start
 
     def __repr__(self):
-        return (f"Request(id={self.id}, task={self.task}, client={self.client}, version={self.version}, "
-                f"dispatch={self.dispatch_time:.4g}, start={self.start:.4g}, finish={self.finish:.4g}, "
-                f"status={self.status}, staleness={self.staleness})")
+        return (
+            f"Request(id={self.id}, task={self.task}, client={self.client}, "
+            f"version={self.version}, "
+            f"dispatch={self.dispatch_time:.4g}, start={self.start:.4g}, finish={self.finish:.4g}, "
+            f"status={self.status}, staleness={self.staleness})"
+        )
 
 
 @dataclass
 class RoundResult:
     """Outcome of :meth:`Simulator.sync_round`: per group the kept (first-k, in finish order)
     and discarded requests, and the round end (max over groups of the k-th earliest finish)."""
+
     kept: list
     discarded: list
     end_time: float
@@ -126,7 +148,8 @@ class Simulator:
         :meth:`dispatch` with ``check_availability=True`` drops (does not redraw) a request for an
         idle client when the cap is reached; already-busy clients can always queue more.
     seed : run seed; client draws use the named stream ``(seed, "clients")``.
-    record : keep an event log in :attr:`log` (rows ``(time, task, client, version, staleness, kind)``).
+    record : keep an event log in :attr:`log`
+        (rows ``(time, task, client, version, staleness, kind)``).
     client_draws : optional scripted sequence of client ids for :meth:`draw_client` (tests).
 
     Semantics: ``dispatch`` at the current time ``now`` draws a service time d, ``start =
@@ -135,9 +158,18 @@ class Simulator:
     cancelled job would have ended) but it stops counting as outstanding immediately.
     """
 
-    def __init__(self, num_clients: int, delays: DelayModel, *, num_tasks: int = 1, max_busy: int | None = None,
-                 seed: int = 0, record: bool = True, client_draws: Iterable[int] | None = None,
-                 draw_block: int = 8192):
+    def __init__(
+        self,
+        num_clients: int,
+        delays: DelayModel,
+        *,
+        num_tasks: int = 1,
+        max_busy: int | None = None,
+        seed: int = 0,
+        record: bool = True,
+        client_draws: Iterable[int] | None = None,
+        draw_block: int = 8192,
+    ):
         check_range("num_clients", num_clients, 1)
         check_range("num_tasks", num_tasks, 1)
         n = int(num_clients)
@@ -150,8 +182,8 @@ class Simulator:
         self.max_busy = int(max_busy)
         self.now = 0.0
         self.last_finish = [0.0] * n
-        self.outstanding = [0] * n          # per client: queued requests not yet arrived/cancelled
-        self.num_busy = 0                   # distinct clients with outstanding > 0
+        self.outstanding = [0] * n  # per client: queued requests not yet arrived/cancelled
+        self.num_busy = 0  # distinct clients with outstanding > 0
         self.version = [0] * self.num_tasks
         self._heap: list = []
         self._next_id = 0
@@ -173,12 +205,16 @@ class Simulator:
             except StopIteration:
                 raise FlkitError("the scripted client_draws sequence is exhausted") from None
             if not 0 <= c < self.num_clients:
-                raise FlkitError(f"scripted client {c} is outside the accepted range [0, {self.num_clients - 1}]")
+                raise FlkitError(
+                    f"scripted client {c} is outside the accepted range [0, {self.num_clients - 1}]"
+                )
             return c
         i = self._draw_i
         buf = self._draw_buf
         if i >= len(buf):
-            buf = self._draw_buf = self._rng_clients.integers(0, self.num_clients, self._draw_block).tolist()
+            buf = self._draw_buf = self._rng_clients.integers(
+                0, self.num_clients, self._draw_block
+            ).tolist()
             i = 0
         self._draw_i = i + 1
         return buf[i]
@@ -192,8 +228,15 @@ class Simulator:
         return self.outstanding[client] > 0 or self.num_busy < self.max_busy
 
     # ---------------------------------------------------------------- dispatch / arrival
-    def dispatch(self, task: int, client: int, version: int | None = None, *, check_availability: bool = False,
-                 enqueue: bool = True) -> Request | None:
+    def dispatch(
+        self,
+        task: int,
+        client: int,
+        version: int | None = None,
+        *,
+        check_availability: bool = False,
+        enqueue: bool = True,
+    ) -> Request | None:
         """Send one request of ``task`` (model ``version``, default: current) to ``client`` now.
 
         Returns the :class:`Request`, or None when the availability check drops it. With
@@ -225,9 +268,13 @@ class Simulator:
             self.log.append((now, task, client, version, None, "dispatch"))
         return req
 
-    def dispatch_random(self, task: int, version: int | None = None, *, check_availability: bool = True):
+    def dispatch_random(
+        self, task: int, version: int | None = None, *, check_availability: bool = True
+    ):
         """Draw a client uniformly from all N and :meth:`dispatch` to it (availability-checked)."""
-        return self.dispatch(task, self.draw_client(), version, check_availability=check_availability)
+        return self.dispatch(
+            task, self.draw_client(), version, check_availability=check_availability
+        )
 
     def pop(self) -> Request | None:
         """Advance the clock to the earliest outstanding request and return it (None if none).
@@ -264,7 +311,11 @@ class Simulator:
 
     def pending(self, task: int | None = None) -> list:
         """Outstanding requests (of ``task``), in no particular order."""
-        return [e[2] for e in self._heap if e[2].status is QUEUED and (task is None or e[2].task == task)]
+        return [
+            e[2]
+            for e in self._heap
+            if e[2].status is QUEUED and (task is None or e[2].task == task)
+        ]
 
     def __len__(self) -> int:
         return len(self._heap) - self._num_cancelled_in_heap
@@ -288,8 +339,10 @@ class Simulator:
 
     def cancel_task(self, task: int) -> list:
         """Cancel every outstanding request of ``task``; returns them (in finish order)."""
-        victims = sorted((e for e in self._heap if e[2].task == task and e[2].status is QUEUED),
-                         key=lambda e: (e[0], e[1]))
+        victims = sorted(
+            (e for e in self._heap if e[2].task == task and e[2].status is QUEUED),
+            key=lambda e: (e[0], e[1]),
+        )
         for e in victims:
             self.cancel(e[2])
         if self._num_cancelled_in_heap > 64 and self._num_cancelled_in_heap * 2 > len(self._heap):
@@ -307,7 +360,10 @@ class Simulator:
 
     def advance_to(self, time: float) -> None:
         if time < self.now:
-            raise FlkitError(f"time={time!r} is before the current simulated time {self.now!r}; time cannot go back")
+            raise FlkitError(
+                f"time={time!r} is before the current simulated time {self.now!r}; "
+                "time cannot go back"
+            )
         self.now = float(time)
 
     # ---------------------------------------------------------------- synchronous rounds
@@ -328,7 +384,9 @@ class Simulator:
             version = g[3] if len(g) > 3 else None
             reqs = [self.dispatch(task, int(c), version, enqueue=False) for c in clients]
             if not 0 <= k <= len(reqs):
-                raise FlkitError(f"k={k} is outside the accepted range [0, {len(reqs)}] for task {task}")
+                raise FlkitError(
+                    f"k={k} is outside the accepted range [0, {len(reqs)}] for task {task}"
+                )
             reqs.sort(key=lambda r: (r.finish, r.id))
             kept_all.append(reqs[:k])
             disc_all.append(reqs[k:])

@@ -10,11 +10,13 @@ Cache keys: :meth:`FedASTRun.to_dict` is part of every cached run's key. Knobs a
 version 2 (those in ``_LATER_KNOBS``) enter it only when set away from their default, so runs
 cached before they existed are still found.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from .. import models as _models
 from ..train import LocalSpec
@@ -31,13 +33,16 @@ from .rules import round_half_up
 
 __all__ = ["TaskConfig", "FedASTRun", "ResolvedTask"]
 
+
 @dataclass(frozen=True)
 class TaskConfig:
     """One task. ``None`` fields take the dataset's default (:data:`DATASET_DEFAULTS`).
 
     ``requests``/``buffer``: FedAST's initial R_m and b_m (``buffer=None``: max(1, ceil(R/ratio))).
-    ``weight``: the Sync client-share weight. ``server_lr=None``: 0.1 FedAST, 0.038 NoBuffer, 1 Sync.
+    ``weight``: the Sync client-share weight.
+    ``server_lr=None``: 0.1 FedAST, 0.038 NoBuffer, 1 Sync.
     ``train_subset``: a class-stratified subset of the training set (fast presets)."""
+
     name: str
     dataset: str = "mnist"
     target: float | None = None
@@ -101,6 +106,7 @@ class TaskConfig:
 class ResolvedTask(NamedTuple):
     """A task's numbers as the schedulers use them (read-only; made by
     :meth:`FedASTRun.resolved_tasks`, never written by hand)."""
+
     name: str
     target: float | None
     delay_ratio: float
@@ -108,19 +114,29 @@ class ResolvedTask(NamedTuple):
     requests: int
     buffer: int
     test_every: int
-    eta_c: float          # client learning rate
-    eta_s: float          # server learning rate
-    tau: int              # local steps per request
-    weight: float         # Sync client-share weight
+    eta_c: float  # client learning rate
+    eta_s: float  # server learning rate
+    tau: int  # local steps per request
+    weight: float  # Sync client-share weight
     max_rounds: int | None
 
 
-
-#: scheduler knobs added after cache version 2, with their defaults: in a cache key only when changed
-_LATER_KNOBS = dict(delay_multiplier=LOCAL_STEPS_MULTIPLIER, shift_fraction=0.5,
-                    group_fractions=SPEED_GROUP_FRACTIONS, group_factors=SPEED_GROUP_FACTORS,
-                    max_new=2, max_events=None, record_events=True, sync_max_rounds=None,
-                    ucb_gamma=0.99, bods_alpha=0.25, bods_candidates=75, extra_candidates=5)
+#: scheduler knobs added after cache version 2, with their defaults (in a cache key only when
+#: changed)
+_LATER_KNOBS = dict(
+    delay_multiplier=LOCAL_STEPS_MULTIPLIER,
+    shift_fraction=0.5,
+    group_fractions=SPEED_GROUP_FRACTIONS,
+    group_factors=SPEED_GROUP_FACTORS,
+    max_new=2,
+    max_events=None,
+    record_events=True,
+    sync_max_rounds=None,
+    ucb_gamma=0.99,
+    bods_alpha=0.25,
+    bods_candidates=75,
+    extra_candidates=5,
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +160,7 @@ class FedASTRun:
     ``shift_fraction * ratio_m + Exp(ratio_m)`` per local step times ``delay_multiplier`` (the
     task's dataset may set its own), times the client's speed-group factor (``group_factors``,
     groups of sizes ``group_fractions`` drawn with ``group_seed``)."""
+
     method: str
     tasks: tuple
     num_clients: int = 1000
@@ -190,16 +207,18 @@ class FedASTRun:
             raise FlkitError("tasks is empty; give at least one task")
         for t in self.tasks:
             if not isinstance(t, TaskConfig):
-                raise FlkitError(f"tasks must hold TaskConfig objects or dicts; "
-                                 f"got {type(t).__name__}")
+                raise FlkitError(
+                    f"tasks must hold TaskConfig objects or dicts; got {type(t).__name__}"
+                )
             t.validate()
         names = [t.name for t in self.tasks]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise FlkitError(f"task names must be unique; repeated: {', '.join(dup)}")
         check_range("num_clients", self.num_clients, 1)
-        check_range("availability (fraction of available clients)", self.availability, 0, 1,
-                    low_open=True)
+        check_range(
+            "availability (fraction of available clients)", self.availability, 0, 1, low_open=True
+        )
         if self.k is not None:
             check_range("k (first-k)", self.k, 1)
         check_range("ratio (R/b)", self.ratio, 1)
@@ -216,9 +235,11 @@ class FedASTRun:
         if self.max_time is None and stops is None:
             open_ended = [t.name for t in self.tasks if t.target is None and t.max_rounds is None]
             if open_ended:
-                raise FlkitError(f"tasks {open_ended} have neither a target nor max_rounds and "
-                                 "max_time is None; the run would never end. Give a target in "
-                                 "(0, 1], max_rounds or max_time")
+                raise FlkitError(
+                    f"tasks {open_ended} have neither a target nor max_rounds and "
+                    "max_time is None; the run would never end. Give a target in "
+                    "(0, 1], max_rounds or max_time"
+                )
         return self
 
     def _validate_delays(self):
@@ -242,9 +263,11 @@ class FedASTRun:
             check_range(f"requests of task {t.name!r}", t.requests, 1, self.num_clients)
         tot = sum(t.requests for t in self.tasks)
         if tot > self.num_clients:
-            raise FlkitError(f"total active requests sum(requests)={tot} is outside the accepted "
-                             f"range [{len(self.tasks)}, {self.num_clients}] (at most one per "
-                             "client of the pool)")
+            raise FlkitError(
+                f"total active requests sum(requests)={tot} is outside the accepted "
+                f"range [{len(self.tasks)}, {self.num_clients}] (at most one per "
+                "client of the pool)"
+            )
 
     def _validate_sync(self):
         check_range("sync_test_every", self.sync_test_every, 1)
@@ -257,8 +280,10 @@ class FedASTRun:
         if sum(t.weight for t in self.tasks) <= 0:
             raise FlkitError("the task weights sum to 0; at least one task needs weight > 0")
         if self.n_avail < sum(1 for t in self.tasks if t.weight > 0):
-            raise FlkitError(f"availability gives {self.n_avail} clients per round, fewer than "
-                             f"the {len(self.tasks)} tasks; accepted: at least one client per task")
+            raise FlkitError(
+                f"availability gives {self.n_avail} clients per round, fewer than "
+                f"the {len(self.tasks)} tasks; accepted: at least one client per task"
+            )
 
     # ---------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict:
@@ -270,7 +295,7 @@ class FedASTRun:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "FedASTRun":
+    def from_dict(cls, d: Mapping) -> FedASTRun:
         if isinstance(d, FedASTRun):
             return d
         if not isinstance(d, Mapping):
@@ -285,20 +310,24 @@ class FedASTRun:
             if isinstance(t, Mapping):
                 badt = sorted(set(t) - tknown)
                 if badt:
-                    raise FlkitError(f"unknown task key(s) {badt}; accepted: {', '.join(sorted(tknown))}")
+                    raise FlkitError(
+                        f"unknown task key(s) {badt}; accepted: {', '.join(sorted(tknown))}"
+                    )
                 tasks.append(TaskConfig(**t))
             else:
                 tasks.append(t)
         return cls(**{**dict(d), "tasks": tuple(tasks)})
 
-    def replace(self, **changes) -> "FedASTRun":
+    def replace(self, **changes) -> FedASTRun:
         return replace(self, **changes)
 
     # ---------------------------------------------------------------- resolved per-task values
     def server_lr(self, t: TaskConfig) -> float:
         if t.server_lr is not None:
             return float(t.server_lr)
-        return SERVER_LR["sync" if self.is_sync else ("nobuffer" if self.method == "nobuffer" else "fedast")]
+        return SERVER_LR[
+            "sync" if self.is_sync else ("nobuffer" if self.method == "nobuffer" else "fedast")
+        ]
 
     def client_lr(self, t: TaskConfig) -> float:
         return float(t.lr if t.lr is not None else t.default("sync_lr" if self.is_sync else "lr"))
@@ -311,12 +340,23 @@ class FedASTRun:
     def buffer(self, t: TaskConfig) -> int:
         if self.method == "nobuffer":
             return 1
-        return int(t.buffer) if t.buffer is not None else max(1, -(-int(t.requests) // int(self.ratio)))
+        return (
+            int(t.buffer)
+            if t.buffer is not None
+            else max(1, -(-int(t.requests) // int(self.ratio)))
+        )
 
     def local_spec(self, t: TaskConfig) -> LocalSpec:
         d = DATASET_DEFAULTS[t.dataset]
-        return LocalSpec(lr=self.client_lr(t), batch_size=d["batch_size"], epochs=d["epochs"], steps=d["steps"],
-                         momentum=0.0, weight_decay=self.weight_decay(t), drop_last=d["epochs"] is not None)
+        return LocalSpec(
+            lr=self.client_lr(t),
+            batch_size=d["batch_size"],
+            epochs=d["epochs"],
+            steps=d["steps"],
+            momentum=0.0,
+            weight_decay=self.weight_decay(t),
+            drop_last=d["epochs"] is not None,
+        )
 
     def tau(self, t: TaskConfig) -> int:
         d = DATASET_DEFAULTS[t.dataset]
@@ -336,7 +376,7 @@ class FedASTRun:
 
     @property
     def fedast_option(self) -> str:
-        """"S" (static allocation) or "D" (Realloc) for the FedAST methods."""
+        """ "S" (static allocation) or "D" (Realloc) for the FedAST methods."""
         return {"fedast_d": "D", "fedast_s": "S"}.get(self.method, self.option)
 
     @property
@@ -358,21 +398,41 @@ class FedASTRun:
 
     def resolved_tasks(self) -> list[ResolvedTask]:
         """Each task's numbers with the dataset defaults filled in."""
-        return [ResolvedTask(
-            name=t.name, target=t.target, delay_ratio=t.delay_ratio_or_default(),
-            delay_multiplier=(self.delay_multiplier if t.default("delay_multiplier") is None
-                              else float(t.default("delay_multiplier"))),
-            requests=int(t.requests), buffer=self.buffer(t),
-            test_every=int(t.test_every if t.test_every is not None else t.default("test_every")),
-            eta_c=self.client_lr(t), eta_s=self.server_lr(t), tau=self.tau(t),
-            weight=float(t.weight), max_rounds=t.max_rounds) for t in self.tasks]
+        return [
+            ResolvedTask(
+                name=t.name,
+                target=t.target,
+                delay_ratio=t.delay_ratio_or_default(),
+                delay_multiplier=(
+                    self.delay_multiplier
+                    if t.default("delay_multiplier") is None
+                    else float(t.default("delay_multiplier"))
+                ),
+                requests=int(t.requests),
+                buffer=self.buffer(t),
+                test_every=int(
+                    t.test_every if t.test_every is not None else t.default("test_every")
+                ),
+                eta_c=self.client_lr(t),
+                eta_s=self.server_lr(t),
+                tau=self.tau(t),
+                weight=float(t.weight),
+                max_rounds=t.max_rounds,
+            )
+            for t in self.tasks
+        ]
 
     def delay_model(self, seed: int) -> ShiftedExponentialDelays:
         """The shifted-exponential delays of this run (speed groups by ``group_seed``, draws by
         the run ``seed``)."""
         tasks = self.resolved_tasks()
         return ShiftedExponentialDelays(
-            self.num_clients, [t.delay_ratio for t in tasks],
-            multiplier=[t.delay_multiplier for t in tasks], shift_fraction=self.shift_fraction,
-            group_fractions=self.group_fractions, group_factors=self.group_factors,
-            group_seed=self.group_seed, seed=seed)
+            self.num_clients,
+            [t.delay_ratio for t in tasks],
+            multiplier=[t.delay_multiplier for t in tasks],
+            shift_fraction=self.shift_fraction,
+            group_fractions=self.group_fractions,
+            group_factors=self.group_factors,
+            group_seed=self.group_seed,
+            seed=seed,
+        )

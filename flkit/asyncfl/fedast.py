@@ -7,12 +7,13 @@ toy trainers). The FedAST paper in this project's words: the README of its folde
 
 Methods
 -------
-- :class:`FedAST` — option ``"S"`` (static R_m, b_m) or ``"D"`` (Realloc + b_m = max(1, ceil(A_m/r))),
-  ``realloc_rule="official"`` or ``"paper"``, ``no_buffer=True`` for FedAST-NoBuffer.
-  Event semantics follow the paper's event loop exactly (K <= 2 refill with global slack,
-  drop-not-redraw availability, cancellation and redistribution on completion, test every ``test_every`` server updates).
-- :class:`flkit.asyncfl.sync.SyncST` (next module) — Sync-ST with first-k straggler mitigation (``k=None``: no mitigation), and the
-  selectors ``"ucb"`` (Sync-UCB-ST) and ``"bayes"`` (Sync-Bayes-ST / BODS).
+- :class:`FedAST` — option ``"S"`` (static R_m, b_m) or ``"D"`` (Realloc and
+  b_m = max(1, ceil(A_m/r))), ``realloc_rule="official"`` or ``"paper"``, method ``nobuffer``
+  for FedAST-NoBuffer. Event semantics follow the paper's event loop exactly (K <= 2 refill with
+  global slack, drop-not-redraw availability, cancellation and redistribution on completion,
+  test every ``test_every`` server updates).
+- :class:`flkit.asyncfl.sync.SyncST` (next module) — Sync-ST with first-k straggler mitigation
+  (``k=None``: no mitigation), Sync-UCB-ST and Sync-Bayes-ST (BODS).
 
 Training is lazy: a request is trained only when its arrival is popped, and then every
 outstanding untrained request of the same (task, version) is trained in the same
@@ -21,6 +22,7 @@ their task finishes (cancelled) and Sync stragglers discarded by first-k are nev
 request already trained as the batch-mate of an earlier arrival and cancelled later has its
 result dropped.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +58,15 @@ class FedAST:
     shifted-exponential model (e.g. :class:`~flkit.asyncfl.FixedDelays`); ``client_draws``
     scripts the uniform client draws (tests)."""
 
-    def __init__(self, config: FedASTRun, trainer: Trainer, *, seed: int = 0,
-                 delays: DelayModel | None = None, client_draws=None):
+    def __init__(
+        self,
+        config: FedASTRun,
+        trainer: Trainer,
+        *,
+        seed: int = 0,
+        delays: DelayModel | None = None,
+        client_draws=None,
+    ):
         if not isinstance(config, FedASTRun) or config.is_sync:
             raise FlkitError(f"config must be a FedASTRun of a FedAST method; got {config!r:.80}")
         config.validate()
@@ -68,10 +77,15 @@ class FedAST:
         self.specs = config.resolved_tasks()
         self.names = [t.name for t in self.specs]
         M = len(self.specs)
-        self.sim = Simulator(config.num_clients,
-                             delays if delays is not None else config.delay_model(self.seed),
-                             num_tasks=M, max_busy=config.n_avail, seed=self.seed,
-                             record=config.record_events, client_draws=client_draws)
+        self.sim = Simulator(
+            config.num_clients,
+            delays if delays is not None else config.delay_model(self.seed),
+            num_tasks=M,
+            max_busy=config.n_avail,
+            seed=self.seed,
+            record=config.record_events,
+            client_draws=client_draws,
+        )
         self.rng_redistribute = numpy_rng(self.seed, "redistribute")
         self._dispersion = getattr(trainer, "dispersion", None)
         self._release = getattr(trainer, "release", None)
@@ -108,8 +122,10 @@ class FedAST:
         group = self.pending.pop((m, v))
         updates = self.trainer.train(self.names[m], v, [r.client for r in group])
         if len(updates) != len(group):
-            raise FlkitError(f"trainer.train returned {len(updates)} updates for {len(group)} clients "
-                             f"(task {self.names[m]!r}, version {v}); it must return one per client")
+            raise FlkitError(
+                f"trainer.train returned {len(updates)} updates for {len(group)} clients "
+                f"(task {self.names[m]!r}, version {v}); it must return one per client"
+            )
         self.stats["train_calls"] += 1
         self.stats["trained_requests"] += len(group)
         self.trained_ids.extend(r.id for r in group)
@@ -123,7 +139,9 @@ class FedAST:
     def _disp(self, m: int, updates) -> float:
         if self._dispersion is not None:
             return float(self._dispersion(self.names[m], list(updates)))
-        return normalized_dispersion(list(updates), exclude_bias=self.cfg.realloc_rule == "official")
+        return normalized_dispersion(
+            list(updates), exclude_bias=self.cfg.realloc_rule == "official"
+        )
 
     # ------------------------------------------------------------------ Realloc (option D)
     def _bookkeeping(self, m: int, upd):
@@ -136,13 +154,18 @@ class FedAST:
             if len(win) >= cfg.window:
                 win.popleft()
                 d = self._disp(m, win)
-                self.estimates[m].append(spec.eta_s / (spec.eta_c * spec.tau ** 2) * d / 2.0)  # = estimate_variance_official
+                self.estimates[m].append(
+                    spec.eta_s / (spec.eta_c * spec.tau**2) * d / 2.0
+                )  # = estimate_variance_official
             if self.counter < self.c_period:
                 return
             n_act = [not f for f in self.finished]
-            if (min(self.sim.version) > cfg.warmup_rounds
-                    and all(self.estimates[j] for j in range(self.M) if n_act[j])):
-                sigma = [float(np.mean(self.estimates[j])) if n_act[j] else 0.0 for j in range(self.M)]
+            if min(self.sim.version) > cfg.warmup_rounds and all(
+                self.estimates[j] for j in range(self.M) if n_act[j]
+            ):
+                sigma = [
+                    float(np.mean(self.estimates[j])) if n_act[j] else 0.0 for j in range(self.M)
+                ]
                 self.counter = 0
                 self.estimates = [[] for _ in range(self.M)]
                 if all(math.isfinite(s) for s in sigma):
@@ -156,8 +179,15 @@ class FedAST:
                 for j in range(self.M):
                     if n_act[j]:
                         sp = self.specs[j]
-                        s2.append(estimate_variance_paper(None, sp.eta_c, sp.eta_s, sp.tau,
-                                                          dispersion=self._disp(j, self.windows[j])))
+                        s2.append(
+                            estimate_variance_paper(
+                                None,
+                                sp.eta_c,
+                                sp.eta_s,
+                                sp.tau,
+                                dispersion=self._disp(j, self.windows[j]),
+                            )
+                        )
                     else:
                         s2.append(0.0)
                 self.counter = 0
@@ -168,8 +198,13 @@ class FedAST:
         self.R = list(newR)
         self.sumR = sum(self.R)
         self.stats["reallocations"] += 1
-        self.allocations.append({"time": self.sim.now, "requests": dict(zip(self.names, self.R)),
-                                 "estimates": dict(zip(self.names, estimates))})
+        self.allocations.append(
+            {
+                "time": self.sim.now,
+                "requests": dict(zip(self.names, self.R)),
+                "estimates": dict(zip(self.names, estimates)),
+            }
+        )
         self._log((self.sim.now, None, None, None, None, "realloc"))
 
     # ------------------------------------------------------------------ server update / completion
@@ -180,7 +215,9 @@ class FedAST:
         ret = self.trainer.aggregate(name, updates)
         new_v = self.sim.advance_version(m)
         if ret is not None and int(ret) != new_v:
-            raise FlkitError(f"trainer.aggregate returned version {ret!r} for task {name!r}; expected {new_v}")
+            raise FlkitError(
+                f"trainer.aggregate returned version {ret!r} for task {name!r}; expected {new_v}"
+            )
         self._log((self.sim.now, m, None, new_v, None, "aggregate"))
         if (m, new_v - 1) not in self.pending:
             self._release_version(m, new_v - 1)
@@ -190,9 +227,19 @@ class FedAST:
             acc, extra = evaluate_task(self.trainer, name)
         else:
             extra = {}
-        self.history.append({"task": name, "round": new_v, "sim_time": self.sim.now, "accuracy": acc,
-                             "buffer": len(updates), "requests": self.R[m], "active": self.A[m],
-                             "mean_staleness": sum(staleness) / len(staleness) if staleness else 0.0, **extra})
+        self.history.append(
+            {
+                "task": name,
+                "round": new_v,
+                "sim_time": self.sim.now,
+                "accuracy": acc,
+                "buffer": len(updates),
+                "requests": self.R[m],
+                "active": self.A[m],
+                "mean_staleness": sum(staleness) / len(staleness) if staleness else 0.0,
+                **extra,
+            }
+        )
         if acc is not None and spec.target is not None and acc >= spec.target:
             self._finish(m, completed=True)
         elif spec.max_rounds is not None and new_v >= spec.max_rounds:
@@ -232,7 +279,7 @@ class FedAST:
         if cfg.fedast_option == "S":
             for j in range(self.M):
                 for _ in range(shares[j]):
-                    self._send(j, check=False)   # official createNewJob: no availability check
+                    self._send(j, check=False)  # official createNewJob: no availability check
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimResult:
@@ -266,7 +313,7 @@ class FedAST:
         max_events = cfg.max_events if cfg.max_events is not None else math.inf
         max_time = cfg.time_limit
 
-        for m in range(M):                      # initial requests ignore the availability cap
+        for m in range(M):  # initial requests ignore the availability cap
             for _ in range(self.R[m]):
                 self._send(m, check=False)
 
@@ -311,11 +358,18 @@ class FedAST:
         self.stats["stop_reason"] = stop_reason
         self.stats.update(sim.counts)
         method = "FedAST-NoBuffer" if cfg.no_buffer else f"FedAST({cfg.fedast_option})"
-        return SimResult(method, list(self.names), sim.log if sim.log is not None else [], self.history,
-                         dict(self.completion_time), sim.now, self.stats, self.allocations)
+        return SimResult(
+            method,
+            list(self.names),
+            sim.log if sim.log is not None else [],
+            self.history,
+            dict(self.completion_time),
+            sim.now,
+            self.stats,
+            self.allocations,
+        )
 
 
 def run_fedast(config: FedASTRun, trainer: Trainer, **kw) -> SimResult:
     """Shorthand for ``FedAST(config, trainer, **kw).run()``."""
     return FedAST(config, trainer, **kw).run()
-

@@ -2,18 +2,28 @@
 Realloc (paper and official), redistribution of freed requests, Sync client shares, and the
 normalised dispersion behind the variance estimates.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..utils import FlkitError, check_range
 
-__all__ = ["k_rule", "realloc_paper", "realloc_official", "redistribute", "sync_shares",
-           "normalized_dispersion", "estimate_variance_paper", "estimate_variance_official",
-           "round_half_up"]
+__all__ = [
+    "k_rule",
+    "realloc_paper",
+    "realloc_official",
+    "redistribute",
+    "sync_shares",
+    "normalized_dispersion",
+    "estimate_variance_paper",
+    "estimate_variance_official",
+    "round_half_up",
+]
 
 
 def k_rule(A_m: int, R_m: int, sum_R: int, sum_A: int, max_new: int = 2) -> int:
@@ -44,13 +54,15 @@ def _check_estimates(name, values):
     return arr
 
 
-def realloc_paper(sigma2_hat: Sequence[float], R_total: int, active_mask=None, min_per_task: int = 1) -> list:
+def realloc_paper(
+    sigma2_hat: Sequence[float], R_total: int, active_mask=None, min_per_task: int = 1
+) -> list:
     """Paper Realloc: R_m proportional to sqrt(sigma2_hat_m), integers summing to R_total.
 
-    Rounding (our choice, the paper is silent): every active task first gets ``min_per_task`` (a task with 0 requests could
-    never progress), the rest is split proportionally to sqrt(sigma2_hat) by the largest-remainder
-    method (ties to the lower index). All-zero estimates give an equal split. Inactive (finished)
-    tasks get 0."""
+    Rounding (our choice, the paper is silent): every active task first gets ``min_per_task``
+    (a task with 0 requests could never progress), the rest is split proportionally to
+    sqrt(sigma2_hat) by the largest-remainder method (ties to the lower index). All-zero
+    estimates give an equal split. Inactive (finished) tasks get 0."""
     s = _check_estimates("sigma2_hat", sigma2_hat)
     act = _active(len(s), active_mask)
     idx = [i for i in range(len(s)) if act[i]]
@@ -83,9 +95,10 @@ def realloc_official(sigma: Sequence[float], R_total: int, r: int = 32, active_m
     Every active task gets r; residual_m = floor(R_total * sigma_m / sum(sigma)) - r; the rest
     is handed out r at a time to the active task with the largest residual (ties: lower index),
     whose residual then drops by r. Inactive tasks get 0.
-    Our choice where the code is silent: when R_total is not a multiple of r, the remainder (< r) goes to the task with the
-    largest residual after the loop, so the total is preserved; when R_total < r * active the
-    unit shrinks to floor(R_total / active); all-zero sigma counts as equal sigma."""
+    Our choice where the code is silent: when R_total is not a multiple of r, the remainder
+    (< r) goes to the task with the largest residual after the loop, so the total is preserved;
+    when R_total < r * active the unit shrinks to floor(R_total / active); all-zero sigma counts
+    as equal sigma."""
     s = _check_estimates("sigma", sigma)
     check_range("r", r, 1)
     act = _active(len(s), active_mask)
@@ -181,21 +194,29 @@ def normalized_dispersion(updates: Sequence[Any], exclude_bias: bool = False) ->
     return num / den
 
 
-def estimate_variance_paper(updates, eta_c: float, eta_s: float, tau: float, dispersion: float | None = None) -> float:
-    """Algorithm 4: sigma2_hat = eta_c * eta_s * tau * normalised dispersion of ``updates`` (V of them).
+def estimate_variance_paper(
+    updates, eta_c: float, eta_s: float, tau: float, dispersion: float | None = None
+) -> float:
+    """Algorithm 4: sigma2_hat = eta_c * eta_s * tau * normalised dispersion of ``updates``
+    (V of them).
 
     Pass ``dispersion`` to reuse a value computed elsewhere (then ``updates`` is ignored)."""
     d = normalized_dispersion(updates) if dispersion is None else float(dispersion)
     return eta_c * eta_s * tau * d
 
 
-def estimate_variance_official(updates, eta_c: float, eta_s: float, tau: float,
-                               dispersion: float | None = None) -> float:
+def estimate_variance_official(
+    updates, eta_c: float, eta_s: float, tau: float, dispersion: float | None = None
+) -> float:
     """Official code's per-arrival estimate: (eta_s / (eta_c tau^2)) * dispersion / 2,
     dispersion over non-bias tensors (the intended square root is, by operator precedence, a
     halving). Pass ``dispersion`` to reuse a value computed elsewhere."""
-    d = normalized_dispersion(updates, exclude_bias=True) if dispersion is None else float(dispersion)
-    return eta_s / (eta_c * tau ** 2) * d / 2.0
+    d = (
+        normalized_dispersion(updates, exclude_bias=True)
+        if dispersion is None
+        else float(dispersion)
+    )
+    return eta_s / (eta_c * tau**2) * d / 2.0
 
 
 def round_half_up(x: float) -> int:

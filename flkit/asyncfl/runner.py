@@ -1,6 +1,7 @@
 """Entry points of a simulated experiment on real data: :func:`run` (validated, cached on disk by
 the configuration hash, a tqdm bar on simulated time), :func:`build_schedule` and
 :func:`centralised` (the pooled-data reference curve)."""
+
 from __future__ import annotations
 
 import time
@@ -36,26 +37,55 @@ def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer 
 
 
 def _cache_key(cfg: FedASTRun, seed: int, device) -> dict:
-    return {"config": cfg.to_dict(), "seed": int(seed), "device": str(device.type), "v": CACHE_VERSION}
+    return {
+        "config": cfg.to_dict(),
+        "seed": int(seed),
+        "device": str(device.type),
+        "v": CACHE_VERSION,
+    }
 
 
 def _save(folder: Path, res: SimResult, key: dict) -> None:
     store.save_json(folder / "config.json", key)
-    store.save_json(folder / "result.json", {
-        "method": res.method, "tasks": res.tasks, "events": [list(e) for e in res.events],
-        "history": res.history, "completion_time": res.completion_time, "total_time": res.total_time,
-        "stats": res.stats, "allocations": res.allocations})
+    store.save_json(
+        folder / "result.json",
+        {
+            "method": res.method,
+            "tasks": res.tasks,
+            "events": [list(e) for e in res.events],
+            "history": res.history,
+            "completion_time": res.completion_time,
+            "total_time": res.total_time,
+            "stats": res.stats,
+            "allocations": res.allocations,
+        },
+    )
     store.mark_done(folder)
 
 
 def _load(folder: Path) -> SimResult:
     d = store.load_json(folder / "result.json")
-    return SimResult(d["method"], d["tasks"], [tuple(e) for e in d["events"]], d["history"], d["completion_time"],
-                     d["total_time"], d["stats"], d["allocations"])
+    return SimResult(
+        d["method"],
+        d["tasks"],
+        [tuple(e) for e in d["events"]],
+        d["history"],
+        d["completion_time"],
+        d["total_time"],
+        d["stats"],
+        d["allocations"],
+    )
 
 
-def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, device="auto",
-        root: str | Path | None = None) -> SimResult:
+def run(
+    config,
+    seed: int = 0,
+    *,
+    cache: bool = True,
+    progress: bool = True,
+    device="auto",
+    root: str | Path | None = None,
+) -> SimResult:
     """Run one simulated experiment (``config``: a :class:`FedASTRun` or its dict) and return its
     :class:`~flkit.asyncfl.SimResult`.
 
@@ -76,10 +106,16 @@ def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, dev
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         total = cfg.max_time if cfg.max_time is not None else None
         label = METHOD_LABELS[cfg.method]
-        bar = tqdm(total=total, desc=f"{label} ({len(cfg.tasks)} tasks, seed {seed})", unit="t", leave=False,
-                   bar_format="{desc}: sim time {n:.0f}{postfix}" if total is None else None)
+        bar = tqdm(
+            total=total,
+            desc=f"{label} ({len(cfg.tasks)} tasks, seed {seed})",
+            unit="t",
+            leave=False,
+            bar_format="{desc}: sim time {n:.0f}{postfix}" if total is None else None,
+        )
         accs = {}
 
         def hook(task, acc):
@@ -87,6 +123,7 @@ def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, dev
             now = sched.sim.now
             bar.n = min(now, total) if total else now
             bar.set_postfix({k: f"{v:.3f}" for k, v in accs.items()}, refresh=True)
+
         trainer.on_evaluate = hook
     try:
         res = sched.run()
@@ -104,8 +141,15 @@ def run(config, seed: int = 0, *, cache: bool = True, progress: bool = True, dev
     return res
 
 
-def centralised(task, steps: int, seed: int = 0, device="auto", eval_subset: int | None = None,
-                cache: bool = True, root=None) -> float:
+def centralised(
+    task,
+    steps: int,
+    seed: int = 0,
+    device="auto",
+    eval_subset: int | None = None,
+    cache: bool = True,
+    root=None,
+) -> float:
     """Reference for Fig. 3: one model trained by plain SGD on the pooled data of all clients
     (the union of the partition, iid mini-batches of the task's batch size, the async client lr and
     weight decay) for ``steps`` steps; returns the full test accuracy. The paper does not say
@@ -115,7 +159,13 @@ def centralised(task, steps: int, seed: int = 0, device="auto", eval_subset: int
     cfg = FedASTRun("fedast_d", (replace(t, target=None, max_rounds=1),), num_clients=1000)
     cfg.validate()
     dev = resolve_device(device)
-    key = {"centralised": asdict(t), "steps": int(steps), "seed": int(seed), "device": dev.type, "v": CACHE_VERSION}
+    key = {
+        "centralised": asdict(t),
+        "steps": int(steps),
+        "seed": int(seed),
+        "device": dev.type,
+        "v": CACHE_VERSION,
+    }
     folder = store.run_dir(root, key, prefix="centralised") if cache else None
     if folder is not None and store.is_done(folder):
         return float(store.load_json(folder / "result.json")["accuracy"])
@@ -123,8 +173,15 @@ def centralised(task, steps: int, seed: int = 0, device="auto", eval_subset: int
     st = tr.tasks[t.name]
     pooled = torch.unique(torch.cat(list(st.parts)))
     spec = replace(st.spec, epochs=None, steps=int(steps), drop_last=True)
-    res = train_clients(st.model, broadcast_state(st.versions[0], 1), st.data.x_train, st.data.y_train, [pooled],
-                        spec, [derive_seed(seed, "centralised")])
+    res = train_clients(
+        st.model,
+        broadcast_state(st.versions[0], 1),
+        st.data.x_train,
+        st.data.y_train,
+        [pooled],
+        spec,
+        [derive_seed(seed, "centralised")],
+    )
     st.versions[0] = {n: v[0] for n, v in res.state.items()}
     acc = tr.evaluate_full(t.name)
     if folder is not None:

@@ -1,6 +1,7 @@
 """What the FedAST / Sync schedulers share: the :class:`Trainer` interface they call and the
 outcome of a run (:class:`SimResult`). Their settings are a :class:`flkit.asyncfl.FedASTRun`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,7 +42,6 @@ class Trainer(Protocol):
     def evaluate(self, task: str) -> float: ...
 
 
-
 # ============================================================================================
 # results
 # ============================================================================================
@@ -58,6 +58,7 @@ class SimResult:
       evaluated), buffer, requests (R), active (A), mean_staleness.
     - ``completion_time``: task -> time its target was reached (None if not reached).
     """
+
     method: str
     tasks: list
     events: list
@@ -73,14 +74,19 @@ class SimResult:
 
     def events_frame(self):
         import pandas as pd
+
         df = pd.DataFrame([list(e) for e in self.events], columns=list(EVENT_COLUMNS))
         # rows without a task (aggregations, reallocations) hold None, which pandas turns into NaN
-        df["task"] = pd.Series([self.tasks[int(t)] if t is not None and t == t else None for t in df["task"]],
-                               dtype=object, index=df.index)
+        df["task"] = pd.Series(
+            [self.tasks[int(t)] if t is not None and t == t else None for t in df["task"]],
+            dtype=object,
+            index=df.index,
+        )
         return df
 
     def history_frame(self):
         import pandas as pd
+
         return pd.DataFrame(self.history)
 
 
@@ -95,10 +101,10 @@ def evaluate_task(trainer, task: str) -> tuple[float, dict]:
     return float(res), {}
 
 
-
 def check_trainer(trainer) -> None:
     """The trainer has the three required calls of :class:`Trainer`."""
     for meth in ("train", "aggregate", "evaluate"):
         if not callable(getattr(trainer, meth, None)):
-            raise FlkitError(f"trainer lacks the required method {meth}(); "
-                             "see flkit.asyncfl.Trainer")
+            raise FlkitError(
+                f"trainer lacks the required method {meth}(); see flkit.asyncfl.Trainer"
+            )

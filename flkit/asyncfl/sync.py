@@ -1,5 +1,6 @@
 """The synchronous simultaneous-training baselines: Sync-ST (first-k straggler mitigation or
 none), Sync-UCB-ST and Sync-Bayes-ST, over the same simulator and Trainer as FedAST."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,37 +28,48 @@ class SyncST:
     ``config``: a Sync method's :class:`~flkit.asyncfl.FedASTRun` (validated here); ``seed``: the
     run seed; ``delays`` overrides the config's delay model."""
 
-    def __init__(self, config: FedASTRun, trainer: Trainer, *, seed: int = 0,
-                 delays: DelayModel | None = None):
+    def __init__(
+        self,
+        config: FedASTRun,
+        trainer: Trainer,
+        *,
+        seed: int = 0,
+        delays: DelayModel | None = None,
+    ):
         if not isinstance(config, FedASTRun) or not config.is_sync:
             raise FlkitError(f"config must be a FedASTRun of a Sync method; got {config!r:.80}")
         config.validate()
         check_trainer(trainer)
         if config.sync_selector == "ucb" and not callable(getattr(trainer, "loss", None)):
-            raise FlkitError("method sync_ucb needs trainer.loss(task, update) -> float "
-                             "(reported local loss)")
+            raise FlkitError(
+                "method sync_ucb needs trainer.loss(task, update) -> float (reported local loss)"
+            )
         self.cfg = config
         self.seed = int(seed)
         self.trainer = trainer
         self.specs = config.resolved_tasks()
         self.names = [t.name for t in self.specs]
-        self.sim = Simulator(config.num_clients,
-                             delays if delays is not None else config.delay_model(self.seed),
-                             num_tasks=len(self.specs), max_busy=None, seed=self.seed,
-                             record=config.record_events)
+        self.sim = Simulator(
+            config.num_clients,
+            delays if delays is not None else config.delay_model(self.seed),
+            num_tasks=len(self.specs),
+            max_busy=None,
+            seed=self.seed,
+            record=config.record_events,
+        )
         self.rng = numpy_rng(self.seed, "sync_shares")
         self._release = getattr(trainer, "release", None)
 
     def _assign_random(self, n, perm):
         out, pos = [], 0
         for nm in n:
-            out.append([int(c) for c in perm[pos:pos + nm]])
+            out.append([int(c) for c in perm[pos : pos + nm]])
             pos += nm
         return out
 
     def _assign_ucb(self, n, rnd):
         cfg, M, N = self.cfg, len(n), self.cfg.num_clients
-        cand = self.sim.permutation()[:sum(n) + cfg.extra_candidates]
+        cand = self.sim.permutation()[: sum(n) + cfg.extra_candidates]
         is_cand = np.zeros(N, bool)
         is_cand[cand] = True
         used = np.zeros(N, bool)
@@ -78,7 +90,7 @@ class SyncST:
 
     def _assign_bayes(self, n):
         cfg, M, N = self.cfg, len(n), self.cfg.num_clients
-        cand = self.sim.permutation()[:sum(n) + cfg.extra_candidates].copy()
+        cand = self.sim.permutation()[: sum(n) + cfg.extra_candidates].copy()
         X, options = [], []
         for _ in range(cfg.bods_candidates):
             self.rng_bods.shuffle(cand)
@@ -97,7 +109,7 @@ class SyncST:
         cfg, sim, specs, trainer = self.cfg, self.sim, self.specs, self.trainer
         M, N = len(specs), cfg.num_clients
         weights = [float(t.weight) for t in specs]
-        finished = [w <= 0 for w in weights]       # weight 0: never trained (our choice)
+        finished = [w <= 0 for w in weights]  # weight 0: never trained (our choice)
         completion = {n: None for n in self.names}
         history, stats = [], {"train_calls": 0, "trained_requests": 0, "rounds": 0}
         self.trained_ids: list = []
@@ -107,6 +119,7 @@ class SyncST:
         if cfg.sync_selector == "bayes":
             from sklearn.gaussian_process import GaussianProcessRegressor
             from sklearn.gaussian_process.kernels import Matern
+
             self.gp = GaussianProcessRegressor(kernel=Matern(), random_state=0)
             self.bods_X, self.bods_y = [], []
             self.bods_counts = [np.zeros(N) for _ in range(M)]
@@ -145,8 +158,10 @@ class SyncST:
                 v = sim.version[m]
                 ups = trainer.train(self.names[m], v, [r.client for r in kept])
                 if len(ups) != len(kept):
-                    raise FlkitError(f"trainer.train returned {len(ups)} updates for {len(kept)} clients "
-                                     f"(task {self.names[m]!r}, version {v}); it must return one per client")
+                    raise FlkitError(
+                        f"trainer.train returned {len(ups)} updates for {len(kept)} clients "
+                        f"(task {self.names[m]!r}, version {v}); it must return one per client"
+                    )
                 stats["train_calls"] += 1
                 stats["trained_requests"] += len(kept)
                 self.trained_ids.extend(r.id for r in kept)
@@ -183,14 +198,31 @@ class SyncST:
                 ret = trainer.aggregate(self.names[m], updates[m])
                 new_v = sim.advance_version(m)
                 if ret is not None and int(ret) != new_v:
-                    raise FlkitError(f"trainer.aggregate returned version {ret!r} for task {self.names[m]!r}; expected {new_v}")
+                    raise FlkitError(
+                        f"trainer.aggregate returned version {ret!r} for task "
+                        f"{self.names[m]!r}; expected {new_v}"
+                    )
                 if sim.log is not None:
                     sim.log.append((sim.now, m, None, new_v, None, "aggregate"))
                 if self._release is not None:
                     self._release(self.names[m], new_v - 1)
-                acc, extra = evaluate_task(trainer, self.names[m]) if new_v % cfg.sync_test_every == 0 else (None, {})
-                history.append({"task": self.names[m], "round": new_v, "sim_time": sim.now, "accuracy": acc,
-                                "clients": n[m], "kept": ks[m], "mean_staleness": 0.0, **extra})
+                acc, extra = (
+                    evaluate_task(trainer, self.names[m])
+                    if new_v % cfg.sync_test_every == 0
+                    else (None, {})
+                )
+                history.append(
+                    {
+                        "task": self.names[m],
+                        "round": new_v,
+                        "sim_time": sim.now,
+                        "accuracy": acc,
+                        "clients": n[m],
+                        "kept": ks[m],
+                        "mean_staleness": 0.0,
+                        **extra,
+                    }
+                )
                 spec = specs[m]
                 if acc is not None and spec.target is not None and acc >= spec.target:
                     completion[self.names[m]] = sim.now
@@ -207,17 +239,29 @@ class SyncST:
                 active = [not f for f in finished]
                 if any(active):
                     if float(freed).is_integer() and all(float(x).is_integer() for x in weights):
-                        shares = redistribute(int(freed), [int(x) for x in weights], active, self.rng)
+                        shares = redistribute(
+                            int(freed), [int(x) for x in weights], active, self.rng
+                        )
                     else:  # our choice: non-integer weights: exact proportional split
                         tot = sum(weights[j] for j in range(M) if active[j])
                         shares = [freed * weights[j] / tot if active[j] else 0.0 for j in range(M)]
                     weights = [weights[j] + shares[j] for j in range(M)]
         stats["stop_reason"] = stop_reason
         stats.update(sim.counts)
-        method = {"random": "Sync-ST" if cfg.sync_k is not None else "Sync-ST-NoStragMit",
-                  "ucb": "Sync-UCB-ST", "bayes": "Sync-Bayes-ST"}[cfg.sync_selector]
-        return SimResult(method, list(self.names), sim.log if sim.log is not None else [], history,
-                         completion, sim.now, stats)
+        method = {
+            "random": "Sync-ST" if cfg.sync_k is not None else "Sync-ST-NoStragMit",
+            "ucb": "Sync-UCB-ST",
+            "bayes": "Sync-Bayes-ST",
+        }[cfg.sync_selector]
+        return SimResult(
+            method,
+            list(self.names),
+            sim.log if sim.log is not None else [],
+            history,
+            completion,
+            sim.now,
+            stats,
+        )
 
 
 def run_sync(config: FedASTRun, trainer: Trainer, **kw) -> SimResult:

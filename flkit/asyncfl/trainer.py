@@ -27,12 +27,13 @@ The schedules (FedAST S/D, NoBuffer, Sync-ST, Sync-UCB-ST, Sync-Bayes-ST) live i
 
 The user-facing entry point is :func:`flkit.asyncfl.runner.run`.
 """
+
 from __future__ import annotations
 
 import copy
 import math
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -50,6 +51,7 @@ __all__ = ["EngineTrainer", "Update"]
 
 class Update:
     """One client's result: the flat weight difference of the trainable parameters and its loss."""
+
     __slots__ = ("diff", "loss")
 
     def __init__(self, diff: torch.Tensor, loss: float):
@@ -67,7 +69,14 @@ class EngineTrainer:
     Counters: ``trained`` (client trainings performed), ``train_calls`` (batched calls),
     ``batch_sizes`` (requests per call), ``train_seconds`` (wall time inside training)."""
 
-    def __init__(self, config: FedASTRun, seed: int = 0, device="auto", backend: str = "auto", max_batch: int = 64):
+    def __init__(
+        self,
+        config: FedASTRun,
+        seed: int = 0,
+        device="auto",
+        backend: str = "auto",
+        max_batch: int = 64,
+    ):
         cfg = FedASTRun.from_dict(config).validate()
         self.cfg = cfg
         self.seed = int(seed)
@@ -85,7 +94,7 @@ class EngineTrainer:
         self.train_seconds = 0.0
         self.eval_seconds = 0.0
         self.released: list = []
-        self.on_evaluate = None       # hook(task, accuracy) for progress bars
+        self.on_evaluate = None  # hook(task, accuracy) for progress bars
         self._datasets: dict = {}
         self._parts: dict = {}
         self.tasks: dict[str, _Task] = {}
@@ -118,7 +127,9 @@ class EngineTrainer:
         if key in self._parts:
             return self._parts[key]
         if t.dataset == "shakespeare":
-            roles = _partition.partition("natural", ds.y_train, None, self.cfg.data_seed, groups=ds.train_groups)
+            roles = _partition.partition(
+                "natural", ds.y_train, None, self.cfg.data_seed, groups=ds.train_groups
+            )
             rng = numpy_rng(self.cfg.data_seed, "roles")
             order = rng.permutation(len(roles))
             if N <= len(roles):
@@ -127,8 +138,14 @@ class EngineTrainer:
                 pick = np.concatenate([order, rng.choice(len(roles), N - len(roles))])
             parts = [roles[int(i)] for i in pick]
         else:
-            parts = _partition.partition("dirichlet", ds.y_train, N, self.cfg.data_seed, alpha=float(alpha),
-                                         samples_per_client=int(t.samples_per_client))
+            parts = _partition.partition(
+                "dirichlet",
+                ds.y_train,
+                N,
+                self.cfg.data_seed,
+                alpha=float(alpha),
+                samples_per_client=int(t.samples_per_client),
+            )
         self._parts[key] = parts
         return parts
 
@@ -155,8 +172,9 @@ class EngineTrainer:
         st.spec = cfg.local_spec(t)
         st.server_lr = cfg.server_lr(t)
         st.target = t.target
-        st.bias_mask = torch.cat([torch.full((state0[n].numel(),), "bias" not in n, dtype=torch.bool)
-                                  for n in st.pnames]).to(self.device)
+        st.bias_mask = torch.cat(
+            [torch.full((state0[n].numel(),), "bias" not in n, dtype=torch.bool) for n in st.pnames]
+        ).to(self.device)
         st.eval_model = copy.deepcopy(model).eval()
         if cfg.eval_subset is not None and cfg.eval_subset < len(ds.y_test):
             idx = _stratified(ds.y_test, int(cfg.eval_subset), self.cfg.data_seed)
@@ -174,7 +192,7 @@ class EngineTrainer:
         out, pos = dict(like), 0
         for n in st.pnames:
             k = like[n].numel()
-            out[n] = flat[pos:pos + k].view_as(like[n]).clone()
+            out[n] = flat[pos : pos + k].view_as(like[n]).clone()
             pos += k
         return out
 
@@ -189,15 +207,23 @@ class EngineTrainer:
         return st
 
     # ---------------------------------------------------------------- Trainer protocol
-    def train(self, task: str, version: int, client_ids: Sequence[int], ordinals: Sequence[int] | None = None) -> list:
+    def train(
+        self,
+        task: str,
+        version: int,
+        client_ids: Sequence[int],
+        ordinals: Sequence[int] | None = None,
+    ) -> list:
         """Train every request in ``client_ids`` from stored ``version`` in one batched call.
 
         ``ordinals`` name the requests within (task, version); default: continue the per-version
         counter (dispatch order), so one-by-one calls in the same order give the same seeds."""
         st = self._task(task)
         if version not in st.versions:
-            raise FlkitError(f"version {version} of task {task!r} is not stored (released or never made); "
-                             f"stored: {sorted(st.versions)}")
+            raise FlkitError(
+                f"version {version} of task {task!r} is not stored (released or never made); "
+                f"stored: {sorted(st.versions)}"
+            )
         K = len(client_ids)
         if K == 0:
             return []
@@ -212,9 +238,17 @@ class EngineTrainer:
                 raise FlkitError(f"client id {c} is outside the accepted range [0, {N - 1}]")
         start_state = st.versions[version]
         t0 = time.perf_counter()
-        res = train_clients(st.model, broadcast_state(start_state, K), st.data.x_train, st.data.y_train,
-                            [st.parts[int(c)] for c in client_ids], st.spec, seeds, backend=self.backend,
-                            chunk_size=min(K, self.max_batch))
+        res = train_clients(
+            st.model,
+            broadcast_state(start_state, K),
+            st.data.x_train,
+            st.data.y_train,
+            [st.parts[int(c)] for c in client_ids],
+            st.spec,
+            seeds,
+            backend=self.backend,
+            chunk_size=min(K, self.max_batch),
+        )
         new = torch.cat([res.state[n].reshape(K, -1) for n in st.pnames], dim=1)
         diffs = new - self._flat(st, start_state).unsqueeze(0)
         self.train_seconds += time.perf_counter() - t0
@@ -246,12 +280,14 @@ class EngineTrainer:
         return self._evaluate(st, x, y)[0]
 
     def evaluate(self, task: str) -> tuple[float, dict]:
-        """Test accuracy (and test loss, for the paper's Figs. 13/14) of the task's current model."""
+        """Test accuracy (and test loss, for the paper's Figs. 13/14) of the current model."""
         st = self._task(task)
         t0 = time.perf_counter()
         acc, loss = self._evaluate(st, st.x_eval, st.y_eval)
         if st.target is not None and acc >= st.target and st.x_eval is not st.data.x_test:
-            acc, loss = self._evaluate(st, st.data.x_test, st.data.y_test)   # confirm on the full test set
+            acc, loss = self._evaluate(
+                st, st.data.x_test, st.data.y_test
+            )  # confirm on the full test set
         self.eval_seconds += time.perf_counter() - t0
         if self.on_evaluate is not None:
             self.on_evaluate(task, acc)
@@ -297,7 +333,9 @@ def _stratified(y: torch.Tensor, n: int, seed: int) -> torch.Tensor:
     take = np.floor(counts / counts.sum() * n).astype(int)
     for i in np.argsort(-(counts / counts.sum() * n - take))[: n - take.sum()]:
         take[i] += 1
-    idx = np.concatenate([rng.permutation(np.flatnonzero(yy == c))[:k] for c, k in zip(classes, take)])
+    idx = np.concatenate(
+        [rng.permutation(np.flatnonzero(yy == c))[:k] for c, k in zip(classes, take)]
+    )
     return torch.as_tensor(np.sort(idx), device=y.device)
 
 

@@ -27,7 +27,8 @@ Counters (``counter=`` argument)
     The approximate counter of the STC simulator (``felisat/federated-learning``,
     ``compression_utils.get_bits(..., approx=True)``): with k the number of non-zeros of the tensor
     and n its size, q = (k+1)/(n+1), each non-zero costs b̄_pos(q) + 1 position bits plus 1 sign
-    bit (b̄_pos + 2 in total), μ is not counted. This reproduces the ≈47× the papers report at p = 0.1.
+    bit (b̄_pos + 2 in total), μ is not counted. This reproduces the ≈47× the papers report at
+    p = 0.1.
 ``"paper"``
     The closed form of the STC paper: k·(b̄_pos(p) + 1) + 32 bits (positions, one sign bit per
     non-zero, one float32 μ), with q = p, the nominal sparsity rate (≈55.6× at p = 0.1).
@@ -45,20 +46,45 @@ rounded up per tensor with ``math.ceil`` (after rounding to 6 decimals to remove
 message's size is the sum of its tensors' integer sizes and histories can carry exact bytes
 (bytes = bits / 8).
 """
+
 from __future__ import annotations
 
-from .codecs import (Codec, DenseCodec, STCCodec, TopKCodec, make_codec, shape_list,
-                     traffic_table)
+from .codecs import Codec, DenseCodec, STCCodec, TopKCodec, make_codec, shape_list, traffic_table
 from .feedback import ErrorFeedback
 from .golomb import exact_position_bits, golomb_bstar, golomb_position_bits, positions_of
-from .sizes import (COUNTERS, DEFAULT_COUNTER, FLOAT_BITS, MessageSize, format_bytes, message_size,
-                    tensor_message_size)
+from .sizes import (
+    COUNTERS,
+    DEFAULT_COUNTER,
+    FLOAT_BITS,
+    MessageSize,
+    format_bytes,
+    message_size,
+    tensor_message_size,
+)
 from .sparsify import check_p, num_kept, stc, topk
 
 __all__ = [
-    "COUNTERS", "DEFAULT_COUNTER", "FLOAT_BITS", "num_kept", "stc", "topk", "check_p",
-    "ErrorFeedback", "golomb_bstar", "golomb_position_bits", "exact_position_bits", "positions_of",
-    "MessageSize", "message_size", "tensor_message_size",
-    "Codec", "DenseCodec", "TopKCodec", "STCCodec", "make_codec", "traffic_table", "shape_list",
+    "COUNTERS",
+    "DEFAULT_COUNTER",
+    "FLOAT_BITS",
+    "num_kept",
+    "stc",
+    "topk",
+    "check_p",
+    "ErrorFeedback",
+    "golomb_bstar",
+    "golomb_position_bits",
+    "exact_position_bits",
+    "positions_of",
+    "MessageSize",
+    "message_size",
+    "tensor_message_size",
+    "Codec",
+    "DenseCodec",
+    "TopKCodec",
+    "STCCodec",
+    "make_codec",
+    "traffic_table",
+    "shape_list",
     "format_bytes",
 ]

@@ -2,21 +2,35 @@
 bits. Bits are counted here and only here: :meth:`Codec.bits` gives the size of a message from
 its decoded tensors (closed form from the shapes for dense messages, from the non-zeros for
 sparse ones), and :meth:`Codec.encode` is compress-then-count."""
+
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor
 
 from ..utils import FlkitError, check_choice
-from .sizes import (COUNTERS, DEFAULT_COUNTER, MessageSize, format_bytes,
-                    message_size, tensor_message_size)
+from .sizes import (
+    COUNTERS,
+    DEFAULT_COUNTER,
+    MessageSize,
+    format_bytes,
+    message_size,
+    tensor_message_size,
+)
 from .sparsify import check_p, stc, topk
 
-__all__ = ["Codec", "DenseCodec", "TopKCodec", "STCCodec", "make_codec", "shape_list",
-           "traffic_table"]
+__all__ = [
+    "Codec",
+    "DenseCodec",
+    "TopKCodec",
+    "STCCodec",
+    "make_codec",
+    "shape_list",
+    "traffic_table",
+]
 
 
 class Codec:
@@ -105,8 +119,9 @@ def _check_message(codec: str, tensors, stacked: bool) -> int:
     """Rows of a message (1 unless stacked); FlkitError for anything but a dict of tensors with
     equal row counts."""
     if not isinstance(tensors, Mapping):
-        raise FlkitError(f"{codec}.encode expects a dict name -> Tensor, "
-                         f"got {type(tensors).__name__}")
+        raise FlkitError(
+            f"{codec}.encode expects a dict name -> Tensor, got {type(tensors).__name__}"
+        )
     K = None
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
@@ -117,13 +132,15 @@ def _check_message(codec: str, tensors, stacked: bool) -> int:
             if K is None:
                 K = t.shape[0]
             elif t.shape[0] != K:
-                raise FlkitError(f"stacked=True: tensor {name!r} has {t.shape[0]} rows, "
-                                 f"others have {K}")
+                raise FlkitError(
+                    f"stacked=True: tensor {name!r} has {t.shape[0]} rows, others have {K}"
+                )
     return (K or 0) if stacked else 1
 
 
 class DenseCodec(Codec):
     """Uncompressed float32: 32 bits per entry, decoded = a copy of the input."""
+
     name = "dense"
     kind = "dense"
     counter = "fp32"
@@ -141,7 +158,7 @@ class DenseCodec(Codec):
         return [message_size("dense", dec[0].numel()).bits] * dec.shape[0]
 
     def message_bits(self, tensors, stacked=False):
-        return self.bits(tensors, stacked)       # dense: what is sent is what is decoded
+        return self.bits(tensors, stacked)  # dense: what is sent is what is decoded
 
 
 class _SparseCodec(Codec):
@@ -157,14 +174,17 @@ class _SparseCodec(Codec):
         if self.counter == "exact":
             return super()._row_bits(dec)
         n = dec[0].numel()
-        counts = (dec.reshape(dec.shape[0], -1) != 0).sum(dim=1).tolist()   # one device sync
-        return [message_size(self.kind, n, int(k), p=self.p, counter=self.counter).bits
-                for k in counts]
+        counts = (dec.reshape(dec.shape[0], -1) != 0).sum(dim=1).tolist()  # one device sync
+        return [
+            message_size(self.kind, n, int(k), p=self.p, counter=self.counter).bits for k in counts
+        ]
 
     def _nominal_size(self, n):
         if self.counter == "exact":
-            raise FlkitError("counter='exact' counts actual messages (encode); sizes from shapes "
-                             "need counter='paper' or 'reference-simulator'")
+            raise FlkitError(
+                "counter='exact' counts actual messages (encode); sizes from shapes "
+                "need counter='paper' or 'reference-simulator'"
+            )
         return message_size(self.kind, n, p=self.p, counter=self.counter)
 
 
@@ -173,6 +193,7 @@ class TopKCodec(_SparseCodec):
 
     Cost: Golomb-coded positions as for STC under the same counter, plus 32 bits per value, no μ
     (``paper``: k·(b̄_pos(p) + 32); ``reference-simulator``: k·(b̄_pos(q) + 1 + 32))."""
+
     kind = "topk"
 
     @property
@@ -180,8 +201,10 @@ class TopKCodec(_SparseCodec):
         return f"topk(p={self.p:g})"
 
     def describe(self):
-        return (f"top-k per tensor, p={self.p:g}, k=max(ceil(n*p),1), float32 values + Golomb "
-                f"positions, counter={self.counter}")
+        return (
+            f"top-k per tensor, p={self.p:g}, k=max(ceil(n*p),1), float32 values + Golomb "
+            f"positions, counter={self.counter}"
+        )
 
     def _compress(self, x):
         return topk(x, self.p, stacked=True)
@@ -191,6 +214,7 @@ class STCCodec(_SparseCodec):
     """Sparse ternary compression per tensor (values ±μ), Golomb-coded positions.
 
     Cost under ``counter``: see the module docstring (``reference-simulator`` by default)."""
+
     kind = "stc"
 
     @property
@@ -198,8 +222,10 @@ class STCCodec(_SparseCodec):
         return f"stc(p={self.p:g})"
 
     def describe(self):
-        return (f"sparse ternary compression per tensor, p={self.p:g}, k=max(ceil(n*p),1), "
-                f"values ±mu + Golomb positions, counter={self.counter}")
+        return (
+            f"sparse ternary compression per tensor, p={self.p:g}, k=max(ceil(n*p),1), "
+            f"values ±mu + Golomb positions, counter={self.counter}"
+        )
 
     def _compress(self, x):
         return stc(x, self.p, stacked=True)
@@ -213,7 +239,6 @@ def make_codec(name: str, p: float | None = None, counter: str = DEFAULT_COUNTER
     if p is None:
         raise FlkitError(f"codec {name!r} needs a sparsity rate p in (0, 1]")
     return (TopKCodec if name == "topk" else STCCodec)(p, counter)
-
 
 
 def shape_list(model_or_param_shapes) -> list[tuple]:
@@ -237,8 +262,12 @@ def shape_list(model_or_param_shapes) -> list[tuple]:
     return out
 
 
-def traffic_table(model_or_param_shapes, p: float = 0.1, counter: str = DEFAULT_COUNTER,
-                  methods: Iterable[str] = ("FedAvg", "STC")):
+def traffic_table(
+    model_or_param_shapes,
+    p: float = 0.1,
+    counter: str = DEFAULT_COUNTER,
+    methods: Iterable[str] = ("FedAvg", "STC"),
+):
     """Per-round traffic per participating client, up and down, and the factor vs. FedAvg.
 
     ``model_or_param_shapes``: an ``nn.Module`` (all its parameters), a dict name -> shape/tensor,
@@ -246,9 +275,10 @@ def traffic_table(model_or_param_shapes, p: float = 0.1, counter: str = DEFAULT_
     ``methods``: any of "FedAvg" (dense float32 both ways), "STC" (STC up and down, same message
     size as STC-PA), "Top-k" (top-k up and down). STC/top-k sizes use the nominal
     k = max(ceil(n·p), 1) per tensor (so ``counter`` is "reference-simulator" or "paper"; the
-    "exact" counter needs actual messages). The downlink counts only the current round's update (a client
-    that skipped rounds would also fetch the missed ones). Returns a pandas DataFrame with columns
-    method, counter, p, params, up_bits, down_bits, up_bytes, down_bytes, up, down, factor.
+    "exact" counter needs actual messages). The downlink counts only the current round's update
+    (a client that skipped rounds would also fetch the missed ones). Returns a pandas DataFrame
+    with columns method, counter, p, params, up_bits, down_bits, up_bytes, down_bytes, up, down,
+    factor.
     """
     p = check_p(p)
     check_choice("counter", counter, ("reference-simulator", "paper"))
@@ -261,9 +291,21 @@ def traffic_table(model_or_param_shapes, p: float = 0.1, counter: str = DEFAULT_
         check_choice("method", m, tuple(codecs))
         c = codecs[m]
         bits = c.expected_bits(shapes)
-        rows.append(dict(method=m, counter="fp32" if m == "FedAvg" else counter,
-                         p=None if m == "FedAvg" else p, params=d, up_bits=bits, down_bits=bits,
-                         up_bytes=bits / 8, down_bytes=bits / 8, up=format_bytes(bits / 8),
-                         down=format_bytes(bits / 8), factor=dense_bits / bits if bits else math.inf))
+        rows.append(
+            dict(
+                method=m,
+                counter="fp32" if m == "FedAvg" else counter,
+                p=None if m == "FedAvg" else p,
+                params=d,
+                up_bits=bits,
+                down_bits=bits,
+                up_bytes=bits / 8,
+                down_bytes=bits / 8,
+                up=format_bytes(bits / 8),
+                down=format_bytes(bits / 8),
+                factor=dense_bits / bits if bits else math.inf,
+            )
+        )
     import pandas as pd
+
     return pd.DataFrame(rows)

@@ -1,7 +1,8 @@
 """Error feedback: the residual each sender keeps of what its compressor dropped."""
+
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -73,11 +74,14 @@ class ErrorFeedback:
             if isinstance(out, tuple) and len(out) == 2:
                 out, bits = out
         else:
-            raise FlkitError(f"compress_fn must be a Codec or a callable, got "
-                             f"{type(compress_fn).__name__}")
+            raise FlkitError(
+                f"compress_fn must be a Codec or a callable, got {type(compress_fn).__name__}"
+            )
         if not isinstance(out, Mapping) or set(out) != set(a):
-            raise FlkitError("compress_fn must return a dict with the same keys as its input "
-                             f"({sorted(a)[:5]}...)")
+            raise FlkitError(
+                "compress_fn must return a dict with the same keys as its input "
+                f"({sorted(a)[:5]}...)"
+            )
         self.last_bits = bits
         return out
 
@@ -85,29 +89,38 @@ class ErrorFeedback:
         """Accumulate, compress and update the residual of ``key``; return what is transmitted."""
         prev = self._res.get(key)
         _check_residual_keys(key, prev, g)
-        a = {n: (x + prev[n].to(device=x.device, dtype=x.dtype)) if prev is not None else x.clone()
-             for n, x in g.items()}
+        a = {
+            n: (x + prev[n].to(device=x.device, dtype=x.dtype)) if prev is not None else x.clone()
+            for n, x in g.items()
+        }
         t = self._apply(compress_fn, a, stacked=False)
         self._res[key] = {n: self._store(a[n] - t[n]) for n in a}
         return t
 
-    def step_stacked(self, keys: Sequence, g: Mapping[str, Tensor], compress_fn) -> dict[str, Tensor]:
+    def step_stacked(
+        self, keys: Sequence, g: Mapping[str, Tensor], compress_fn
+    ) -> dict[str, Tensor]:
         """``step`` for K senders at once: ``g[name]`` is ``[K, ...]``, row i belongs to keys[i]."""
         keys = list(keys)
         if len(set(keys)) != len(keys):
             raise FlkitError(f"keys must be distinct, got {keys}")
         for n, x in g.items():
             if x.dim() < 1 or x.shape[0] != len(keys):
-                raise FlkitError(f"tensor {n!r} has shape {tuple(x.shape)}; expected "
-                                 f"[{len(keys)}, ...] (one row per key)")
+                raise FlkitError(
+                    f"tensor {n!r} has shape {tuple(x.shape)}; expected "
+                    f"[{len(keys)}, ...] (one row per key)"
+                )
         a = {}
         for n, x in g.items():
             rows = []
             for i, key in enumerate(keys):
                 prev = self._res.get(key)
                 _check_residual_keys(key, prev, g)
-                rows.append(prev[n].to(device=x.device, dtype=x.dtype) if prev is not None
-                            else torch.zeros_like(x[i]))
+                rows.append(
+                    prev[n].to(device=x.device, dtype=x.dtype)
+                    if prev is not None
+                    else torch.zeros_like(x[i])
+                )
             a[n] = x + torch.stack(rows)
         t = self._apply(compress_fn, a, stacked=True)
         for i, key in enumerate(keys):
@@ -117,6 +130,6 @@ class ErrorFeedback:
 
 def _check_residual_keys(key, prev, g):
     if prev is not None and set(prev) != set(g):
-        raise FlkitError(f"tensor names for key {key!r} changed: stored {sorted(prev)}, "
-                         f"got {sorted(g)}")
-
+        raise FlkitError(
+            f"tensor names for key {key!r} changed: stored {sorted(prev)}, got {sorted(g)}"
+        )

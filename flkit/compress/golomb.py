@@ -1,5 +1,6 @@
 """The Golomb–Rice position code of the STC paper: the optimal parameter b*, the expected bits per
 position, and the bits actually written for given positions."""
+
 from __future__ import annotations
 
 import math
@@ -33,11 +34,11 @@ def golomb_position_bits(p: float) -> float:
     p = 0.1 → 4.756 (b* = 3); 0.05 → 5.786 (4); 0.01 → 8.108 (6); 0.0025 → 10.114 (8); 1 → 1."""
     p = check_p(p)
     b = golomb_bstar(p)
-    return b + 1.0 / (1.0 - (1.0 - p) ** (2 ** b))
+    return b + 1.0 / (1.0 - (1.0 - p) ** (2**b))
 
 
 def positions_of(mask_or_positions) -> Tensor:
-    """Increasing non-zero positions of a mask/tensor (flattened), or the given positions checked."""
+    """Increasing non-zero positions of a mask/tensor (flattened), or given positions checked."""
     if isinstance(mask_or_positions, Tensor):
         t = mask_or_positions
         if t.dtype == torch.bool or t.is_floating_point():
@@ -46,8 +47,10 @@ def positions_of(mask_or_positions) -> Tensor:
     else:
         pos = torch.as_tensor(list(mask_or_positions), dtype=torch.long).reshape(-1)
     if pos.numel() and (pos.min() < 0 or (pos[1:] <= pos[:-1]).any()):
-        raise FlkitError("positions must be distinct non-negative integers in increasing order; "
-                         f"got {pos.tolist()[:10]}{'...' if pos.numel() > 10 else ''}")
+        raise FlkitError(
+            "positions must be distinct non-negative integers in increasing order; "
+            f"got {pos.tolist()[:10]}{'...' if pos.numel() > 10 else ''}"
+        )
     return pos
 
 
@@ -65,6 +68,5 @@ def exact_position_bits(mask_or_positions, p: float) -> int:
     if pos.numel() == 0:
         return 0
     gaps = torch.diff(pos, prepend=torch.tensor([-1], dtype=torch.long))
-    m = 2 ** b
+    m = 2**b
     return int(((gaps - 1) // m).sum().item()) + int(pos.numel()) * (1 + b)
-

@@ -1,5 +1,6 @@
 """Bits of one tensor's message (dense, top-k, STC) under a named counter; see the package
 docstring for the counters' formulas."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,15 @@ from ..utils import FlkitError, check_choice, check_range
 from .golomb import exact_position_bits, golomb_position_bits, positions_of
 from .sparsify import ceil_clean, check_p, num_kept
 
-__all__ = ["COUNTERS", "DEFAULT_COUNTER", "FLOAT_BITS", "MessageSize", "message_size",
-           "tensor_message_size", "format_bytes"]
+__all__ = [
+    "COUNTERS",
+    "DEFAULT_COUNTER",
+    "FLOAT_BITS",
+    "MessageSize",
+    "message_size",
+    "tensor_message_size",
+    "format_bytes",
+]
 
 COUNTERS = ("reference-simulator", "paper", "exact")
 DEFAULT_COUNTER = "reference-simulator"
@@ -22,10 +30,11 @@ FLOAT_BITS = 32
 class MessageSize:
     """Size of one tensor's message. ``bits`` is an exact integer; ``expected_bits`` the formula's
     unrounded value (equal to ``bits`` for dense and exact counting)."""
-    kind: str            # "dense" | "topk" | "stc"
-    counter: str         # "fp32" for dense, else one of COUNTERS
-    n: int               # entries of the tensor
-    k: int               # non-zeros sent (n for dense)
+
+    kind: str  # "dense" | "topk" | "stc"
+    counter: str  # "fp32" for dense, else one of COUNTERS
+    n: int  # entries of the tensor
+    k: int  # non-zeros sent (n for dense)
     bits: int
     expected_bits: float
 
@@ -37,8 +46,15 @@ class MessageSize:
 _KINDS = ("dense", "topk", "stc")
 
 
-def message_size(kind: str, n: int, k: int | None = None, *, p: float | None = None,
-                 counter: str = DEFAULT_COUNTER, positions=None) -> MessageSize:
+def message_size(
+    kind: str,
+    n: int,
+    k: int | None = None,
+    *,
+    p: float | None = None,
+    counter: str = DEFAULT_COUNTER,
+    positions=None,
+) -> MessageSize:
     """Bits of one tensor's message of ``kind`` in ``("dense", "topk", "stc")``.
 
     n: tensor size; k: non-zeros sent (default: the nominal ``num_kept(n, p)``);
@@ -53,8 +69,9 @@ def message_size(kind: str, n: int, k: int | None = None, *, p: float | None = N
     check_choice("counter", counter, COUNTERS)
     if k is None:
         if p is None:
-            raise FlkitError("message_size needs k (non-zeros) or p (sparsity rate) for "
-                             f"kind={kind!r}")
+            raise FlkitError(
+                f"message_size needs k (non-zeros) or p (sparsity rate) for kind={kind!r}"
+            )
         k = num_kept(n, p)
     if isinstance(k, bool) or not isinstance(k, int):
         raise FlkitError(f"k={k!r} must be an integer")
@@ -62,7 +79,7 @@ def message_size(kind: str, n: int, k: int | None = None, *, p: float | None = N
     if p is None:
         p = k / n if n else 1.0
     p = check_p(p)
-    value_bits = 1 if kind == "stc" else FLOAT_BITS          # sign bit vs. float32 value
+    value_bits = 1 if kind == "stc" else FLOAT_BITS  # sign bit vs. float32 value
     mu_bits = FLOAT_BITS if kind == "stc" else 0
     if counter == "reference-simulator":
         if k == 0:
@@ -83,17 +100,18 @@ def message_size(kind: str, n: int, k: int | None = None, *, p: float | None = N
     return MessageSize(kind, counter, n, k, bits, float(bits))
 
 
-def tensor_message_size(kind: str, tensor: Tensor, p: float | None = None,
-                        counter: str = DEFAULT_COUNTER) -> MessageSize:
+def tensor_message_size(
+    kind: str, tensor: Tensor, p: float | None = None, counter: str = DEFAULT_COUNTER
+) -> MessageSize:
     """:func:`message_size` of an already compressed tensor (k = its number of non-zeros)."""
     n = tensor.numel()
     if kind == "dense":
         return message_size("dense", n)
     mask = tensor.reshape(-1) != 0
     k = int(mask.sum().item())
-    return message_size(kind, n, k, p=p, counter=counter,
-                        positions=mask if counter == "exact" else None)
-
+    return message_size(
+        kind, n, k, p=p, counter=counter, positions=mask if counter == "exact" else None
+    )
 
 
 def format_bytes(nbytes: float) -> str:
@@ -102,4 +120,3 @@ def format_bytes(nbytes: float) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.2f} {unit}"
     return f"{nbytes:.0f} B"
-

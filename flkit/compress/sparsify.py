@@ -1,5 +1,6 @@
 """The per-tensor compressors: :func:`stc` (sparse ternary) and :func:`topk`, keeping
 k = max(ceil(n·p), 1) entries of largest magnitude."""
+
 from __future__ import annotations
 
 import math
@@ -53,7 +54,9 @@ def _select(x: Tensor, p: float, stacked: bool):
     k = num_kept(n, p)
     if k == 0:
         return flat, None, None
-    _, idx = torch.topk(flat.abs(), k, dim=1, sorted=False)   # exactly k indices, ties broken by topk
+    _, idx = torch.topk(
+        flat.abs(), k, dim=1, sorted=False
+    )  # exactly k indices, ties broken by topk
     vals = torch.gather(flat, 1, idx)
     return flat, idx, vals
 
@@ -64,7 +67,8 @@ def stc(x: Tensor, p: float, stacked: bool = False) -> Tensor:
     Keeps the k = max(ceil(n·p), 1) entries of largest magnitude (indices from ``torch.topk`` of
     |x|, so ties never keep more than k), sets each to ``sign(x_i)·mu`` with
     ``mu = mean |x_i|`` over the k kept entries, and zeroes the rest. The result has the shape,
-    dtype and device of ``x`` and values in {-mu, 0, +mu}. An all-zero input gives all zeros (mu = 0);
+    dtype and device of ``x`` and values in {-mu, 0, +mu}. An all-zero input gives all zeros
+    (mu = 0);
     if fewer than k entries are non-zero, the kept zeros stay zero (so there are fewer than k
     non-zeros) and still count in mu's denominator, as in the algorithm. ``p = 1`` still ternarises.
 
@@ -93,4 +97,3 @@ def topk(x: Tensor, p: float, stacked: bool = False) -> Tensor:
     out = torch.zeros_like(flat)
     out.scatter_(1, idx, vals)
     return out.view_as(x)
-

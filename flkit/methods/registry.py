@@ -4,6 +4,7 @@ Every family module decorates its classes with :func:`register`; ``flkit/methods
 imports each family module explicitly, so by the time anyone can call :func:`get` every method is
 registered. This module imports no family, so families and the registry never import each other.
 """
+
 from __future__ import annotations
 
 from ..utils import FlkitError, check_choice
@@ -20,8 +21,10 @@ def register(cls: type[Method]) -> type[Method]:
         raise FlkitError(f"register expects a Method subclass, got {cls!r}")
     other = REGISTRY.get(cls.name)
     if other is not None and other is not cls:
-        raise FlkitError(f"method name {cls.name!r} is taken by {other.__module__}.{other.__name__}; "
-                         f"choose another name for {cls.__module__}.{cls.__name__}")
+        raise FlkitError(
+            f"method name {cls.name!r} is taken by {other.__module__}.{other.__name__}; "
+            f"choose another name for {cls.__module__}.{cls.__name__}"
+        )
     REGISTRY[cls.name] = cls
     return cls
 

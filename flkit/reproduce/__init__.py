@@ -6,7 +6,8 @@
    ``--only`` names against the notebooks that exist, ``--set`` overrides against each notebook's
    parameters cell (and the preset's types), seeds, jobs, timeout, the kernel and that the output
    folder is writable;
-2. executes each (notebook, seed) with papermill (parameters ``preset``, ``seed`` [, ``device``, overrides])
+2. executes each (notebook, seed) with papermill (parameters ``preset``, ``seed``
+   [, ``device``, overrides])
    in a separate process (``--jobs N`` at a time), with ``FLKIT_REPORT_DIR=<out>/<name>/seed<k>`` so
    the notebook's ``flkit.report.Report`` writes ``results.json`` and its figures there, beside the
    executed notebook ``<out>/<name>/seed<k>/<name>.ipynb`` and ``run.json`` (status, time, error);
@@ -20,14 +21,38 @@ The package reads in three steps: :mod:`.plan` (find the notebooks, validate eve
 list the runs), :mod:`.execute` (run them with papermill, a failing one recorded and skipped),
 :mod:`.render` (report.md, report.html, summary.json); :mod:`.command` is ``flkit reproduce``.
 """
+
 from __future__ import annotations
 
 from .command import main, register_cli, run_cli
 from .execute import reproduce, reproduce_runs
-from .plan import (ENV_NOTEBOOKS, RESERVED_PARAMETERS, RUN_FILE, default_notebooks_dir, discover,
-                   match_notebook, notebook_parameters, parameters_cell, plan)
+from .plan import (
+    ENV_NOTEBOOKS,
+    RESERVED_PARAMETERS,
+    RUN_FILE,
+    default_notebooks_dir,
+    discover,
+    match_notebook,
+    notebook_parameters,
+    parameters_cell,
+    plan,
+)
 from .render import write_reports
 
-__all__ = ["reproduce", "reproduce_runs", "plan", "register_cli", "run_cli", "main", "discover",
-           "notebook_parameters", "parameters_cell", "match_notebook", "default_notebooks_dir",
-           "write_reports", "ENV_NOTEBOOKS", "RESERVED_PARAMETERS", "RUN_FILE"]
+__all__ = [
+    "reproduce",
+    "reproduce_runs",
+    "plan",
+    "register_cli",
+    "run_cli",
+    "main",
+    "discover",
+    "notebook_parameters",
+    "parameters_cell",
+    "match_notebook",
+    "default_notebooks_dir",
+    "write_reports",
+    "ENV_NOTEBOOKS",
+    "RESERVED_PARAMETERS",
+    "RUN_FILE",
+]

@@ -1,4 +1,5 @@
 """``python -m flkit.reproduce``."""
+
 import sys
 
 from .command import main

@@ -1,5 +1,6 @@
 """``flkit reproduce``: the sub-command's arguments and handler (``python -m flkit.reproduce`` runs
 it on its own)."""
+
 from __future__ import annotations
 
 import argparse
@@ -53,39 +54,90 @@ exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arg
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
     """Add the ``reproduce`` sub-command; its handler is ``args.func(args) -> exit status``."""
-    p = subparsers.add_parser("reproduce", help="run the notebooks (papermill) and write a "
-                              "'paper vs. measured' report", description=_DESCRIPTION,
-                              epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="cpu",
-                   help="preset every notebook runs at: smoke (seconds, CPU), cpu (real data, "
-                        "scaled down; default) or paper (the paper's settings, GPU)")
-    p.add_argument("--only", nargs="+", action="extend", metavar="NAME",
-                   help="run only these notebooks (name as in notebooks/, e.g. 02_feddip; the "
-                        "number or the word alone works when unique); default: all")
-    p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED",
-                   help="seeds to run each notebook with (default: 0); several seeds give mean "
-                        "± std")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="notebooks run in parallel processes (default: 1)")
-    p.add_argument("--out", default="runs/", metavar="DIR",
-                   help="output folder for executed notebooks, results and reports "
-                        "(default: runs/)")
-    p.add_argument("--notebooks", dest="notebooks_dir", default=None, metavar="DIR",
-                   help="folder holding the notebooks (default: $FLKIT_NOTEBOOKS or the "
-                        "repository's notebooks/)")
-    p.add_argument("--device", default=None,
-                   help="device parameter passed to every notebook (auto, cpu, cuda; default: "
-                        "the notebook's own, normally auto)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra notebook parameter, e.g. --set rounds=5 (repeatable); KEY must be "
-                        "assigned in each notebook's parameters cell; VALUE is a Python literal "
-                        "or a plain string")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="limit per cell (default: none)")
-    p.add_argument("--kernel", dest="kernel_name", default="python3", metavar="NAME",
-                   help="Jupyter kernel to run the notebooks with (default: python3)")
-    p.add_argument("--list", action="store_true",
-                   help="list the notebooks and their presets, then exit")
+    p = subparsers.add_parser(
+        "reproduce",
+        help="run the notebooks (papermill) and write a 'paper vs. measured' report",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--preset",
+        default="cpu",
+        help="preset every notebook runs at: smoke (seconds, CPU), cpu (real data, "
+        "scaled down; default) or paper (the paper's settings, GPU)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        metavar="NAME",
+        help="run only these notebooks (name as in notebooks/, e.g. 02_feddip; the "
+        "number or the word alone works when unique); default: all",
+    )
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="seeds to run each notebook with (default: 0); several seeds give mean ± std",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=1,
+        metavar="N",
+        help="notebooks run in parallel processes (default: 1)",
+    )
+    p.add_argument(
+        "--out",
+        default="runs/",
+        metavar="DIR",
+        help="output folder for executed notebooks, results and reports (default: runs/)",
+    )
+    p.add_argument(
+        "--notebooks",
+        dest="notebooks_dir",
+        default=None,
+        metavar="DIR",
+        help="folder holding the notebooks (default: $FLKIT_NOTEBOOKS or the "
+        "repository's notebooks/)",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="device parameter passed to every notebook (auto, cpu, cuda; default: "
+        "the notebook's own, normally auto)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra notebook parameter, e.g. --set rounds=5 (repeatable); KEY must be "
+        "assigned in each notebook's parameters cell; VALUE is a Python literal "
+        "or a plain string",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="limit per cell (default: none)",
+    )
+    p.add_argument(
+        "--kernel",
+        dest="kernel_name",
+        default="python3",
+        metavar="NAME",
+        help="Jupyter kernel to run the notebooks with (default: python3)",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="list the notebooks and their presets, then exit"
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     p.set_defaults(func=run_cli)
     return p
@@ -96,18 +148,28 @@ def run_cli(args) -> int:
     if args.list:
         found = discover(args.notebooks_dir)
         if not found:
-            print(f"no notebooks with a preset file in {args.notebooks_dir or default_notebooks_dir()}"
-                  f" (preset files searched in: {', '.join(map(str, presets.search_path()))})")
+            print(
+                "no notebooks with a preset file in "
+                f"{args.notebooks_dir or default_notebooks_dir()}"
+                f" (preset files searched in: {', '.join(map(str, presets.search_path()))})"
+            )
         for name, path in sorted(found.items()):
             print(f"{name:28s} {', '.join(presets.available(name)):28s} {path}")
         return 0
-    _, infos = reproduce_runs(preset=args.preset, only=args.only,
-                          seeds=args.seeds if args.seeds is not None else (0,), jobs=args.jobs,
-                          out=args.out, notebooks_dir=args.notebooks_dir, timeout=args.timeout,
-                          overrides=_parse_set(args.overrides), device=args.device,
-                          kernel_name=args.kernel_name, progress=not args.quiet)
+    _, infos = reproduce_runs(
+        preset=args.preset,
+        only=args.only,
+        seeds=args.seeds if args.seeds is not None else (0,),
+        jobs=args.jobs,
+        out=args.out,
+        notebooks_dir=args.notebooks_dir,
+        timeout=args.timeout,
+        overrides=_parse_set(args.overrides),
+        device=args.device,
+        kernel_name=args.kernel_name,
+        progress=not args.quiet,
+    )
     return 0 if all(r["status"] == "ok" for r in infos) else 1
-
 
 
 def main(argv=None) -> int:

@@ -2,6 +2,7 @@
 (``jobs`` at a time), each writing into ``<out>/<notebook>/seed<k>/``; a failing notebook is
 recorded (error, failing cell) and the others still run. :func:`reproduce` chains plan, execute
 and render."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -27,8 +28,9 @@ def _clean_run_dir(run_dir: Path, notebook: str) -> None:
     if not run_dir.is_dir():
         return
     for f in run_dir.iterdir():
-        if f.is_file() and (f.name in (RESULTS_FILE, RUN_FILE, f"{notebook}.ipynb")
-                            or f.suffix == ".png"):
+        if f.is_file() and (
+            f.name in (RESULTS_FILE, RUN_FILE, f"{notebook}.ipynb") or f.suffix == ".png"
+        ):
             f.unlink()
 
 
@@ -51,16 +53,27 @@ def _run_one(run: dict) -> dict:
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if pkg_root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([pkg_root] + paths)
-    info = {"notebook": run["notebook"], "seed": run["seed"], "preset": run["preset"],
-            "parameters": run["parameters"], "status": "ok", "error": None,
-            "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "output_notebook": output.name}
+    info = {
+        "notebook": run["notebook"],
+        "seed": run["seed"],
+        "preset": run["preset"],
+        "parameters": run["parameters"],
+        "status": "ok",
+        "error": None,
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "output_notebook": output.name,
+    }
     t0 = time.perf_counter()
     try:
-        pm.execute_notebook(run["input"], str(output), parameters=run["parameters"],
-                            kernel_name=run["kernel_name"], progress_bar=False,
-                            cwd=str(Path(run["input"]).parent),
-                            execution_timeout=run["timeout"])
+        pm.execute_notebook(
+            run["input"],
+            str(output),
+            parameters=run["parameters"],
+            kernel_name=run["kernel_name"],
+            progress_bar=False,
+            cwd=str(Path(run["input"]).parent),
+            execution_timeout=run["timeout"],
+        )
     except PapermillExecutionError as e:
         info["status"] = "failed"
         info["error"] = _error_info(e.ename, e.evalue, e.traceback, e.cell_index, output)
@@ -81,9 +94,14 @@ def _run_one(run: dict) -> dict:
 def _error_info(ename, evalue, traceback, cell_index, output: Path) -> dict:
     tb = _ANSI.sub("", "\n".join(traceback or []))
     tb_lines = tb.splitlines()
-    err = {"ename": str(ename), "evalue": _ANSI.sub("", str(evalue)).strip()[:2000],
-           "traceback": "\n".join(tb_lines[-40:]), "cell_index": cell_index, "cell_source": None,
-           "execution_count": None}
+    err = {
+        "ename": str(ename),
+        "evalue": _ANSI.sub("", str(evalue)).strip()[:2000],
+        "traceback": "\n".join(tb_lines[-40:]),
+        "cell_index": cell_index,
+        "cell_source": None,
+        "execution_count": None,
+    }
     if output.is_file():  # the failing cell is the one holding an error output
         try:
             cells = [c for c in notebook_cells(output) if c.get("cell_type") == "code"]
@@ -108,10 +126,13 @@ def execute(runs: list[dict], jobs: int, progress: bool) -> list[dict]:
 
     results: dict[int, dict] = {}
     total = len(runs)
-    # parallel notebooks share the cores instead of each taking all of them (see utils.configure_threads)
+    # parallel notebooks share the cores instead of each taking all of them
+    # (see utils.configure_threads)
     threads = max(1, (os.cpu_count() or 1) // min(jobs, total)) if jobs > 1 else None
     runs = [{**r, "threads": threads} for r in runs]
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, total), mp_context=mp.get_context("spawn")
+    ) as pool:
         futures = {}
         for i, run in enumerate(runs):
             futures[pool.submit(_run_one, run)] = i
@@ -121,45 +142,100 @@ def execute(runs: list[dict], jobs: int, progress: bool) -> list[dict]:
             try:
                 info = fut.result()
             except (BrokenProcessPool, Exception) as e:  # the worker itself died
-                info = {"notebook": run["notebook"], "seed": run["seed"], "preset": run["preset"],
-                        "parameters": run["parameters"], "status": "failed", "wall_time_s": None,
-                        "results": None, "output_notebook": None,
-                        "error": {"ename": type(e).__name__, "evalue": str(e), "traceback": "",
-                                  "cell_index": None, "cell_source": None, "execution_count": None}}
+                info = {
+                    "notebook": run["notebook"],
+                    "seed": run["seed"],
+                    "preset": run["preset"],
+                    "parameters": run["parameters"],
+                    "status": "failed",
+                    "wall_time_s": None,
+                    "results": None,
+                    "output_notebook": None,
+                    "error": {
+                        "ename": type(e).__name__,
+                        "evalue": str(e),
+                        "traceback": "",
+                        "cell_index": None,
+                        "cell_source": None,
+                        "execution_count": None,
+                    },
+                }
             results[i] = info
             if info["status"] == "ok":
-                log(f"[{len(results)}/{total}] {run['notebook']} seed {run['seed']}: ok "
-                    f"in {info['wall_time_s']:.1f} s")
+                log(
+                    f"[{len(results)}/{total}] {run['notebook']} seed {run['seed']}: ok "
+                    f"in {info['wall_time_s']:.1f} s"
+                )
             else:
                 e = info["error"]
                 where = "," + failure_where(e) if failure_where(e) else ""
-                log(f"[{len(results)}/{total}] {run['notebook']} seed {run['seed']}: FAILED "
-                    f"({e['ename']}: {e['evalue'][:200]}{where})")
+                log(
+                    f"[{len(results)}/{total}] {run['notebook']} seed {run['seed']}: FAILED "
+                    f"({e['ename']}: {e['evalue'][:200]}{where})"
+                )
     return [results[i] for i in range(total)]
 
 
-def reproduce_runs(preset="cpu", only=None, seeds=(0,), jobs=1, out="runs/", notebooks_dir=None,
-               timeout=None, overrides=None, device=None, kernel_name="python3", progress=True):
-    p = plan(preset=preset, only=only, seeds=seeds, jobs=jobs, out=out, notebooks_dir=notebooks_dir,
-             timeout=timeout, overrides=overrides, device=device, kernel_name=kernel_name)
+def reproduce_runs(
+    preset="cpu",
+    only=None,
+    seeds=(0,),
+    jobs=1,
+    out="runs/",
+    notebooks_dir=None,
+    timeout=None,
+    overrides=None,
+    device=None,
+    kernel_name="python3",
+    progress=True,
+):
+    p = plan(
+        preset=preset,
+        only=only,
+        seeds=seeds,
+        jobs=jobs,
+        out=out,
+        notebooks_dir=notebooks_dir,
+        timeout=timeout,
+        overrides=overrides,
+        device=device,
+        kernel_name=kernel_name,
+    )
     if progress:
-        print(f"flkit reproduce: {len(p['notebooks'])} notebook(s) x {len(p['seeds'])} seed(s) at "
-              f"preset {preset!r}, {jobs} job(s), into {p['out']}", file=sys.stderr, flush=True)
+        print(
+            f"flkit reproduce: {len(p['notebooks'])} notebook(s) x {len(p['seeds'])} seed(s) at "
+            f"preset {preset!r}, {jobs} job(s), into {p['out']}",
+            file=sys.stderr,
+            flush=True,
+        )
     t0 = time.perf_counter()
     infos = execute(p["runs"], jobs, progress)
     path = write_reports(p, infos, time.perf_counter() - t0)
     if progress:
         failed = [f"{r['notebook']} seed {r['seed']}" for r in infos if r["status"] != "ok"]
-        print(f"flkit reproduce: {len(infos) - len(failed)}/{len(infos)} runs ok"
-              + (f"; FAILED: {', '.join(failed)}" if failed else "")
-              + f". Report: {path} and {path.with_suffix('.html')}", file=sys.stderr, flush=True)
+        print(
+            f"flkit reproduce: {len(infos) - len(failed)}/{len(infos)} runs ok"
+            + (f"; FAILED: {', '.join(failed)}" if failed else "")
+            + f". Report: {path} and {path.with_suffix('.html')}",
+            file=sys.stderr,
+            flush=True,
+        )
     return path, infos
 
 
-def reproduce(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="runs/",
-              notebooks_dir=None, timeout: float | None = None, overrides: dict | None = None,
-              device: str | None = None, kernel_name: str = "python3",
-              progress: bool = True) -> Path:
+def reproduce(
+    preset: str = "cpu",
+    only=None,
+    seeds=(0,),
+    jobs: int = 1,
+    out="runs/",
+    notebooks_dir=None,
+    timeout: float | None = None,
+    overrides: dict | None = None,
+    device: str | None = None,
+    kernel_name: str = "python3",
+    progress: bool = True,
+) -> Path:
     """Run notebooks at ``preset`` for every seed and write ``<out>/report.md`` (returned) and
     ``<out>/report.html``; a failing notebook is recorded and the others still run.
 
@@ -169,7 +245,16 @@ def reproduce(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="ru
     parameters, each of which must be assigned in every selected notebook's parameters cell;
     device: passed as the ``device`` parameter; notebooks_dir: default ``default_notebooks_dir()``.
     All arguments are validated (FlkitError) before any notebook starts."""
-    return reproduce_runs(preset=preset, only=only, seeds=seeds, jobs=jobs, out=out,
-                      notebooks_dir=notebooks_dir, timeout=timeout, overrides=overrides,
-                      device=device, kernel_name=kernel_name, progress=progress)[0]
-
+    return reproduce_runs(
+        preset=preset,
+        only=only,
+        seeds=seeds,
+        jobs=jobs,
+        out=out,
+        notebooks_dir=notebooks_dir,
+        timeout=timeout,
+        overrides=overrides,
+        device=device,
+        kernel_name=kernel_name,
+        progress=progress,
+    )[0]

@@ -1,6 +1,7 @@
 """Step 1 of ``flkit reproduce``: find the notebooks, read their parameters cells and validate
 every argument (preset, ``--only`` names, ``--set`` overrides, seeds, jobs, timeout, kernel,
 output folder) before any work starts; :func:`plan` returns the list of runs."""
+
 from __future__ import annotations
 
 import ast
@@ -18,9 +19,19 @@ RUN_FILE = "run.json"
 ENV_NOTEBOOKS = "FLKIT_NOTEBOOKS"
 RESERVED_PARAMETERS = ("preset", "seed")
 
-__all__ = ["default_notebooks_dir", "discover", "notebook_cells", "cell_source", "parameters_cell",
-           "notebook_parameters", "match_notebook", "plan", "RUN_FILE", "ENV_NOTEBOOKS",
-           "RESERVED_PARAMETERS"]
+__all__ = [
+    "default_notebooks_dir",
+    "discover",
+    "notebook_cells",
+    "cell_source",
+    "parameters_cell",
+    "notebook_parameters",
+    "match_notebook",
+    "plan",
+    "RUN_FILE",
+    "ENV_NOTEBOOKS",
+    "RESERVED_PARAMETERS",
+]
 
 
 def default_notebooks_dir() -> Path:
@@ -34,7 +45,7 @@ def default_notebooks_dir() -> Path:
 
 
 def discover(notebooks_dir: str | Path | None = None) -> dict[str, Path]:
-    """``{name: notebook path}`` for every notebook that has a preset file and exists in the folder."""
+    """``{name: notebook path}`` for every notebook with a preset file that exists in the folder."""
     folder = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks_dir()
     found = {}
     for name in presets.notebooks():
@@ -57,7 +68,9 @@ def cell_source(cell: dict) -> str:
 def parameters_cell(path: str | Path) -> dict | None:
     """The first code cell tagged ``parameters`` (None if there is none)."""
     for cell in notebook_cells(Path(path)):
-        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
+        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get(
+            "tags", []
+        ):
             return cell
     return None
 
@@ -69,8 +82,10 @@ def notebook_parameters(path: str | Path) -> dict:
     path = Path(path)
     cell = parameters_cell(path)
     if cell is None:
-        raise FlkitError(f"notebook {path} has no code cell tagged 'parameters'; the first code "
-                         "cell must be tagged 'parameters' (see notebooks/README.md)")
+        raise FlkitError(
+            f"notebook {path} has no code cell tagged 'parameters'; the first code "
+            "cell must be tagged 'parameters' (see notebooks/README.md)"
+        )
     text = cell_source(cell)
     try:
         tree = ast.parse(text)
@@ -103,12 +118,14 @@ def match_notebook(name: str, names: list[str]) -> str:
     if len(parts) == 1:
         return parts[0]
     if len(parts) > 1:
-        raise FlkitError(f"--only {name!r} is ambiguous: it matches {', '.join(parts)}; "
-                         "give the full name")
+        raise FlkitError(
+            f"--only {name!r} is ambiguous: it matches {', '.join(parts)}; give the full name"
+        )
     raise FlkitError(unknown_choice("notebook", name, names, where=" for --only"))
 
 
 # ------------------------------------------------------------------------------ validation
+
 
 def _check_out(out: Path) -> Path:
     try:
@@ -117,21 +134,30 @@ def _check_out(out: Path) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise FlkitError(f"output folder {str(out)!r} is not writable ({e.strerror or e}); "
-                         "accepted: a folder you can create and write to (--out)") from None
+        raise FlkitError(
+            f"output folder {str(out)!r} is not writable ({e.strerror or e}); "
+            "accepted: a folder you can create and write to (--out)"
+        ) from None
     return out.resolve()
 
 
 def _check_kernel(kernel_name: str) -> None:
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
     ksm = KernelSpecManager()
     try:
         ksm.get_kernel_spec(kernel_name)
     except NoSuchKernel:
         names = sorted(ksm.find_kernel_specs())
-        raise FlkitError(unknown_choice("Jupyter kernel", kernel_name, names,
-                                           extra=f". Install one for this Python with: {sys.executable} "
-                                                 "-m ipykernel install --sys-prefix")) from None
+        raise FlkitError(
+            unknown_choice(
+                "Jupyter kernel",
+                kernel_name,
+                names,
+                extra=f". Install one for this Python with: {sys.executable} "
+                "-m ipykernel install --sys-prefix",
+            )
+        ) from None
 
 
 def _check_seeds(seeds) -> list[int]:
@@ -151,20 +177,33 @@ def _check_seeds(seeds) -> list[int]:
     return out
 
 
-def plan(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="runs/",
-         notebooks_dir=None, timeout=None, overrides: dict | None = None, device: str | None = None,
-         kernel_name: str = "python3") -> dict:
+def plan(
+    preset: str = "cpu",
+    only=None,
+    seeds=(0,),
+    jobs: int = 1,
+    out="runs/",
+    notebooks_dir=None,
+    timeout=None,
+    overrides: dict | None = None,
+    device: str | None = None,
+    kernel_name: str = "python3",
+) -> dict:
     """Validate every argument and return the list of runs; nothing is executed.
 
     Errors (FlkitError) name the bad value and what is accepted."""
     folder = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks_dir()
     if not folder.is_dir():
-        raise FlkitError(f"notebooks folder {str(folder)!r} does not exist; accepted: a folder "
-                         "holding the notebooks (--notebooks)")
+        raise FlkitError(
+            f"notebooks folder {str(folder)!r} does not exist; accepted: a folder "
+            "holding the notebooks (--notebooks)"
+        )
     found = discover(folder)
     if not found:
-        raise FlkitError(f"no notebooks to reproduce in {folder}: none of its notebooks has a preset "
-                         f"file (searched: {', '.join(map(str, presets.search_path()))})")
+        raise FlkitError(
+            f"no notebooks to reproduce in {folder}: none of its notebooks has a preset "
+            f"file (searched: {', '.join(map(str, presets.search_path()))})"
+        )
     names = sorted(found)
     if only:
         if isinstance(only, str):
@@ -178,16 +217,21 @@ def plan(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="runs/",
     if bad:
         lists = {tuple(av) for av in bad.values()}
         if len(lists) == 1:  # the usual case: every notebook has the same presets
-            raise FlkitError(unknown_choice("preset", preset, list(lists.pop()),
-                                               where=f" for notebook(s) {', '.join(bad)}"))
+            raise FlkitError(
+                unknown_choice(
+                    "preset", preset, list(lists.pop()), where=f" for notebook(s) {', '.join(bad)}"
+                )
+            )
         lines = "; ".join(f"{n}: {', '.join(av)}" for n, av in bad.items())
-        raise FlkitError(f"unknown preset {preset!r} for notebook(s) {', '.join(bad)}; "
-                         f"accepted: {lines}")
+        raise FlkitError(
+            f"unknown preset {preset!r} for notebook(s) {', '.join(bad)}; accepted: {lines}"
+        )
     seeds = _check_seeds(seeds)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise FlkitError(f"jobs={jobs!r} is outside the accepted range [1, inf) (an integer)")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not timeout > 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
         raise FlkitError(f"timeout={timeout!r}; accepted: None or seconds per cell > 0")
     overrides = dict(overrides or {})
     if device is not None:
@@ -196,18 +240,25 @@ def plan(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="runs/",
         overrides.setdefault("device", device)
     for key in overrides:
         if key in RESERVED_PARAMETERS:
-            raise FlkitError(f"override {key!r} is set by reproduce itself; use --{key}"
-                             f"{'s' if key == 'seed' else ''} instead")
+            raise FlkitError(
+                f"override {key!r} is set by reproduce itself; use --{key}"
+                f"{'s' if key == 'seed' else ''} instead"
+            )
     for n in selected:
         params = notebook_parameters(found[n])
         for req in RESERVED_PARAMETERS:
             if req not in params:
-                raise FlkitError(f"the parameters cell of {found[n]} does not define {req!r}; "
-                                 f"it defines: {', '.join(params) or '(nothing)'}")
+                raise FlkitError(
+                    f"the parameters cell of {found[n]} does not define {req!r}; "
+                    f"it defines: {', '.join(params) or '(nothing)'}"
+                )
         for key, value in overrides.items():
             if key not in params:
-                raise FlkitError(unknown_choice("parameter override", key, list(params),
-                                                   where=f" for notebook {n!r}"))
+                raise FlkitError(
+                    unknown_choice(
+                        "parameter override", key, list(params), where=f" for notebook {n!r}"
+                    )
+                )
             keys = presets.load(n, preset)  # type-check overrides that are preset keys
             if key in keys:
                 presets.load(n, preset, **{key: value})
@@ -215,10 +266,27 @@ def plan(preset: str = "cpu", only=None, seeds=(0,), jobs: int = 1, out="runs/",
         raise FlkitError(f"kernel_name={kernel_name!r}; accepted: a Jupyter kernel name")
     _check_kernel(kernel_name)
     out = _check_out(Path(out))
-    runs = [{"notebook": n, "input": str(found[n].resolve()), "seed": s, "preset": preset,
-             "parameters": {"preset": preset, "seed": s, **overrides},
-             "run_dir": str(out / n / f"seed{s}"), "kernel_name": kernel_name,
-             "timeout": timeout} for n in selected for s in seeds]
-    return {"out": out, "runs": runs, "notebooks": selected, "seeds": seeds, "preset": preset,
-            "jobs": jobs, "overrides": overrides, "notebooks_dir": str(folder.resolve())}
-
+    runs = [
+        {
+            "notebook": n,
+            "input": str(found[n].resolve()),
+            "seed": s,
+            "preset": preset,
+            "parameters": {"preset": preset, "seed": s, **overrides},
+            "run_dir": str(out / n / f"seed{s}"),
+            "kernel_name": kernel_name,
+            "timeout": timeout,
+        }
+        for n in selected
+        for s in seeds
+    ]
+    return {
+        "out": out,
+        "runs": runs,
+        "notebooks": selected,
+        "seeds": seeds,
+        "preset": preset,
+        "jobs": jobs,
+        "overrides": overrides,
+        "notebooks_dir": str(folder.resolve()),
+    }
