@@ -246,3 +246,22 @@ def test_bad_seed_and_unknown_task():
         tr.evaluate("zzz")
     with pytest.raises(FlkitError, match="client id"):
         tr.train("a", 0, [99])
+
+
+def test_cache_key_is_the_one_written_before_the_asyncfl_move():
+    """Runs cached before flkit.asyncfl existed are found again: the key of a fixed config hashes
+    to the value the old flkit.methods.fedast computed (acd355ed3fe7), and a knob left at its
+    default does not enter the key."""
+    from flkit import store
+    from flkit.asyncfl.runner import cache_key
+    from flkit.utils import resolve_device
+
+    cfg = F.FedASTRun("fedast", (
+        {"name": "a", "dataset": "synthetic", "target": 0.5, "requests": 4, "buffer": 2},
+        {"name": "b", "dataset": "mnist", "max_rounds": 3, "requests": 5}),
+        num_clients=20, max_time=50.0).validate()
+    key = cache_key(cfg, 3, resolve_device("cpu"))
+    assert store.config_hash(key) == "acd355ed3fe7"
+    assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-acd355ed3fe7"
+    changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
+    assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]

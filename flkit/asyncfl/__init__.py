@@ -3,19 +3,20 @@ and the FedAST trainer on real data.
 
 Read in this order:
 
-- ``delays``   how long a request takes at a client (shifted exponential with speed groups; fixed
-               traces for tests);
-- ``clock``    the discrete-event :class:`Simulator`: per-client FCFS queues, availability cap,
-               model versions and staleness, synchronous first-k rounds. Knows nothing of training;
-- ``rules``, ``bandits``  the pure allocation / estimation / selection rules;
-- ``schedule`` what the schedulers share: the :class:`Trainer` interface and :class:`SimResult`;
-- ``fedast``, ``sync``  the schedulers: :class:`FedAST` (S/D, NoBuffer) and :class:`SyncST`
-               (Sync-ST, Sync-UCB-ST, Sync-Bayes-ST);
-- ``config``   :class:`FedASTRun`, the one configuration (with a :class:`TaskConfig` per task):
-               validated once, read by the schedulers, the trainer and the cache;
-- ``trainer``  :class:`EngineTrainer`, the Trainer on the batched engine;
-- ``runner``   :func:`run` (validated, cached, with progress), :func:`build_schedule`,
-               :func:`centralised`.
+- ``delays``: how long a request takes at a client (shifted exponential with speed groups;
+  fixed traces for tests);
+- ``events``, ``clock``: the discrete-event core and the :class:`Simulator` (per-client FCFS
+  queues, availability cap, model versions and staleness, synchronous first-k rounds); they know
+  nothing of training;
+- ``rules``, ``bandits``: the pure allocation / estimation / selection rules;
+- ``schedule``: what the schedulers share, the :class:`Trainer` interface and :class:`SimResult`;
+- ``fedast``, ``sync``: the schedulers, :class:`FedAST` (S/D, NoBuffer) and :class:`SyncST`
+  (Sync-ST, Sync-UCB-ST, Sync-Bayes-ST);
+- ``defaults``, ``tasks``, ``config``: :class:`FedASTRun`, the one configuration (a
+  :class:`TaskConfig` per task, ``None`` fields from the paper's per-dataset settings);
+- ``trainer``: :class:`EngineTrainer`, the Trainer on the batched engine;
+- ``runner``: :func:`run` (validated, cached, with progress), :func:`build_schedule`,
+  :func:`centralised`.
 
 The staleness experiments reuse ``delays`` and ``clock`` the same way.
 """
@@ -34,7 +35,7 @@ from .clock import (
     RoundResult,
     Simulator,
 )
-from .config import FedASTRun, ResolvedTask, TaskConfig
+from .config import FedASTRun
 from .defaults import DATASET_DEFAULTS, METHOD_LABELS, METHODS, SERVER_LR, TARGETS
 from .delays import (
     DELAY_RATIOS,
@@ -61,6 +62,7 @@ from .rules import (
 from .runner import build_schedule, centralised, run
 from .schedule import EVENT_COLUMNS, SimResult, Trainer
 from .sync import SyncST, run_sync
+from .tasks import ResolvedTask, TaskConfig
 from .trainer import EngineTrainer, Update
 
 __all__ = [

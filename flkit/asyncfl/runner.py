@@ -15,14 +15,15 @@ from .. import store
 from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
-from .config import FedASTRun, TaskConfig
+from .config import FedASTRun
 from .defaults import METHOD_LABELS
 from .fedast import FedAST
 from .schedule import SimResult
 from .sync import SyncST
+from .tasks import TaskConfig
 from .trainer import EngineTrainer
 
-__all__ = ["run", "build_schedule", "centralised", "CACHE_VERSION"]
+__all__ = ["run", "build_schedule", "centralised", "cache_key", "CACHE_VERSION"]
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
 CACHE_VERSION = 2
@@ -36,7 +37,8 @@ def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer 
     return sched, trainer
 
 
-def _cache_key(cfg: FedASTRun, seed: int, device) -> dict:
+def cache_key(cfg: FedASTRun, seed: int, device) -> dict:
+    """What names a cached run: the config, the seed, the device type and CACHE_VERSION."""
     return {
         "config": cfg.to_dict(),
         "seed": int(seed),
@@ -97,7 +99,7 @@ def run(
         raise FlkitError(f"seed={seed!r}; accepted: an integer")
     cfg = FedASTRun.from_dict(config).validate()
     dev = resolve_device(device)
-    key = _cache_key(cfg, seed, dev)
+    key = cache_key(cfg, seed, dev)
     folder = store.run_dir(root, key, prefix=cfg.method) if cache else None
     if folder is not None and store.is_done(folder):
         return _load(folder)

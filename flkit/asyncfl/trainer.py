@@ -44,7 +44,8 @@ from .. import partition as _partition
 from ..state import broadcast_state, param_names
 from ..train import evaluate, train_clients
 from ..utils import FlkitError, check_range, derive_seed, numpy_rng, resolve_device
-from .config import FedASTRun, TaskConfig
+from .config import FedASTRun
+from .tasks import TaskConfig
 
 __all__ = ["EngineTrainer", "Update"]
 
