@@ -204,7 +204,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         description="Manage flkit's datasets. flkit.data.load(NAME) looks in the data root ($FLKIT_DATA, "
                     "else ./data), then in the offline mirror ($FLKIT_MIRROR), then downloads with "
                     "torchvision when online.",
-        epilog="examples:\n  flkit data list\n  flkit data link --mirror /work/shared/data\n"
+        epilog="examples:\n  flkit data list\n  flkit data link --mirror /path/to/mirror\n"
                "  flkit data verify mnist\n  flkit data download mnist cifar10")
     sub = p.add_subparsers(dest="data_command", metavar="{list,verify,download,link}")
     sub.required = True

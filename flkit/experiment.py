@@ -148,8 +148,9 @@ def sample_clients(seed: int, rnd: int, num_clients: int, m: int) -> list[int]:
 def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch.Tensor:
     """Per-client accuracy = sum_c pi_i(c) * acc_c, with pi_i client i's label distribution.
 
-    (The STC-projection spec's [R] protocol: deterministic, keeps all training data; a class the
-    global model never saw in the test set counts as accuracy 0 for clients holding it.)"""
+    (The protocol we chose for the STC-projection paper: deterministic, keeps all training data;
+    a class the global model never saw in the test set counts as accuracy 0 for clients holding
+    it.)"""
     acc = torch.nan_to_num(per_class_acc, nan=0.0)
     out = []
     for ix in parts:

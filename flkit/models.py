@@ -1,13 +1,13 @@
 """Every paper's architecture, by name.
 
     >>> from flkit import models
-    >>> net = models.build("lenet5_feddip")                 # defaults from the paper spec
+    >>> net = models.build("lenet5_feddip")                 # defaults from the paper
     >>> models.count_params(net)
     61706
     >>> models.check_fits(net, (1, 28, 28), 10)             # raises FlkitError when it does not fit
     >>> line = models.describe("vgg11_star")                # one line: what it is, where it comes from
 
-``build(name, num_classes=None, in_channels=None, **flags)``: ``None`` takes the spec's default;
+``build(name, num_classes=None, in_channels=None, **flags)``: ``None`` takes the paper's default;
 ``flags`` are model-specific (see ``describe`` / the builder docstrings in ``flkit.model_zoo``);
 unknown names or flags raise ``FlkitError`` listing what is accepted. For vector inputs (HAR MLP)
 ``in_channels`` is the number of input features; the Shakespeare LSTM takes no ``in_channels``.
@@ -43,16 +43,16 @@ _REGISTRY: dict[str, _Entry] = {
     "cnn_mnist": _Entry(
         small.build_cnn_mnist, 10, 1,
         "LeNet variant 'CNNMnist' for 1x28x28 (2 conv + 2 FC, dropout), 21,840 params",
-        "spec 000 section 5.5"),
+        "the staleness paper"),
     "lenet5_cifar": _Entry(
         small.build_lenet5_cifar, 10, 3,
         "LeNet-5 'CNNCifar' for 3x32x32 (MNIST->SVHN stream), 62,006 params",
-        "spec 000 section 5.5"),
+        "the staleness paper"),
     "lenet5": _Entry(
         small.build_lenet5_feddip, 10, 1,
         "classic LeNet-5 for 1x28x28 (first conv padded, 6-16 conv, FC 120-84), 61,706 params; "
         "the same network as lenet5_feddip",
-        "LeCun et al. 1998; spec 002 section 5.3"),
+        "LeCun et al. 1998; the FedDIP paper"),
     "logreg": _Entry(
         small.build_logreg, 10, 60,
         "multinomial logistic regression on flat features (60 -> 10: 610 params); hidden=H adds a ReLU layer",
@@ -60,55 +60,55 @@ _REGISTRY: dict[str, _Entry] = {
     "lenet5_feddip": _Entry(
         small.build_lenet5_feddip, 10, 1,
         "LeNet-5 for Fashion-MNIST, first conv padded (flatten 400), 61,706 params",
-        "spec 002 section 5.3"),
+        "the FedDIP paper"),
     "lenet5_fedast": _Entry(
         small.build_lenet5_fedast, 10, 1,
         "LeNet-5 for Fashion-MNIST, no padding (flatten 256), ReLU on logits by default, 44,426 params",
-        "spec 003 section 7 (askinb/FedAST)"),
+        "the FedAST paper (askinb/FedAST)"),
     "mlp_mnist": _Entry(
         small.build_mlp_mnist, 10, 1,
         "FedDyn MNIST MLP 784-200-200-10, 199,210 params",
-        "spec 003 section 7 (FedDyn 'mnist')"),
+        "the FedAST paper (FedDyn 'mnist')"),
     "cnn_cifar10": _Entry(
         small.build_cnn_cifar10, 10, 3,
         "FedDyn CIFAR-10 CNN (2 conv 5x5 x64 + FC 384-192), 797,962 params",
-        "spec 003 section 7 (FedDyn 'cifar10')"),
+        "the FedAST paper (FedDyn 'cifar10')"),
     "cnn3_mnist": _Entry(
         small.build_cnn3_mnist, 10, 1,
         "assumed 3-conv MNIST CNN (32-64-64, FC 128) of the STC-projection paper, 130,890 params",
-        "spec 001 section 4.3 [R]"),
+        "the STC-projection paper"),
     "vgg11_star": _Entry(
         deep.build_vgg11_star, 10, 3,
         "simplified VGG11* (8 conv, no BN, He-normal conv init), 865,482 params",
-        "spec 001 section 4.3 (STC paper)"),
+        "the STC-projection paper (STC paper)"),
     "alexnet_cifar": _Entry(
         deep.build_alexnet_cifar, 10, 3,
         "AlexNet variant for CIFAR-10 (5 conv + FC 4096-4096), 23,272,266 params",
-        "spec 002 section 5.3"),
+        "the FedDIP paper"),
     "resnet18": _Entry(
         deep.build_resnet18, 10, 3,
         "CIFAR ResNet-18 (kuangliu) with BatchNorm, 11,173,962 params (11,220,132 with 100 classes)",
-        "spec 000 section 5.5; spec 002 section 5.3 (CIFAR-100)"),
+        "the staleness paper; the FedDIP paper (CIFAR-100)"),
     "resnet18_gn": _Entry(
         deep.build_resnet18_gn, 100, 3,
         "CIFAR ResNet-18 with GroupNorm(2) and kernel-3 average pool, 11,220,132 params",
-        "spec 003 section 7 (FedAST CIFAR-100)"),
+        "the FedAST paper (FedAST CIFAR-100)"),
     "resnet18_imagenet": _Entry(
         deep.build_resnet18_imagenet, 5, 3,
         "torchvision ResNet-18 (7x7 stem), optional ImageNet weights, 11,179,077 params (5 classes)",
-        "spec 000 section 5.5 (MDI model); spec 003 section 7 (FedDyn GN variant, norm='gn')"),
+        "the staleness paper (MDI model); the FedAST paper (FedDyn GN variant, norm='gn')"),
     "vgg9": _Entry(
         deep.build_vgg9, 62, 1,
         "VGG9 with BatchNorm, bias-free hidden layers, 2,599,966 params (62 classes)",
-        "spec 004 section 5.2 (FedMA layout)"),
+        "the HideNseek paper (FedMA layout)"),
     "mlp_har": _Entry(
         small.build_mlp_har, 6, 1152,
         "HAR MLP 1152-512-256-128-6, bias-free hidden layers, 754,438 params",
-        "spec 004 section 5.2 [R]"),
+        "the HideNseek paper"),
     "lstm_shakespeare": _Entry(
         small.build_lstm_shakespeare, 80, None,
         "character LSTM Embedding(80,8) -> LSTM(100) -> Linear(100,80), 52,720 params; stateless",
-        "spec 003 section 7 (Async-HFL / FedAST)"),
+        "the FedAST paper (Async-HFL / FedAST)"),
 }
 
 MODELS: tuple[str, ...] = tuple(_REGISTRY)
@@ -134,7 +134,7 @@ def _check_count(field: str, value) -> None:
 def build(name: str, num_classes: int | None = None, in_channels: int | None = None, **kw) -> nn.Module:
     """Build model ``name`` (one of ``MODELS``) with fresh random weights (torch's global RNG).
 
-    ``num_classes`` / ``in_channels`` default to the spec's values (``describe(name)``)."""
+    ``num_classes`` / ``in_channels`` default to the paper's values (``describe(name)``)."""
     entry = _entry(name)
     accepted = flags(name)
     for key in kw:
@@ -159,7 +159,7 @@ def count_params(model: nn.Module) -> int:
 
 
 def describe(name: str) -> str:
-    """One line: what the model is, its default classes/input and the spec section it follows."""
+    """One line: what the model is, its default classes/input and the paper it follows."""
     e = _entry(name)
     fl = ", ".join(f"{k}={v!r}" for k, v in flags(name).items())
     inp = "tokens" if e.in_channels is None else f"in_channels={e.in_channels}"

@@ -12,9 +12,9 @@ dirichlet(alpha, samples_per_client=None, min_samples=0, rounding="round")
       class, proportions over the clients ~ Dir(alpha * 1_N); the class's shuffled samples are cut
       at those proportions. Disjoint, covers every sample. min_samples > 0 redraws (same stream)
       until every client has at least that many samples (HideNseek: 20, FedDIP code: 100).
-    samples_per_client=n: the fixed-size variant of FedAST (spec 003 §9.14) and the staleness paper
-      (spec 000): each client draws p ~ Dir(alpha * 1_C) and takes round(p_c * n) samples of class
-      c ("floor" with rounding="floor", as spec 000's code), so sizes can differ from n by a few.
+    samples_per_client=n: the fixed-size variant of the FedAST and staleness papers: each client
+      draws p ~ Dir(alpha * 1_C) and takes round(p_c * n) samples of class c ("floor" with
+      rounding="floor", as the staleness paper's code), so sizes can differ from n by a few.
       Samples come in order from per-class pools (label-sorted, original order) and are removed
       when taken; when a pool does not hold more than the request, all used samples of every class
       are returned to the back of their pools (FedAST's `extract`). Samples therefore repeat

@@ -318,7 +318,7 @@ def test_check_fits_wrong_num_classes():
 def test_describe():
     for name in models.MODELS:
         line = models.describe(name)
-        assert line.startswith(name + ":") and ("spec 00" in line or "et al." in line) and "\n" not in line
+        assert line.startswith(name + ":") and ("paper" in line or "et al." in line) and "\n" not in line
 
 
 @pytest.mark.parametrize("name", ["cnn_mnist", "vgg9"])

@@ -46,7 +46,7 @@ def subsets(name, arr, kwargs, seed, meta):
 
 
 def har_per_subject(arr, seed, test_frac=0.25) -> dict:
-    """HideNseek's [R] split: pool official train+test, split each subject 75/25 stratified by label."""
+    """HideNseek's split: pool official train+test, split each subject 75/25 stratified by label."""
     pooled = {k: np.concatenate([arr[k + "_train"], arr[k + "_test"]]) for k in ("x", "y", "g")}
     rng = numpy_rng(seed, "har-split")
     test = np.zeros(len(pooled["y"]), dtype=bool)

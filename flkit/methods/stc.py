@@ -1,4 +1,4 @@
-"""STC (Sattler et al. 2019), FedFV (Wang et al. 2021) and STC-PA (Tian 2022, spec 001).
+"""STC (Sattler et al. 2019), FedFV (Wang et al. 2021) and STC-PA (Tian 2022).
 
 All three exchange *pseudo-gradients* g = w_before − w_after (so the server applies w ← w − ḡ):
 
@@ -10,7 +10,7 @@ All three exchange *pseudo-gradients* g = w_before − w_after (so the server ap
             loss-ascending order (α of the highest-loss clients kept unprojected), external
             projection against the remembered updates of the last τ rounds, norm rescaled to the
             plain mean's norm; dense model download.
-``stc_pa``  the paper's method (spec §2.5, Algorithm 4): STC up with client residuals, history
+``stc_pa``  the paper's method (Algorithm 4): STC up with client residuals, history
             GH_i ← (g~_i, t), internal then external projection of the *compressed* updates,
             norm rescaling, then server STC with its residual, w ← w − ḡ.
 
@@ -36,8 +36,8 @@ The download of round t is the broadcast ḡ of round t − 1 (what a selected c
 synchronise; a client that skipped rounds would also fetch the updates it missed — not counted,
 as in the paper's per-round sizes); in round 1 the clients download the dense initial model.
 
-Options for the code variants the paper leaves open ([R] in the spec): ``loss="before"`` (default,
-FedFV: loss of the received global model on the client's training data before local training) or
+Options for the code variants the paper leaves open (our defaults first):
+``loss="before"`` (default, FedFV: loss of the received global model on the client's training data before local training) or
 ``"during"`` (mean training loss of the local epoch); ``external_variant="paper"`` (default,
 lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
 """
@@ -239,7 +239,7 @@ class FedFV(_UpdateExchange):
 
 @register
 class STCPA(_UpdateExchange):
-    """STC-PA (spec 001, Algorithm 4): STC up, projection aggregation, STC down."""
+    """STC-PA (Tian 2022, Algorithm 4): STC up, projection aggregation, STC down."""
     name = "stc_pa"
     params = {"p": 0.1, "counter": DEFAULT_COUNTER, "alpha": 0.1, "tau": 1,
               "external_variant": "paper", "loss": "before", "residual_dtype": "float32"}

@@ -1,4 +1,5 @@
-"""Deeper models: VGG11* (spec 001), VGG9 (spec 004), AlexNet (spec 002) and ResNet-18 (specs 000,
+"""Deeper models: VGG11* (STC-projection paper), VGG9 (HideNseek), AlexNet (FedDIP) and
+ResNet-18 (the staleness, FedDIP and FedAST papers;
 002, 003). Builders take ``(num_classes, in_channels, **flags)`` and return ``(module, input_shape)``.
 """
 from __future__ import annotations
@@ -13,13 +14,13 @@ from ..utils import FlkitError, check_choice, check_range
 from .small import INITS, SeqNet, flat_dim, kaiming_relu_uniform_
 
 
-# --------------------------------------------------------------------------------- spec 001
+# --------------------------------------------------------------------------------- STC projection
 def build_vgg11_star(num_classes, in_channels, *, image_size=32):
-    """Simplified VGG11 of the STC paper, "VGG11*" (spec 001 section 4.3), d = 865,482: eight 3x3
+    """Simplified VGG11 of the STC paper, "VGG11*", d = 865,482: eight 3x3
     conv layers (padding 1) each followed by ReLU, no BN, no dropout, channel plan
     32 -> pool -> 64 -> pool -> 128, 128 -> pool -> 128, 128 -> pool -> 128, 128 -> pool
     (32x32 -> 1x1) -> Linear(128->128) -> ReLU -> Linear(128->128) -> ReLU -> Linear(128->10).
-    Init as the spec states: conv weights ~ N(0, sqrt(2 / (9 * C_out))), conv biases 0; linear
+    Init as the paper states: conv weights ~ N(0, sqrt(2 / (9 * C_out))), conv biases 0; linear
     layers keep PyTorch's default."""
     layers, c = [], in_channels
     for v in (32, "M", 64, "M", 128, 128, "M", 128, 128, "M", 128, 128, "M"):
@@ -38,10 +39,10 @@ def build_vgg11_star(num_classes, in_channels, *, image_size=32):
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
-# --------------------------------------------------------------------------------- spec 004
+# --------------------------------------------------------------------------------- HideNseek
 def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine=True,
                init="kaiming_relu"):
-    """HideNseek's VGG9 with BatchNorm (spec 004 section 5.2; widths = the FedMA VGG-9 layout [P]):
+    """HideNseek's VGG9 with BatchNorm (the HideNseek paper; widths = the FedMA VGG-9 layout):
     ConvBlock(32) -> ConvBlock(64) -> MaxPool -> ConvBlock(128) -> ConvBlock(128) -> MaxPool ->
     ConvBlock(256) -> ConvBlock(256) -> MaxPool -> flatten (256x3x3 = 2304 for 28x28) ->
     FC 2304->512 -> ReLU -> FC 512->512 -> ReLU -> FC 512->{62, 10}; ConvBlock(N) = 3x3 conv
@@ -49,9 +50,10 @@ def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine
 
     Feature extractor = ``features`` (six ConvBlocks; HideNseek prunes the last four convs) plus the
     two hidden FC layers; the personalised classifier is ``classifier[-1]`` (with bias). Hidden FC
-    layers have no bias by default (spec [R] "pick no bias", ``bias=True`` to add them). BN affine
-    parameters are trainable by default (``bn_affine=False`` drops them; HideNseek freezes them at
-    gamma=1, beta=0, which is the method's job). ``init``: "kaiming_relu" (default, [S]) or "pytorch".
+    layers have no bias by default (our choice where the paper is silent; ``bias=True`` adds
+    them). BN affine parameters are trainable by default (``bn_affine=False`` drops them;
+    HideNseek freezes them at gamma=1, beta=0, which is the method's job). ``init``:
+    "kaiming_relu" (default, the paper's) or "pytorch".
     62 classes: 1,124,640 conv + 1,728 BN + 1,179,648 + 262,144 + 31,744 + 62 = 2,599,966."""
     check_choice("init", init, INITS)
     layers, c = [], in_channels
@@ -72,9 +74,9 @@ def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine
     return model, (in_channels, image_size, image_size)
 
 
-# --------------------------------------------------------------------------------- spec 002
+# --------------------------------------------------------------------------------- FedDIP
 def build_alexnet_cifar(num_classes, in_channels, *, image_size=32):
-    """FedDIP's AlexNet variant for CIFAR-10 (spec 002 section 5.3), 23,272,266 parameters
+    """FedDIP's AlexNet variant for CIFAR-10 (the FedDIP paper), 23,272,266 parameters
     (23,262,912 prunable weights): conv 3->64, 3x3, stride 2, pad 1 -> ReLU -> maxpool 2 ->
     conv 64->192, 3x3, pad 1 -> ReLU -> maxpool 2 -> conv 192->384 -> ReLU -> conv 384->256 ->
     ReLU -> conv 256->256 -> ReLU -> maxpool 2 -> adaptive avg-pool 2x2 -> flatten 1024 ->
@@ -155,8 +157,8 @@ def _resnet_flags(norm, gn_groups, pool_kernel):
 
 
 def build_resnet18(num_classes, in_channels, *, norm="bn", gn_groups=2, pool_kernel=4):
-    """CIFAR ResNet-18, kuangliu style, with BatchNorm (spec 000 section 5.5 for CIFAR-10;
-    spec 002 section 5.3 for CIFAR-100, ~11.22 M parameters with 100 classes): Conv 3x3 (3->64,
+    """CIFAR ResNet-18, kuangliu style, with BatchNorm (the staleness paper for CIFAR-10;
+    the FedDIP paper for CIFAR-100, ~11.22 M parameters with 100 classes): Conv 3x3 (3->64,
     stride 1, pad 1, no bias) -> BN -> ReLU -> 4 stages of 2 BasicBlocks (64/128/256/512, strides
     1/2/2/2) -> 4x4 average pool -> Linear(512 -> num_classes). 11,173,962 parameters with 10
     classes, 11,220,132 with 100. ``norm="gn"`` swaps every BN for GroupNorm(gn_groups)."""
@@ -166,7 +168,7 @@ def build_resnet18(num_classes, in_channels, *, norm="bn", gn_groups=2, pool_ker
 
 
 def build_resnet18_gn(num_classes, in_channels, *, norm="gn", gn_groups=2, pool_kernel=3):
-    """FedAST's CIFAR-100 ResNet-18 with GroupNorm (spec 003 section 7; the second ``Net`` class of
+    """FedAST's CIFAR-100 ResNet-18 with GroupNorm (the FedAST paper; the second ``Net`` class of
     ``models/CIFAR-100/fl_model.py``, the one actually used): the CIFAR layout of ``resnet18`` with
     every norm = GroupNorm(2 groups) and the official code's average pool with kernel 3 on the 4x4
     map (so only its top-left 3x3 window reaches the classifier; ``pool_kernel=4`` averages all
@@ -179,9 +181,9 @@ def build_resnet18_gn(num_classes, in_channels, *, norm="gn", gn_groups=2, pool_
 def build_resnet18_imagenet(num_classes, in_channels, *, image_size=224, norm="bn", gn_groups=2,
                             pretrained=False):
     """torchvision's ImageNet-style ResNet-18 (7x7 stride-2 stem + max-pool, adaptive average pool):
-    the MDI model of spec 000 section 5.5 (ImageNet weights, head replaced by a 5-class one;
-    [R] 224x224 input) and, with ``norm="gn"``, FedDyn's GroupNorm(2) "Resnet18" named in spec 003
-    section 7. 11,179,077 parameters with 5 classes (11,689,512 - 1000*513 + 5*513).
+    the MDI model of the staleness paper (ImageNet weights, head replaced by a 5-class one;
+    224x224 input) and, with ``norm="gn"``, FedDyn's GroupNorm(2) "Resnet18" named by the
+    FedAST paper. 11,179,077 parameters with 5 classes (11,689,512 - 1000*513 + 5*513).
 
     ``pretrained=True`` loads torchvision's IMAGENET1K_V1 weights (BN, 3 channels only) from the torch
     hub cache, downloading them when online, and then replaces the head. The network is input-size

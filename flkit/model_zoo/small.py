@@ -2,7 +2,7 @@
 
 Each builder takes ``(num_classes, in_channels, **flags)`` and returns ``(module, input_shape)``,
 where ``input_shape`` is the shape of one sample the module expects (recorded for error messages).
-Section references are to the paper specs in ``shared/papers/``.
+Each model names the paper it follows.
 """
 from __future__ import annotations
 
@@ -53,16 +53,16 @@ INITS = ("kaiming_relu", "pytorch")
 
 def kaiming_relu_uniform_(module: nn.Module) -> nn.Module:
     """He et al. (2015) uniform init with the ReLU gain (bound sqrt(6 / fan_in)) for every
-    Conv2d/Linear weight; biases keep PyTorch's default. Spec 004 section 5.2 [S][R]."""
+    Conv2d/Linear weight; biases keep PyTorch's default (the HideNseek paper)."""
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.kaiming_uniform_(m.weight, nonlinearity="relu")
     return module
 
 
-# --------------------------------------------------------------------------------- spec 000
+# --------------------------------------------------------------------------------- staleness
 def build_cnn_mnist(num_classes, in_channels, *, image_size=28, dropout2d=False):
-    """Seed-000 "CNNMnist" LeNet variant (spec 000 section 5.5), 21,840 parameters on MNIST:
+    """The staleness paper's "CNNMnist" LeNet variant, 21,840 parameters on MNIST:
     Conv(1->10, 5x5) -> MaxPool 2 -> ReLU -> Conv(10->20, 5x5) -> Dropout2d(0.5) -> MaxPool 2 ->
     ReLU -> flatten 320 -> Linear(320->50) -> ReLU -> Dropout(0.5) -> Linear(50->10).
 
@@ -93,36 +93,36 @@ def _lenet5(num_classes, in_channels, image_size, padding, logit_relu, what):
 
 
 def build_lenet5_cifar(num_classes, in_channels, *, image_size=32, logit_relu=False):
-    """Seed-000 "CNNCifar" LeNet-5, 3x32x32 input (spec 000 section 5.5), used for the MNIST->SVHN
+    """The staleness paper's "CNNCifar" LeNet-5, 3x32x32 input, used for the MNIST->SVHN
     stream (MNIST converted to 3-channel 32x32): Conv(3->6, 5x5) -> ReLU -> MaxPool 2 ->
     Conv(6->16, 5x5) -> ReLU -> MaxPool 2 -> flatten 400 -> Linear(400->120) -> ReLU ->
-    Linear(120->84) -> ReLU -> Linear(84->10). 62,006 parameters (the spec gives no count:
+    Linear(120->84) -> ReLU -> Linear(84->10). 62,006 parameters (the paper gives no count:
     456 + 2,416 + 48,120 + 10,164 + 850). Log-softmax left out as in ``cnn_mnist``."""
     return _lenet5(num_classes, in_channels, image_size, 0, logit_relu, "lenet5_cifar")
 
 
 def build_lenet5_feddip(num_classes, in_channels, *, image_size=28, logit_relu=False):
-    """FedDIP's LeNet-5 for Fashion-MNIST (spec 002 section 5.3), 61,706 parameters (61,470
+    """FedDIP's LeNet-5 for Fashion-MNIST (the FedDIP paper), 61,706 parameters (61,470
     prunable weights): conv 1->6, 5x5, pad 2 -> ReLU -> maxpool 2 -> conv 6->16, 5x5 -> ReLU ->
     maxpool 2 -> flatten 400 -> FC 400->120 -> ReLU -> FC 120->84 -> ReLU -> FC 84->10."""
     return _lenet5(num_classes, in_channels, image_size, 2, logit_relu, "lenet5_feddip")
 
 
 def build_lenet5_fedast(num_classes, in_channels, *, image_size=28, logit_relu=True):
-    """FedAST's Fashion-MNIST LeNet-5 (spec 003 section 7, ``askinb/FedAST``), 44,426 parameters:
+    """FedAST's Fashion-MNIST LeNet-5 (the FedAST paper, ``askinb/FedAST``), 44,426 parameters:
     Conv2d(1, 6, 5) (no padding) -> ReLU -> MaxPool 2 -> Conv2d(6, 16, 5) -> ReLU -> MaxPool 2 ->
     flatten 256 -> Linear(256, 120) -> ReLU -> Linear(120, 84) -> ReLU -> Linear(84, 10) -> ReLU.
 
-    The ReLU on the logits is a quirk of the official code; spec 003 section 9 item 13 says to
-    reproduce such quirks for fidelity or document the deviation, so it is on by default
+    The ReLU on the logits is a quirk of the official code; we reproduce such quirks
+    for fidelity or document the deviation, so it is on by default
     (``logit_relu=True``); ``logit_relu=False`` gives plain logits."""
     return _lenet5(num_classes, in_channels, image_size, 0, logit_relu, "lenet5_fedast")
 
 
-# --------------------------------------------------------------------------------- spec 001
+# --------------------------------------------------------------------------------- STC projection
 def build_cnn3_mnist(num_classes, in_channels, *, image_size=28):
-    """Spec 001 section 4.3 [R] assumed "CNN with 3 convolutional layers" for MNIST (the paper
-    gives no detail; an assumption to record), d = 130,890: three blocks Conv(3x3, pad 1) -> ReLU ->
+    """Our reading of the STC-projection paper's "CNN with 3 convolutional layers" for MNIST
+    (the paper gives no detail; an assumption to record), d = 130,890: three blocks Conv(3x3, pad 1) -> ReLU ->
     MaxPool 2 with 32, 64, 64 channels (28 -> 14 -> 7 -> 3) -> flatten 576 -> Linear(576->128) ->
     ReLU -> Linear(128->10). No batch norm."""
     features = nn.Sequential(
@@ -134,9 +134,9 @@ def build_cnn3_mnist(num_classes, in_channels, *, image_size=28):
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
-# --------------------------------------------------------------------------------- spec 003
+# --------------------------------------------------------------------------------- FedAST
 def build_mlp_mnist(num_classes, in_channels, *, image_size=28):
-    """FedDyn's MNIST MLP as used by FedAST (spec 003 section 7), 199,210 parameters:
+    """FedDyn's MNIST MLP as used by FedAST (the FedAST paper), 199,210 parameters:
     flatten 28x28 -> Linear(784, 200) -> ReLU -> Linear(200, 200) -> ReLU -> Linear(200, 10).
     Input width = in_channels * image_size**2 (also accepts already flattened samples)."""
     check_range("image_size", image_size, 1)
@@ -147,7 +147,7 @@ def build_mlp_mnist(num_classes, in_channels, *, image_size=28):
 
 
 def build_cnn_cifar10(num_classes, in_channels, *, image_size=32):
-    """FedDyn's CIFAR-10 CNN as used by FedAST (spec 003 section 7), 797,962 parameters:
+    """FedDyn's CIFAR-10 CNN as used by FedAST (the FedAST paper), 797,962 parameters:
     Conv2d(3, 64, 5) -> ReLU -> MaxPool 2 -> Conv2d(64, 64, 5) -> ReLU -> MaxPool 2 -> flatten 1600
     -> Linear(1600, 384) -> ReLU -> Linear(384, 192) -> ReLU -> Linear(192, 10)."""
     features = nn.Sequential(
@@ -179,7 +179,7 @@ class CharLSTM(nn.Module):
 
 def build_lstm_shakespeare(num_classes, in_channels, *, seq_len=80, vocab_size=80, embed_dim=8,
                            hidden_size=100, num_layers=1):
-    """Shakespeare next-character LSTM of Async-HFL / FedAST (spec 003 section 7), 52,720
+    """Shakespeare next-character LSTM of Async-HFL / FedAST (the FedAST paper), 52,720
     parameters: Embedding(80, 8) -> LSTM(8 -> 100, 1 layer, batch_first) over the 80 steps ->
     Linear(100, 80) on the last step's output. ``num_layers=2`` gives the 2-layer stacked LSTM of
     LEAF/FedDyn named in the same section (FedDyn widths: 133,520 parameters).
@@ -197,15 +197,15 @@ def build_lstm_shakespeare(num_classes, in_channels, *, seq_len=80, vocab_size=8
     return CharLSTM(num_classes, vocab_size, embed_dim, hidden_size, num_layers), (seq_len,)
 
 
-# --------------------------------------------------------------------------------- spec 004
+# --------------------------------------------------------------------------------- HideNseek
 def build_mlp_har(num_classes, in_channels, *, bias=False, init="kaiming_relu"):
-    """HideNseek's HAR MLP (spec 004 section 5.2 [R]; widths not retrieved from the paper):
+    """HideNseek's HAR MLP (the HideNseek paper; widths not retrieved from the paper):
     1152 -> 512 -> 256 -> 128 -> 6 with ReLU, no BN. Feature extractor = the three hidden layers,
     classifier = the last Linear (``classifier[-1]``), which always has a bias.
 
-    Hidden-layer biases are not addressed by the paper (spec 004 section 8 item 10); the spec's
+    Hidden-layer biases are not addressed by the paper (the HideNseek paper); our
     choice "no bias" is the default (``bias=False``): 589,824 + 131,072 + 32,768 + 774 = 754,438
-    parameters. ``init="kaiming_relu"`` (default, spec [S][R]: Kaiming-uniform with the ReLU gain)
+    parameters. ``init="kaiming_relu"`` (default: Kaiming-uniform with the ReLU gain)
     or ``"pytorch"`` (PyTorch's default init). ``in_channels`` = input features (1152)."""
     check_choice("init", init, INITS)
     layers, widths = [], [in_channels, 512, 256, 128]
