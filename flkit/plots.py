@@ -87,7 +87,8 @@ def label_distribution(partition_indices, labels, num_classes: int, ax=None, nor
     """Heat map of how many samples of each class every client holds (clients on x, classes on y).
 
     The papers' Dirichlet figure (e.g. Fig. 10 of the staleness paper, Fig. 5 of HideNseek).
-    normalize=True shows each client's label proportions instead of counts; max_clients draws only the first clients.
+    normalize=True shows each client's label proportions instead of counts; max_clients draws only
+    the first clients.
     Returns the Axes.
     """
     from .partition import label_counts

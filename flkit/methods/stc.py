@@ -37,8 +37,8 @@ synchronise; a client that skipped rounds would also fetch the updates it missed
 as in the paper's per-round sizes); in round 1 the clients download the dense initial model.
 
 Options for the code variants the paper leaves open (our defaults first):
-``loss="before"`` (default, FedFV: loss of the received global model on the client's training data before local training) or
-``"during"`` (mean training loss of the local epoch); ``external_variant="paper"`` (default,
+``loss="before"`` (default, FedFV: loss of the received global model on the client's training
+data before local training) or ``"during"`` (mean training loss of the local epoch); ``external_variant="paper"`` (default,
 lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
 """
 from __future__ import annotations
