@@ -38,8 +38,8 @@ as in the paper's per-round sizes); in round 1 the clients download the dense in
 
 Options for the code variants the paper leaves open (our defaults first):
 ``loss="before"`` (default, FedFV: loss of the received global model on the client's training
-data before local training) or ``"during"`` (mean training loss of the local epoch); ``external_variant="paper"`` (default,
-lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
+data before local training) or ``"during"`` (mean training loss of the local epoch);
+``external_variant="paper"`` (default, lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
 """
 from __future__ import annotations
 

@@ -123,8 +123,8 @@ def build_lenet5_fedast(num_classes, in_channels, *, image_size=28, logit_relu=T
 def build_cnn3_mnist(num_classes, in_channels, *, image_size=28):
     """Our reading of the STC-projection paper's "CNN with 3 convolutional layers" for MNIST
     (the paper gives no detail; an assumption to record), d = 130,890: three blocks
-    Conv(3x3, pad 1) -> ReLU -> MaxPool 2 with 32, 64, 64 channels (28 -> 14 -> 7 -> 3) -> flatten 576 -> Linear(576->128) ->
-    ReLU -> Linear(128->10). No batch norm."""
+    Conv(3x3, pad 1) -> ReLU -> MaxPool 2 with 32, 64, 64 channels (28 -> 14 -> 7 -> 3) ->
+    flatten 576 -> Linear(576->128) -> ReLU -> Linear(128->10). No batch norm."""
     features = nn.Sequential(
         nn.Conv2d(in_channels, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
