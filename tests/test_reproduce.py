@@ -182,3 +182,12 @@ def test_reproduce_one_real_notebook_at_smoke(tmp_path, monkeypatch):
     assert "| | paper reports | we measured | claim holds? |" in md, \
         f"{name} recorded no results through flkit.report"
     assert (tmp_path / "runs" / "report.html").is_file()
+
+
+def test_default_notebooks_dir_is_the_checkouts(monkeypatch):
+    """Without $FLKIT_NOTEBOOKS the notebooks beside the flkit package are found, and the kernels
+    get the folder holding the flkit package on their PYTHONPATH."""
+    monkeypatch.delenv("FLKIT_NOTEBOOKS", raising=False)
+    root = Path(__file__).resolve().parent.parent
+    assert rp.default_notebooks_dir() == root / "notebooks"
+    assert (rp.SOURCE_ROOT / "flkit" / "__init__.py").is_file() and rp.SOURCE_ROOT == root

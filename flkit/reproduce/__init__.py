@@ -30,6 +30,7 @@ from .plan import (
     ENV_NOTEBOOKS,
     RESERVED_PARAMETERS,
     RUN_FILE,
+    SOURCE_ROOT,
     default_notebooks_dir,
     discover,
     match_notebook,
@@ -55,4 +56,5 @@ __all__ = [
     "ENV_NOTEBOOKS",
     "RESERVED_PARAMETERS",
     "RUN_FILE",
+    "SOURCE_ROOT",
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..report import RESULTS_FILE
 from ..store import save_text
-from .plan import RUN_FILE, cell_source, notebook_cells, plan
+from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells, plan
 from .render import failure_where, write_reports
 
 __all__ = ["reproduce", "reproduce_runs", "execute"]
@@ -46,7 +46,7 @@ def _run_one(run: dict) -> dict:
     _clean_run_dir(run_dir, run["notebook"])
     run_dir.mkdir(parents=True, exist_ok=True)
     output = run_dir / f"{run['notebook']}.ipynb"
-    pkg_root = str(Path(__file__).resolve().parent.parent)
+    pkg_root = str(SOURCE_ROOT)
     os.environ["FLKIT_REPORT_DIR"] = str(run_dir)
     if run.get("threads") and not os.environ.get("FLKIT_THREADS"):
         os.environ["FLKIT_THREADS"] = str(run["threads"])  # the kernel inherits it

@@ -15,6 +15,8 @@ from .. import presets
 from ..presets import unknown_choice
 from ..utils import FlkitError
 
+#: the folder holding the flkit package (a source checkout's root): on the kernels' PYTHONPATH
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
 RUN_FILE = "run.json"
 ENV_NOTEBOOKS = "FLKIT_NOTEBOOKS"
 RESERVED_PARAMETERS = ("preset", "seed")
@@ -31,6 +33,7 @@ __all__ = [
     "RUN_FILE",
     "ENV_NOTEBOOKS",
     "RESERVED_PARAMETERS",
+    "SOURCE_ROOT",
 ]
 
 
@@ -40,7 +43,7 @@ def default_notebooks_dir() -> Path:
     env = os.environ.get(ENV_NOTEBOOKS)
     if env:
         return Path(env)
-    beside = Path(__file__).resolve().parent.parent / "notebooks"
+    beside = SOURCE_ROOT / "notebooks"
     return beside if beside.is_dir() else Path("notebooks")
 
 
