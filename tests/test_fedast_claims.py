@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from flkit import metrics
-from flkit.studies import fedast_claims as C
+from flkit.papers.fedast import claims as C
 from flkit.utils import FlkitError
 
 
@@ -91,3 +91,47 @@ def test_dynamic_vs_static_claim():
     assert holds and list(tab.gain_pct.round(6)) == [5.0, 10.0] and "high: 10.0%" in ev
     assert not C.dynamic_vs_static(dvs(140.0))[1]      # 30 % is not a small margin
     assert not C.dynamic_vs_static(dvs(198.0))[1]      # 1 % < 5 %: does not grow
+
+
+def _act(gap_lo, gap_hi):
+    rows = []
+    for R, gap in ((2, gap_lo), (32, gap_hi)):
+        for s in (0, 1):
+            rows += [{"requests": R, "method": "fedast_d", "seed": s, "final_accuracy": 0.8},
+                     {"requests": R, "method": "nobuffer", "seed": s, "final_accuracy": 0.8 - gap}]
+    return pd.DataFrame(rows)
+
+
+def test_few_vs_many_active_thresholds():
+    holds, ev, lo, hi = C.few_vs_many_active(_act(0.01, 0.05))
+    assert holds and lo == pytest.approx(0.01) and hi == pytest.approx(0.05)
+    assert "+0.010 at R=2" in ev and "+0.050 at R=32" in ev
+    assert not C.few_vs_many_active(_act(0.04, 0.05))[0]                   # not equal when few
+    assert C.few_vs_many_active(_act(0.04, 0.05), equal_tol=0.05)[0]       # unless tolerated
+    assert not C.few_vs_many_active(_act(0.0, 0.005))[0]                   # gap too small
+    assert not C.few_vs_many_active(_act(0.02, 0.015), min_gap=0.001)[0]   # gap shrinks
+
+
+def _buf(acc_by_b):
+    return pd.DataFrame([{"buffer": b, "task": t, "seed": 0, "final_accuracy": a + d}
+                         for b, a in acc_by_b.items() for t, d in (("x", 0.0), ("y", 0.1))])
+
+
+def test_buffer_optimum_interior_or_edge():
+    holds, ev, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.7, 4: 0.6}))
+    assert holds and best == 2 and "2: 0.750" in ev          # mean of 0.7 and 0.8
+    holds, _, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.6, 4: 0.7}))
+    assert not holds and best == 4
+
+
+def test_k_tradeoff_and_best_k():
+    ksw = pd.DataFrame({"k": [2, 2, 6, 6, 10, 10], "seed": [0, 1] * 3,
+                        "rounds": [20, 22, 10, 12, 8, 8],
+                        "round_length": [1.0, 1.2, 2.0, 2.0, 3.0, 3.5],
+                        "time_to_target": [21.0, 27.0, 20.0, 24.0, None, None]})
+    holds, ev = C.k_tradeoff(ksw)
+    assert holds and "rounds at k=2: 21.0 vs k=10: 8.0" in ev
+    assert C.best_k(ksw) == 6                                   # 22 < 24; k=10 never reached
+    longer_not = ksw.assign(round_length=[3.0, 3.0, 2.0, 2.0, 3.0, 3.5])
+    assert not C.k_tradeoff(longer_not)[0]
+    assert C.best_k(ksw.assign(time_to_target=None)) is None

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ..methods import weighted_average
+from flkit.methods import weighted_average
 
 __all__ = ["reference_solution", "check_weighted_average", "check_or_reference", "cases"]
 
@@ -157,7 +157,7 @@ def check_or_reference(fn: Callable) -> bool:
         fn({n: v.clone() for n, v in stacked.items()}, weights.clone())
     except NotImplementedError:
         print("Note: your function is still the stub (raises NotImplementedError), so this cell checks\n"
-              "the worked solution flkit.exercises.primer.reference_solution instead. Fill in the stub\n"
+              "the worked solution flkit.papers.fl_primer.exercise.reference_solution instead. Fill in the stub\n"
               "above and re-run the cell to check your own code.")
         return check_weighted_average(reference_solution)
     except Exception:  # noqa: BLE001 - let the checker report the error with its hint

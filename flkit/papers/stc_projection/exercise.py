@@ -1,11 +1,11 @@
-"""Exercise of notebook 01: implement the ternarisation step of STC (spec 001, Algorithm 1).
+"""Exercise of notebook 01: implement the ternarisation step of STC (Algorithm 1 of the paper).
 
 The student writes ``ternarize(x, p)``: keep the k = max(ceil(n·p), 1) entries of largest
 magnitude, replace each by sign(x_i)·μ with μ the mean magnitude of the kept entries, zero the
 rest. :func:`check_ternarize` compares it with :func:`flkit.compress.stc` on random tensors and on
 the edge cases (ties, an all-zero tensor, p = 1, a single entry) and explains any difference::
 
-    from flkit.exercises.stc import check_ternarize
+    from flkit.papers.stc_projection.exercise import check_ternarize
     check_ternarize(ternarize)          # prints a verdict per case; returns a CheckResult
 
 It never raises on a wrong or unfinished answer (a notebook must run end to end); it raises
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..compress import num_kept, stc
-from ..utils import FlkitError
+from flkit.compress import num_kept, stc
+from flkit.utils import FlkitError
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""Verdicts of the FedAST paper's claims (spec 003 §8.1) from notebook 03's study results.
+"""Verdicts of the FedAST paper's claims from notebook 03's study results.
 
-Each function takes the tables the studies in `flkit.studies.fedast` return and gives
+Each function takes the tables the studies in `study.py` return and gives
 `(holds, evidence)`: holds is True only when the claim holds for every seed, evidence is the
 text shown beside the verdict. The thresholds are named parameters so a reader can see (and
 change) what "far slower" or "about equal" means here.
@@ -13,8 +13,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .. import metrics
-from .fedast import curves
+from flkit import metrics
+from .study import curves
 
 
 def _num(v) -> float | None:
@@ -38,7 +38,7 @@ def _near(x, y, rel: float) -> bool:
 
 def sync_variants(df: pd.DataFrame, seeds: Iterable[int], nomit_factor: float = 1.2,
                   near_rel: float = 0.3) -> dict[str, tuple[bool, str]]:
-    """Fig. 2 claims (8.1.1): FedAST before Sync-ST; Sync-ST without mitigation > nomit_factor x
+    """Fig. 2 claims: FedAST before Sync-ST; Sync-ST without mitigation > nomit_factor x
     slower; Sync-UCB-ST and Sync-Bayes-ST within near_rel of Sync-ST. Every seed."""
     seeds = list(seeds)
     t = {m: all_done_by_seed(df, m) for m in ("fedast_d", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes")}
@@ -52,8 +52,8 @@ def sync_variants(df: pd.DataFrame, seeds: Iterable[int], nomit_factor: float = 
 
 
 def gain_grows(gain_table: pd.DataFrame, seeds: Iterable[int]) -> tuple[bool, str]:
-    """Fig. 5 claim (8.1.2): for every seed the gain at the largest M exceeds the gain at the
-    smallest M (gain_table: `studies.fedast.gain_table` output, rows per seed and 'mean')."""
+    """Fig. 5 claim: for every seed the gain at the largest M exceeds the gain at the
+    smallest M (gain_table: `study.gain_table` output, rows per seed and 'mean')."""
     grow = []
     per_seed = gain_table[gain_table.seed != "mean"]
     for s in seeds:
@@ -72,7 +72,7 @@ def curve_noise(res) -> float:
 
 
 def nobuffer_noisier(fedast: dict, nobuffer: dict) -> tuple[bool, str]:
-    """Fig. 4 claim (8.1.4): NoBuffer's curve is noisier than FedAST's, every seed.
+    """Fig. 4 claim: NoBuffer's curve is noisier than FedAST's, every seed.
     fedast / nobuffer: {seed: SimResult}."""
     nz = {s: (curve_noise(fedast[s]), curve_noise(nobuffer[s])) for s in fedast}
     ev = "; ".join(f"seed {s}: FedAST {a:.4f}, NoBuffer {b:.4f}" for s, (a, b) in nz.items())
@@ -98,7 +98,7 @@ def requests_moved(res) -> bool:
 
 
 def heterogeneous(het_df: pd.DataFrame, fedast: dict, easy_task: str) -> dict:
-    """Figs. 6/7 claim (8.1.3) and numbers. het_df rows: method, seed, task, time (NaN: not reached);
+    """Figs. 6/7 claim and numbers. het_df rows: method, seed, task, time (NaN: not reached);
     fedast: {seed: SimResult of FedAST}. Returns the all-done times, per-seed and mean gains, the
     first task, and (holds, evidence)."""
     done = het_df.groupby(["method", "seed"]).time.apply(
@@ -119,7 +119,7 @@ def heterogeneous(het_df: pd.DataFrame, fedast: dict, easy_task: str) -> dict:
 
 
 def dynamic_vs_static(dvs: pd.DataFrame, max_small_gain: float = 20.0) -> tuple[pd.DataFrame, bool, str]:
-    """Figs. 21-26 claim (8.1.7): dynamic beats static by a small margin (<= max_small_gain %) that
+    """Figs. 21-26 claim: dynamic beats static by a small margin (<= max_small_gain %) that
     grows with target difficulty (levels in the order given, easiest first)."""
     rows = []
     for level, g in dvs.groupby("level", sort=False):
@@ -132,3 +132,46 @@ def dynamic_vs_static(dvs: pd.DataFrame, max_small_gain: float = 20.0) -> tuple[
     ev = ", ".join(f"{r['level']}: {r['gain_pct']:.1f}%" if r["gain_pct"] is not None else f"{r['level']}: n/a"
                    for r in rows)
     return pd.DataFrame(rows), bool(holds), ev
+
+
+def few_vs_many_active(act: pd.DataFrame, equal_tol: float = 0.03,
+                       min_gap: float = 0.01) -> tuple[bool, str, float, float]:
+    """Figs. 3/13 claim: FedAST ~ NoBuffer with few active clients (|accuracy gap| < equal_tol at
+    the fewest requests), NoBuffer falls behind with many (gap grows and exceeds min_gap at the
+    most requests). act: `study.active_sweep` output. Returns (holds, evidence, gap at fewest,
+    gap at most); gap = mean final accuracy of FedAST minus NoBuffer."""
+    m = act.groupby(["requests", "method"]).final_accuracy.mean().unstack()
+    lo, hi = m.index.min(), m.index.max()
+    gap_lo = float(m.loc[lo, "fedast_d"] - m.loc[lo, "nobuffer"])
+    gap_hi = float(m.loc[hi, "fedast_d"] - m.loc[hi, "nobuffer"])
+    holds = abs(gap_lo) < equal_tol and gap_hi > gap_lo and gap_hi > min_gap
+    ev = f"gap (FedAST − NoBuffer) {gap_lo:+.3f} at R={lo}, {gap_hi:+.3f} at R={hi}"
+    return bool(holds), ev, gap_lo, gap_hi
+
+
+def buffer_optimum(buf: pd.DataFrame) -> tuple[bool, str, int]:
+    """Figs. 8/9 claim: the buffer sweep has an interior optimum, i.e. the buffer with the best
+    mean final accuracy (over tasks and seeds) is neither the smallest nor the largest swept.
+    buf: `study.buffer_sweep` output. Returns (holds, evidence, best buffer)."""
+    score = buf.groupby("buffer").final_accuracy.mean()
+    best = int(score.idxmax())
+    holds = best not in (int(score.index.min()), int(score.index.max()))
+    ev = "mean final accuracy by b: " + ", ".join(f"{b}: {v:.3f}" for b, v in score.items())
+    return bool(holds), ev, best
+
+
+def k_tradeoff(ksw: pd.DataFrame) -> tuple[bool, str]:
+    """Figs. 10-12 claim: a larger first-k gives longer rounds (mean round length non-decreasing
+    in k) and fewer rounds (largest k needs fewer than smallest k). ksw: `study.k_sweep`."""
+    kt = ksw.groupby("k")[["rounds", "round_length"]].mean()
+    longer = bool(kt.round_length.is_monotonic_increasing)
+    fewer = bool(kt.rounds.iloc[-1] < kt.rounds.iloc[0])
+    ev = (f"round length increasing in k: {longer}; rounds at k={kt.index[0]}: "
+          f"{kt.rounds.iloc[0]:.1f} vs k={kt.index[-1]}: {kt.rounds.iloc[-1]:.1f}")
+    return longer and fewer, ev
+
+
+def best_k(ksw: pd.DataFrame) -> int | None:
+    """The k with the shortest mean time to target (None if no k reached it)."""
+    t = ksw.groupby("k").time_to_target.mean()
+    return int(t.idxmin()) if t.notna().any() else None

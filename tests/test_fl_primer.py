@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from flkit import data, presets
-from flkit.exercises import primer as ex
+from flkit.papers.fl_primer import exercise as ex
 from flkit.experiment import RunConfig, Setup
 from flkit.methods import weighted_average
-from flkit.studies import primer
+from flkit.papers.fl_primer import study as primer
 from flkit.train import LocalSpec
 from flkit.utils import FlkitError
 
@@ -218,7 +218,7 @@ def test_compare_runs_and_caches(tmp_path, syn):
 def test_figures_render_from_results_only():
     import matplotlib
     matplotlib.use("Agg")
-    from flkit.figures import primer as figs
+    from flkit.papers.fl_primer import figures as figs
     curves = pd.DataFrame({"run": ["A"] * 3 + ["B"] * 3, "round": [1, 2, 3] * 2,
                            "test_accuracy": [0.1, 0.5, 0.7, 0.1, 0.3, 0.4], "train_loss": [2, 1, 0.5, 2, 1.5, 1.0]})
     drift = pd.DataFrame({"mu": [0.0, 0.0, 1.0, 1.0], "client": [1, 2, 1, 2], "samples": [10, 20, 10, 20],
@@ -227,3 +227,32 @@ def test_figures_render_from_results_only():
     assert len(figs.fedprox(curves, ["A", "B"], drift_by_mu=drift).axes) == 2
     assert len(figs.drift_iid_vs_noniid(drift.assign(data=["x", "y", "x", "y"])).axes) == 2
     assert len(figs.partitions(torch.arange(10).repeat(20), 10, 5, [100.0, 0.1]).axes) >= 2
+
+
+# ------------------------------------------------------------------ claims on hand-built tables
+def test_claims_by_hand():
+    from flkit.papers.fl_primer import claims as C
+    final = pd.Series({"iid": 0.91, "dir": 0.85})
+    c = C.noniid_slows_fedavg(final, "iid", "dir", alpha=0.1, rounds=20)
+    assert c["holds"] is True and "gap 6.0 points" in c["evidence"] and not c["judge_at_smoke"]
+    assert C.noniid_slows_fedavg(final, "iid", "dir", 0.1, 20, min_gap=0.1)["holds"] is False
+    assert C.noniid_slows_fedavg(final[::-1].set_axis(["iid", "dir"]), "iid", "dir", 0.1,
+                                 20)["holds"] is False
+    cols = pd.MultiIndex.from_tuples([("dist_avg", "mean"), ("dist_avg", "std")])
+    summ = pd.DataFrame([[0.2, 0.0], [0.5, 0.0]], index=["IID", "Dir(0.1)"], columns=cols)
+    d = C.noniid_drifts_apart(summ, "IID", "Dir(0.1)")
+    assert d["holds"] is True and d["judge_at_smoke"] and "IID 0.200, non-IID 0.500" in d["evidence"]
+    assert C.noniid_drifts_apart(summ, "Dir(0.1)", "IID")["holds"] is False
+    # strictly decreasing in mu, whatever order the series comes in
+    assert C.prox_reduces_drift(pd.Series({1.0: 0.1, 0.0: 0.3, 0.1: 0.2}))["holds"] is True
+    assert C.prox_reduces_drift(pd.Series({0.0: 0.3, 0.1: 0.3, 1.0: 0.1}))["holds"] is False
+
+
+def test_same_curve_accepts_rounding_and_names_bad_rounds():
+    h = pd.DataFrame({"round": [1, 2, 3], "test_accuracy": [0.5, 0.6, 0.7]})
+    ok = primer.same_curve([0.5, 0.6001, 0.7], h)
+    assert ok["|difference|"].max() == pytest.approx(1e-4)
+    with pytest.raises(FlkitError, match=r"rounds \[2\]"):
+        primer.same_curve([0.5, 0.62, 0.7], h)
+    with pytest.raises(FlkitError, match="eval_every"):
+        primer.same_curve([0.5, 0.6], h)

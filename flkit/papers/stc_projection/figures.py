@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import compress, plots
+from flkit import compress, plots
 
 LABELS = {"fedavg": "FedAvg", "stc": "STC", "fedfv": "FedFV", "stc_pa": "STC-PA"}
 STYLES = {"fedavg": "-", "stc": "--", "fedfv": ":", "stc_pa": "-"}
@@ -65,7 +65,7 @@ def curves(results: dict, column: str = "client_acc_mean", ax=None, scale: float
            ylabel: str | None = None, title: str = "", target: float | None = None, methods=None):
     """Mean over seeds (line) and min–max over seeds (band) of ``column`` vs. round per method.
 
-    ``results``: {(method, seed): RunResult} from :func:`flkit.studies.stc.run_comparison`."""
+    ``results``: {(method, seed): RunResult} from :func:`flkit.papers.stc_projection.study.run_comparison`."""
     import pandas as pd
     ax = plots._new_ax(ax)
     methods = methods or list(dict.fromkeys(m for m, _ in results))

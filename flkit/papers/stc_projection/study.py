@@ -1,4 +1,4 @@
-"""Experiment drivers of notebook 01 (STC with projection aggregation, spec 001).
+"""Experiment drivers of notebook 01 (STC with projection aggregation).
 
 The notebook calls these; each is a thin loop over :func:`flkit.experiment.run` (cached on disk,
 keyed by the config) and plain pandas for the tables::
@@ -6,13 +6,14 @@ keyed by the config) and plain pandas for the tables::
     P = presets.load("01_stc_projection", "cpu")
     res = run_comparison(P, "mnist", seeds=[0, 1])          # {(method, seed): RunResult}
     tab = summary(res, P["mnist_target"])                     # one row per method and seed
-    table2(tab, "mnist", P)                                  # paper beside ours
-    claims(tab, "mnist", P)                                  # verdicts for the claims table
+    table2(tab, "mnist")                                     # paper beside ours
+    claims.record(report, tab, "mnist")                      # verdicts (claims.py)
 
 Measures (decided before looking at any result, stated in the notebook):
 
-* accuracy = the average per-client test accuracy ``client_acc_mean`` (spec 4.4 [R] protocol:
-  per-client accuracy = Σ_c π_i(c)·acc_c; π_i = client i's training label distribution);
+* accuracy = the average per-client test accuracy ``client_acc_mean`` (our protocol, see
+  README.md: per-client accuracy = Σ_c π_i(c)·acc_c; π_i = client i's training label
+  distribution);
 * rounds to target = first round whose ``client_acc_mean`` ≥ target (None: never reached);
 * variance = population variance of the per-client accuracies (percent², as the paper's
   "variance"; FedFV's plots actually show the standard deviation), averaged over the second half
@@ -28,12 +29,12 @@ import math
 
 import pandas as pd
 
-from .. import compress, metrics, models
-from ..experiment import RunConfig, Setup, run
-from ..papers import PAPERS
-from ..utils import FlkitError, check_choice
+from flkit import compress, metrics, models
+from flkit.experiment import RunConfig, Setup, run
+from flkit.utils import FlkitError, check_choice
 
-PAPER = PAPERS["001"]
+from .numbers import NUMBERS as PAPER
+
 PARTS = ("mnist", "cifar10")
 METHOD_LABELS = {"fedavg": "FedAvg", "stc": "STC", "fedfv": "FedFV", "stc_pa": "STC-PA"}
 PAPER_METHODS = ("fedavg", "stc", "stc_pa")
@@ -109,7 +110,7 @@ def run_comparison(P: dict, part: str, seeds, methods=None, device: str = "auto"
 
 
 def _cached(cfg: RunConfig, out_dir) -> bool:
-    from .. import store
+    from flkit import store
     return store.is_done(store.run_dir(out_dir, cfg.key(), prefix=cfg.method))
 
 
@@ -186,9 +187,9 @@ def by_method(tab: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- traffic (exact, from shapes)
 def worked_examples(p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, extra_models=()) -> pd.DataFrame:
-    """Per-round traffic per client and direction of VGG11* and the assumed MNIST CNN (the spec's
-    worked examples) plus ``extra_models`` (e.g. the model a reduced preset trains), FedAvg vs STC,
-    with the spec's numbers beside."""
+    """Per-round traffic per client and direction of VGG11* and the assumed MNIST CNN (the worked
+    examples of README.md) plus ``extra_models`` (e.g. the model a reduced preset trains), FedAvg vs STC,
+    with the worked examples' numbers beside."""
     rows = []
     for name in ("vgg11_star", "cnn3_mnist", *[m for m in extra_models if m not in ("vgg11_star", "cnn3_mnist")]):
         net = models.build(name)
@@ -201,14 +202,14 @@ def worked_examples(p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, ext
                      "STC Mbit": round(t.loc["STC", "up_bits"] / 1e6, 3),
                      "factor": round(float(t.loc["STC", "factor"]), 1),
                      "counter": counter,
-                     "spec: FedAvg": compress.format_bytes(ref["fedavg_bytes"]) if ref else "",
-                     "spec: STC": compress.format_bytes(ref["stc_bytes"]) if ref else "",
+                     "worked example: FedAvg": compress.format_bytes(ref["fedavg_bytes"]) if ref else "",
+                     "worked example: STC": compress.format_bytes(ref["stc_bytes"]) if ref else "",
                      "paper factor": {"vgg11_star": PAPER["compression_factor"]["cifar10"],
                                       "cnn3_mnist": PAPER["compression_factor"]["mnist"]}.get(name)})
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- Table 2 and claims
+# --------------------------------------------------------------------------- Table 2
 def table2(tab: pd.DataFrame, part: str) -> pd.DataFrame:
     """Table 2 for one dataset: paper's rounds to target and compression factor beside ours."""
     check_choice("part", part, PARTS)
@@ -229,74 +230,6 @@ def table2(tab: pd.DataFrame, part: str) -> pd.DataFrame:
                      "ours: up / client": compress.format_bytes(g["up_bytes"].mean()),
                      "ours: down / client": compress.format_bytes(g["down_bytes"].mean())})
     return pd.DataFrame(rows)
-
-
-def _r(v, rounds):
-    return math.inf if v is None or pd.isna(v) else v
-
-
-def claims(tab: pd.DataFrame, part: str, model: str | None = None, tolerance: float = 0.10) -> list[dict]:
-    """The paper's claims for one dataset, with verdicts from ``summary`` rows (all seeds).
-
-    A claim holds when it holds in every seed; the evidence lists the per-seed numbers. Verdict
-    None (inconclusive) when no method reached the target (rounds claim)."""
-    check_choice("part", part, PARTS)
-    seeds = sorted(set(tab.seed))
-    name = "MNIST" if part == "mnist" else "CIFAR-10"
-    fig_acc, fig_var = ("Fig. 3", "Fig. 4") if part == "mnist" else ("Fig. 5", "Fig. 6")
-    out = []
-
-    def val(m, s, col):
-        row = tab[(tab.method == m) & (tab.seed == s)]
-        return None if row.empty else row[col].iloc[0]
-
-    # 1. traffic
-    paper_f = PAPER["compression_factor"][part]
-    fs = [f for f in tab[tab.method.isin(["stc", "stc_pa"])]["factor_up"].tolist() +
-          tab[tab.method.isin(["stc", "stc_pa"])]["factor_down"].tolist() if f == f]
-    if fs:
-        ok = all(abs(f - paper_f) / paper_f <= tolerance for f in fs)
-        out.append(dict(text=f"{name}: STC / STC-PA per-round traffic ≈ {paper_f:g}× below FedAvg "
-                        f"(within {tolerance:.0%})", holds=ok,
-                        evidence=f"measured factors {min(fs):.1f}–{max(fs):.1f}× (up and down, "
-                        f"{model or 'model'}, simulator counter)", paper="Table 2"))
-    # 2. rounds to target
-    target = float(tab["target"].iloc[0])
-    verdicts, ev = [], []
-    for s in seeds:
-        r = {m: val(m, s, "rounds_to_target") for m in PAPER_METHODS}
-        ev.append(f"seed {s}: " + ", ".join(f"{METHOD_LABELS[m]} {'—' if r[m] is None or pd.isna(r[m]) else int(r[m])}"
-                                            for m in PAPER_METHODS))
-        if all(r[m] is None or pd.isna(r[m]) for m in PAPER_METHODS):
-            verdicts.append(None)
-        else:
-            R = {m: _r(r[m], 0) for m in PAPER_METHODS}
-            verdicts.append(R["stc_pa"] < R["stc"] and R["stc_pa"] <= R["fedavg"])
-    holds = None if all(v is None for v in verdicts) else all(bool(v) for v in verdicts)
-    reason = "" if holds is not None else f"; no method reached {target:.0%} at this scale"
-    out.append(dict(text=f"{name}: STC-PA reaches {target:.0%} in fewer rounds than STC and no later than FedAvg",
-                    holds=holds, evidence="; ".join(ev) + " (— = not reached)" + reason, paper="Table 2"))
-    # 3. variance
-    ev, ok = [], []
-    for s in seeds:
-        v = {m: val(m, s, "variance") for m in PAPER_METHODS}
-        ok.append(min(v, key=lambda m: v[m]) == "stc_pa")
-        ev.append(f"seed {s}: " + ", ".join(f"{METHOD_LABELS[m]} {v[m]:.0f}" for m in PAPER_METHODS))
-    out.append(dict(text=f"{name}: STC-PA has the lowest across-client accuracy variance",
-                    holds=all(ok), evidence="variance %², 2nd half of rounds — " + "; ".join(ev)
-                    + f" ({sum(ok)}/{len(ok)} seeds)", paper=fig_var))
-    # 4. oscillation STC vs FedAvg, and STC-PA vs STC
-    for a, b, text in (("stc", "fedavg", "STC oscillates more than FedAvg"),
-                       ("stc_pa", "stc", "STC-PA oscillates less than STC")):
-        ev, ok = [], []
-        for s in seeds:
-            oa, ob = val(a, s, "oscillation"), val(b, s, "oscillation")
-            ok.append(oa > ob if a == "stc" else oa < ob)
-            ev.append(f"seed {s}: {METHOD_LABELS[a]} {oa:.2f} vs {METHOD_LABELS[b]} {ob:.2f}")
-        out.append(dict(text=f"{name}: {text} (non-IID, 2 shards)", holds=all(ok),
-                        evidence="mean |Δacc| in points, 2nd half — " + "; ".join(ev)
-                        + f" ({sum(ok)}/{len(ok)} seeds)", paper=fig_acc))
-    return out
 
 
 # --------------------------------------------------------------------------- ablation
@@ -333,9 +266,9 @@ def layer_update(P: dict, seed: int = 0, device: str = "auto", part: str = "mnis
     """A real layer update for Fig. 1: one client's pseudo-gradient w_before − w_after after one
     local epoch from the initial model, for the model's largest weight tensor.
     Returns (parameter name, update tensor)."""
-    from ..state import broadcast_state, model_state, param_names
-    from ..train import train_clients
-    from ..utils import derive_seed
+    from flkit.state import broadcast_state, model_state, param_names
+    from flkit.train import train_clients
+    from flkit.utils import derive_seed
     cfg = config(P, part, "fedavg", seed, device)
     su = su or Setup.build(cfg)
     start = broadcast_state(model_state(su.model), 1)
@@ -348,7 +281,7 @@ def layer_update(P: dict, seed: int = 0, device: str = "auto", part: str = "mnis
 
 # --------------------------------------------------------------------------- notebook helpers
 def describe(P: dict, seeds) -> str:
-    """Markdown: what this preset runs, and how it differs from the paper's settings (spec 4.5)."""
+    """Markdown: what this preset runs, and how it differs from the paper preset."""
     ref = _paper_preset()
     lines = [f"**Preset `{getattr(P, 'name', '?')}`** — seeds {list(seeds)} "
              f"(CIFAR-10: {list(seeds)[:int(P['cifar10_seeds'])]}); p = {P['p']}, α = {P['alpha']}, "
@@ -368,12 +301,12 @@ def describe(P: dict, seeds) -> str:
             row += [fmt(here) + mark, fmt(paper) if paper is not None else "?"]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
-    lines.append("⚠ = scaled down from the paper preset (spec 4.5 / 6.1) to fit the CPU budget.")
+    lines.append("⚠ = scaled down from the paper preset to fit the CPU budget (README.md).")
     return "\n".join(lines)
 
 
 def _paper_preset():
-    from .. import presets
+    from flkit import presets
     try:
         return dict(presets.load("01_stc_projection", "paper"))
     except FlkitError:  # pragma: no cover
@@ -381,7 +314,7 @@ def _paper_preset():
 
 
 def record_traffic(report, wx: pd.DataFrame) -> None:
-    """Worked-example traffic of the spec's two models into the report (exact, from shapes)."""
+    """Worked-example traffic of the paper's two models into the report (exact, from shapes)."""
     for _, r in wx.iterrows():
         ref = PAPER["worked_example"].get(r["model"])
         if not ref:
@@ -394,37 +327,26 @@ def record_traffic(report, wx: pd.DataFrame) -> None:
                       paper=r["paper factor"], unit="x")
 
 
-def record(report, tab: pd.DataFrame, part: str, conclusive: bool = True, model: str | None = None,
-           reason: str = "") -> pd.DataFrame:
-    """Numbers (Table 2 rows) and claim verdicts of one dataset into the report; returns the
-    claims as a DataFrame. ``conclusive=False`` (smoke) records every verdict as None."""
+def record_numbers(report, tab: pd.DataFrame, part: str) -> None:
+    """Table 2 rows of one dataset into the report: rounds to target, variance, final accuracy,
+    traffic factor (the verdicts are ``claims.record``)."""
     name = "MNIST" if part == "mnist" else "CIFAR-10"
     target = float(tab["target"].iloc[0])
     for m in tab.method.unique():
         g = tab[tab.method == m]
         reached = g["rounds_to_target"].dropna()
-        paper_r = PAPER["rounds_to_target"][part].get(m)
-        report.number(f"{name}: rounds to {target:.0%} ({METHOD_LABELS[m]}, mean of seeds that reached it)",
-                      float(reached.mean()) if len(reached) else None, paper=paper_r, unit="rounds",
-                      note=f"{len(reached)}/{len(g)} seeds reached the target"
-                           + (f"; paper target {PAPER['target'][part]:.0%}" if target != PAPER["target"][part] else ""))
-        report.number(f"{name}: across-client variance, 2nd half ({METHOD_LABELS[m]})", float(g["variance"].mean()),
-                      unit="%²")
-        report.number(f"{name}: final average client accuracy ({METHOD_LABELS[m]})", float(g["final_acc"].mean()),
-                      unit="%")
+        label = METHOD_LABELS[m]
+        other = (f"; paper target {PAPER['target'][part]:.0%}"
+                 if target != PAPER["target"][part] else "")
+        report.number(f"{name}: rounds to {target:.0%} ({label}, mean of seeds that reached it)",
+                      float(reached.mean()) if len(reached) else None,
+                      paper=PAPER["rounds_to_target"][part].get(m), unit="rounds",
+                      note=f"{len(reached)}/{len(g)} seeds reached the target" + other)
+        report.number(f"{name}: across-client variance, 2nd half ({label})",
+                      float(g["variance"].mean()), unit="%²")
+        report.number(f"{name}: final average client accuracy ({label})",
+                      float(g["final_acc"].mean()), unit="%")
         if m in ("stc", "stc_pa"):
-            report.number(f"{name}: per-round traffic factor vs FedAvg, up ({METHOD_LABELS[m]})",
-                          float(g["factor_up"].mean()), paper=PAPER["compression_factor"][part], unit="x")
-    rows = []
-    for c in claims(tab, part, model):
-        exact = "traffic" in c["text"]            # exact, independent of training: always judged
-        holds, ev = c["holds"], c["evidence"]
-        if not conclusive and not exact:
-            face = {True: "it holds", False: "it does not hold", None: "it cannot be judged either"}[holds]
-            holds = None
-            ev += f" — inconclusive at this preset ({reason or 'too short to judge'}); at face value {face}"
-        elif reason and holds is not True and not exact:
-            ev += f" — note: {reason}"
-        report.claim(c["text"], holds=holds, evidence=ev, paper=c["paper"])
-        rows.append({"claim": c["text"], "holds": holds, "evidence": ev, "paper": c["paper"]})
-    return pd.DataFrame(rows)
+            report.number(f"{name}: per-round traffic factor vs FedAvg, up ({label})",
+                          float(g["factor_up"].mean()), paper=PAPER["compression_factor"][part],
+                          unit="x")

@@ -12,9 +12,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import metrics
-from ..methods import fedast as F
-from ..utils import FlkitError
+from flkit import metrics
+from flkit.methods import fedast as F
+from flkit.utils import FlkitError
 
 __all__ = ["base", "identical", "heterogeneous", "summarize", "events", "staleness", "curves",
            "compare_methods", "gain_table", "active_sweep", "buffer_sweep", "k_sweep", "het_compare",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..plots import COLORS, _new_ax, color_for
-from ..studies import fedast as S
+from flkit.plots import COLORS, _new_ax, color_for
+from . import study as S
 
 __all__ = ["queue_timeline", "accuracy_curves", "gain_bars", "staleness_hist", "sweep_plot", "het_bars"]
 

@@ -18,11 +18,11 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
-from .. import data as data_mod
-from .. import methods, partition as part_mod
-from ..experiment import RunConfig, RunResult, Setup, run, sample_clients
-from ..state import flatten, param_names
-from ..utils import FlkitError, check_range
+from flkit import data as data_mod
+from flkit import methods, partition as part_mod
+from flkit.experiment import RunConfig, RunResult, Setup, run, sample_clients
+from flkit.state import flatten, param_names
+from flkit.utils import FlkitError, check_range
 
 __all__ = ["load_data", "configs", "label_iid", "label_noniid", "label_fedprox", "setup_for", "run_all",
            "histories", "compare", "final_accuracy", "probe_clients", "client_drift", "drift_by_partition",
@@ -74,7 +74,7 @@ def setup_for(cfg: RunConfig, ds=None) -> Setup:
 def run_all(cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True,
             out_dir=None) -> dict[str, RunResult]:
     """`flkit.experiment.run` for every config (a cached run loads from disk, no setup is built)."""
-    from .. import store
+    from flkit import store
     from tqdm.auto import tqdm
     results = {}
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
@@ -193,7 +193,7 @@ def repartition(labels, num_clients: int, alpha: float, seed: int = 0, num_class
 def draw_partition(labels, num_classes: int, num_clients: int, alpha: float, seed: int = 0, ax=None,
                    max_clients: int | None = 50, colorbar: bool = True):
     """Label heat map (share of each class in every client's data) of a Dirichlet(alpha) split."""
-    from .. import plots
+    from flkit import plots
     parts, _, s = repartition(labels, num_clients, alpha, seed, num_classes)
     shown = min(len(parts), max_clients or len(parts))
     title = (f"Dir(α={alpha:.3g}): {s['classes_per_client_mean']:.1f} classes/client, "
@@ -211,7 +211,7 @@ def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, al
     nbval) it simply renders its initial state."""
     import ipywidgets as W
     import matplotlib.pyplot as plt
-    from .. import plots
+    from flkit import plots
 
     labels = torch.as_tensor(labels).detach().cpu()
     slider = W.FloatLogSlider(value=float(alpha), base=10, min=-2, max=2, step=0.05, description="alpha",
@@ -231,3 +231,25 @@ def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, al
     box = W.VBox([slider, out])
     box.redraw = redraw  # for tests / scripted use
     return box
+
+
+# ------------------------------------------------------------------------------ from scratch
+def same_curve(scratch: Sequence[float], history: pd.DataFrame, tol: float = 1e-3) -> pd.DataFrame:
+    """The from-scratch FedAvg accuracy curve beside flkit's (one value per round, both evaluated
+    every round): columns round, from scratch, flkit, |difference|. FlkitError naming the rounds
+    that differ by more than ``tol`` (accuracy as a fraction). Batched training adds the same
+    numbers in another order, so float rounding can flip the odd test image near a decision
+    boundary: ``tol`` allows ten images in 10,000."""
+    check_range("tol", tol, 0)
+    ev = history.dropna(subset=["test_accuracy"])
+    if len(ev) != len(scratch):
+        raise FlkitError(f"the flkit run has {len(ev)} evaluations, the scratch curve "
+                         f"{len(scratch)} points; accepted: eval_every = 1 and the same rounds")
+    out = pd.DataFrame({"round": ev["round"].to_numpy(), "from scratch": list(scratch),
+                        "flkit": ev["test_accuracy"].to_numpy()})
+    out["|difference|"] = (out["from scratch"] - out["flkit"]).abs()
+    bad = out[out["|difference|"] > tol]
+    if len(bad):
+        raise FlkitError(f"the from-scratch FedAvg differs from flkit by more than tol={tol} in "
+                         f"rounds {bad['round'].tolist()}:\n{bad.to_string(index=False)}")
+    return out

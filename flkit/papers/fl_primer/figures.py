@@ -5,7 +5,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from .. import plots
+from flkit import plots
 
 
 def _curve(ax, curves: pd.DataFrame, label: str, column: str, **kw):
@@ -17,7 +17,7 @@ def partitions(labels, num_classes: int, num_clients: int, alphas: Sequence[floa
                max_clients: int | None = 50):
     """One label heat map per alpha, stacked (the static version of the alpha slider)."""
     import matplotlib.pyplot as plt
-    from ..studies.primer import draw_partition
+    from .study import draw_partition
     with plots.style():
         fig, axes = plt.subplots(len(alphas), 1, figsize=(8.0, 2.4 * len(alphas)), squeeze=False)
         for ax, a in zip(axes[:, 0], alphas):
