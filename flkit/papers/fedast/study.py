@@ -1,7 +1,7 @@
 """Sweeps and comparisons behind notebook 03 (FedAST). Every run goes through
 :func:`flkit.methods.fedast.run`, so each is cached on disk by its configuration hash.
 
-All functions take the notebook's preset dict ``P`` (see ``flkit/presets/03_fedast.toml``) and
+All functions take the notebook's preset dict ``P`` (``preset.toml`` beside this file) and
 return plain pandas DataFrames; figures read those frames and never re-run training.
 """
 from __future__ import annotations
