@@ -1,4 +1,5 @@
 """The FedAST exercise checker: right, wrong with the right hint, and never "right" untouched."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ def test_reference_by_hand():
 def test_stub_is_not_attempted(capsys):
     def stub(updates):
         raise NotImplementedError
+
     assert ex.check_dispersion(stub) is None
     out = capsys.readouterr().out
     assert "not attempted yet" in out and "right" not in out
@@ -27,7 +29,7 @@ def test_right_and_wrong_answers(capsys):
     assert ex.check_dispersion(ex.reference_solution) is True
     assert "right" in capsys.readouterr().out
 
-    def no_k(updates):                  # forgets the 1/K
+    def no_k(updates):  # forgets the 1/K
         X = torch.stack(updates).double()
         m = X.mean(0)
         return float(((X - m) ** 2).sum() / (m @ m)) if float(m @ m) else math.inf
@@ -37,5 +39,6 @@ def test_right_and_wrong_answers(capsys):
 
     def crashes(updates):
         return 1 / 0
+
     assert ex.check_dispersion(crashes) is False
     assert "ZeroDivisionError" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """Layout: one folder per paper with the same seven files, one folder per notebook, and a
 template that is valid but never taken for a paper."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,10 +13,21 @@ from flkit import presets
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = ROOT / "flkit" / "papers"
-SEVEN = ("__init__.py", "preset.toml", "numbers.py", "study.py", "claims.py", "figures.py",
-         "exercise.py", "README.md")  # the package marker plus the seven files of a paper
-FOLDERS = sorted(p for p in PAPERS.iterdir() if p.is_dir() and not p.name.startswith("_")
-                 and p.name != "__pycache__")
+SEVEN = (
+    "__init__.py",
+    "preset.toml",
+    "numbers.py",
+    "study.py",
+    "claims.py",
+    "figures.py",
+    "exercise.py",
+    "README.md",
+)  # the package marker plus the seven files of a paper
+FOLDERS = sorted(
+    p
+    for p in PAPERS.iterdir()
+    if p.is_dir() and not p.name.startswith("_") and p.name != "__pycache__"
+)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -39,8 +51,9 @@ def test_every_notebook_has_its_folder(nb):
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_every_folder_has_its_notebook(folder):
-    assert [nb for nb in NOTEBOOKS if nb.stem[3:] == folder.name], \
+    assert [nb for nb in NOTEBOOKS if nb.stem[3:] == folder.name], (
         f"flkit/papers/{folder.name}/ has no notebooks/NN_{folder.name}.ipynb"
+    )
 
 
 def test_template_is_valid_but_not_a_paper(monkeypatch):
@@ -62,11 +75,12 @@ def test_template_exercise_and_claims_behave():
     def stub(x):
         raise NotImplementedError
 
-    assert exercise.check(stub, verbose=False) is None          # never "right" when untouched
+    assert exercise.check(stub, verbose=False) is None  # never "right" when untouched
     assert exercise.check(lambda x: x, verbose=False) is True
     assert exercise.check(lambda x: x + 1, verbose=False) is False
-    final = pd.DataFrame({"method": ["a", "b", "a", "b"], "seed": [0, 0, 1, 1],
-                          "accuracy": [0.9, 0.8, 0.7, 0.75]})
+    final = pd.DataFrame(
+        {"method": ["a", "b", "a", "b"], "seed": [0, 0, 1, 1], "accuracy": [0.9, 0.8, 0.7, 0.75]}
+    )
     holds, ev = claims.beats(final, "a", "b")
     assert holds is False and "seed 1: a 0.700 vs b 0.750" in ev
     assert claims.beats(final[final.seed == 0], "a", "b")[0] is True
@@ -75,5 +89,6 @@ def test_template_exercise_and_claims_behave():
 
 def test_papers_package_holds_no_data():
     import flkit.papers as papers
+
     public = [n for n in vars(papers) if not n.startswith("_")]
     assert "PAPERS" not in public and "get" not in public

@@ -5,6 +5,7 @@ named parameters, so a reader sees what "about equal" means here. Test every fun
 hand-built tables (tests/test_<slug>_claims.py). Do not special-case the smoke preset here:
 ``flkit.report.Report.claim`` records verdicts as inconclusive at ``smoke``.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -15,6 +16,8 @@ def beats(final: pd.DataFrame, better: str, worse: str, margin: float = 0.0) -> 
     ``final``: one row per (method, seed) with column ``accuracy``."""
     acc = final.pivot_table(index="seed", columns="method", values="accuracy")
     gap = acc[better] - acc[worse]
-    ev = "; ".join(f"seed {s}: {better} {acc.loc[s, better]:.3f} vs {worse} {acc.loc[s, worse]:.3f}"
-                   for s in acc.index)
+    ev = "; ".join(
+        f"seed {s}: {better} {acc.loc[s, better]:.3f} vs {worse} {acc.loc[s, worse]:.3f}"
+        for s in acc.index
+    )
     return bool((gap > margin).all()), ev

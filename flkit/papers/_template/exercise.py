@@ -4,6 +4,7 @@
 a mismatch in words. An untouched stub (raising NotImplementedError) prints "not attempted yet",
 never "right".
 """
+
 from __future__ import annotations
 
 import torch

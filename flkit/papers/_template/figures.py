@@ -1,5 +1,6 @@
 """Figures of notebook NN_<slug>. They read result tables and never train; each takes
 ``ax=None`` and returns the Figure (or Axes), in the house style of ``flkit.plots``."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,6 +11,7 @@ from flkit import plots
 def accuracy_curves(curves: pd.DataFrame, column: str = "test_accuracy"):
     """One line per method (seed mean) of ``column`` against the round."""
     import matplotlib.pyplot as plt
+
     with plots.style():
         fig, ax = plt.subplots(figsize=(6, 3.5))
         for m, g in curves.groupby("method", sort=False):

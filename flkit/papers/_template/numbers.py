@@ -4,6 +4,7 @@
 figure, section); ``None`` means the paper does not give it; a value we compute from printed ones
 says "derived" and how.
 """
+
 from __future__ import annotations
 
 TITLE = "<paper title>"

@@ -4,6 +4,7 @@
 Nothing here implements the algorithm: that is a method family in ``flkit/methods/`` (or a
 building block elsewhere in the library). Nothing here judges a claim: that is ``claims.py``.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,9 +14,14 @@ from flkit.experiment import RunConfig, run
 
 def config(P: dict, method: str, seed: int, device: str = "auto") -> RunConfig:
     """The RunConfig of one method at the preset ``P``."""
-    return RunConfig(method=method, dataset=P["dataset"], rounds=int(P["rounds"]),
-                     dataset_kwargs={"train_subset": int(P["train_subset"])}
-                     if P["train_subset"] else {}, seed=int(seed), device=device)
+    return RunConfig(
+        method=method,
+        dataset=P["dataset"],
+        rounds=int(P["rounds"]),
+        dataset_kwargs={"train_subset": int(P["train_subset"])} if P["train_subset"] else {},
+        seed=int(seed),
+        device=device,
+    )
 
 
 def compare(P: dict, methods, seeds, device: str = "auto") -> pd.DataFrame:

@@ -13,6 +13,7 @@ An untouched stub (raising NotImplementedError) prints "not attempted yet", neve
     from flkit.papers.fedast.exercise import check_dispersion
     check_dispersion(my_dispersion)      # True / False, or None when not attempted
 """
+
 from __future__ import annotations
 
 import math
@@ -35,16 +36,20 @@ def cases(seed: int = 0) -> list[tuple[str, list[torch.Tensor]]]:
         ("3 identical updates (dispersion 0)", [base.clone() for _ in range(3)]),
         ("a single update (dispersion 0)", [base.clone()]),
         ("two updates that cancel (mean 0: infinite)", [base.clone(), -base.clone()]),
-        ("updates around a common direction", [base + 0.1 * torch.randn(20, generator=g)
-                                               for _ in range(5)]),
-        ("one update 10x larger than the others",
-         [torch.randn(30, generator=g) * (10.0 if i == 0 else 1.0) for i in range(4)]),
+        (
+            "updates around a common direction",
+            [base + 0.1 * torch.randn(20, generator=g) for _ in range(5)],
+        ),
+        (
+            "one update 10x larger than the others",
+            [torch.randn(30, generator=g) * (10.0 if i == 0 else 1.0) for i in range(4)],
+        ),
     ]
 
 
 def reference_solution(updates):
     """Σ_k ||u_k − ū||² / (K ||ū||²), in float64."""
-    X = torch.stack([u.double().flatten() for u in updates])      # [K, d]
+    X = torch.stack([u.double().flatten() for u in updates])  # [K, d]
     mean = X.mean(0)
     num = float(((X - mean) ** 2).sum())
     den = len(updates) * float(mean @ mean)
@@ -88,13 +93,19 @@ def check_dispersion(fn: Callable, verbose: bool = True):
             ok_all = False
             lines.append(f"FAIL  {name}: raised {type(e).__name__}: {e}")
             continue
-        same = (math.isinf(want) and math.isinf(got)) or \
-            (not math.isinf(want) and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12))
+        same = (math.isinf(want) and math.isinf(got)) or (
+            not math.isinf(want) and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-12)
+        )
         ok_all &= same
-        lines.append(f"{'PASS' if same else 'FAIL'}  {name}" +
-                     ("" if same else ": " + _hint(name, got, want, updates)))
+        lines.append(
+            f"{'PASS' if same else 'FAIL'}  {name}"
+            + ("" if same else ": " + _hint(name, got, want, updates))
+        )
     if verbose:
         print("\n".join(lines))
-        print("right: every case agrees with flkit's normalized_dispersion" if ok_all
-              else "wrong: see the failing cases above")
+        print(
+            "right: every case agrees with flkit's normalized_dispersion"
+            if ok_all
+            else "wrong: see the failing cases above"
+        )
     return ok_all

@@ -5,10 +5,13 @@ Learning", Computer Systems & Applications 31(10):199-205, 2022. Every entry say
 it comes from; ``None`` means the paper does not give it. Values we derive ourselves (not printed
 in the paper) are marked "derived" and say how.
 """
+
 from __future__ import annotations
 
-TITLE = ("Gradient Compression Algorithm for Improving Communication Efficiency of Federated "
-         "Learning (STC with projection aggregation, STC-PA)")
+TITLE = (
+    "Gradient Compression Algorithm for Improving Communication Efficiency of Federated "
+    "Learning (STC with projection aggregation, STC-PA)"
+)
 CITATION = "Tian Jin-Xiao, Computer Systems & Applications 31(10):199-205, 2022"
 
 NUMBERS: dict = {
@@ -39,13 +42,20 @@ NUMBERS: dict = {
     # simulator's bit counter, from the parameter counts of the two models (README.md, "Models")
     # (d x 32 bits for FedAvg); the paper prints only the factors above
     "worked_example": {
-        "vgg11_star": {"params": 865_482, "fedavg_bytes": 3.46e6, "fedavg_mbit": 27.70,
-                       "stc_mbit": 0.585, "stc_bytes": 73e3, "factor": 47.4},
+        "vgg11_star": {
+            "params": 865_482,
+            "fedavg_bytes": 3.46e6,
+            "fedavg_mbit": 27.70,
+            "stc_mbit": 0.585,
+            "stc_bytes": 73e3,
+            "factor": 47.4,
+        },
         "cnn3_mnist": {"params": 130_890, "fedavg_bytes": 0.52e6, "stc_bytes": 11e3},
     },
-    # derived: Golomb position code of STC (the STC paper's formula, Sattler et al. 2019): p -> (b*, mean
+    # derived: Golomb position code of STC (the STC paper's formula, Sattler et al. 2019):
+    # p -> (b*, mean
     # bits per position)
     "golomb": {0.1: (3, 4.756), 0.05: (4, 5.786), 0.01: (6, 8.108), 0.0025: (8, 10.114)},
-    "factor_paper_formula_p01": 55.6,      # derived: 32 / (0.1 x (4.756 + 1)), mu not counted
+    "factor_paper_formula_p01": 55.6,  # derived: 32 / (0.1 x (4.756 + 1)), mu not counted
     "factor_simulator_counter_p01": 47.4,  # derived: the STC simulator's counter at p = 0.1
 }

@@ -23,6 +23,7 @@ Measures (decided before looking at any result, stated in the notebook):
 * per-round traffic per participating client = mean of bytes_up / m and bytes_down / m over
   rounds ≥ 2 (round 1's download is the dense initial model).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,13 +49,19 @@ def method_params(P: dict, method: str, **over) -> dict:
     if method in ("stc", "stc_pa"):
         mp.update(p=float(P["p"]), counter=P["counter"])
     if method in ("fedfv", "stc_pa"):
-        mp.update(alpha=float(P["alpha"]), tau=int(P["tau"]), loss=P["loss"],
-                  external_variant=P["external_variant"])
+        mp.update(
+            alpha=float(P["alpha"]),
+            tau=int(P["tau"]),
+            loss=P["loss"],
+            external_variant=P["external_variant"],
+        )
     mp.update(over)
     return mp
 
 
-def config(P: dict, part: str, method: str, seed: int, device: str = "auto", **method_over) -> RunConfig:
+def config(
+    P: dict, part: str, method: str, seed: int, device: str = "auto", **method_over
+) -> RunConfig:
     """RunConfig of one method on one dataset part ("mnist" or "cifar10") of the preset."""
     check_choice("part", part, PARTS)
     D = part_settings(P, part)
@@ -63,20 +70,32 @@ def config(P: dict, part: str, method: str, seed: int, device: str = "auto", **m
         ds_kw["train_subset"] = int(D["train_subset"])
     if D["test_subset"]:
         ds_kw["test_subset"] = int(D["test_subset"])
-    return RunConfig(method=method, dataset=part, model=D["model"], num_clients=int(D["clients"]),
-                     partition="shards", partition_kwargs={"shards_per_client": 2},
-                     clients_per_round=int(D["per_round"]), local_epochs=int(D["epochs"]),
-                     batch_size=int(D["batch_size"]), lr=float(D["lr"]),
-                     weight_decay=float(D["weight_decay"]), rounds=int(D["rounds"]),
-                     per_client_eval=True, method_params=method_params(P, method, **method_over),
-                     dataset_kwargs=ds_kw, seed=int(seed), device=device)
+    return RunConfig(
+        method=method,
+        dataset=part,
+        model=D["model"],
+        num_clients=int(D["clients"]),
+        partition="shards",
+        partition_kwargs={"shards_per_client": 2},
+        clients_per_round=int(D["per_round"]),
+        local_epochs=int(D["epochs"]),
+        batch_size=int(D["batch_size"]),
+        lr=float(D["lr"]),
+        weight_decay=float(D["weight_decay"]),
+        rounds=int(D["rounds"]),
+        per_client_eval=True,
+        method_params=method_params(P, method, **method_over),
+        dataset_kwargs=ds_kw,
+        seed=int(seed),
+        device=device,
+    )
 
 
 def part_settings(P: dict, part: str) -> dict:
     """The preset keys of one dataset part without their prefix ("mnist_rounds" -> "rounds")."""
     check_choice("part", part, PARTS)
     pre = part + "_"
-    return {k[len(pre):]: v for k, v in P.items() if k.startswith(pre)}
+    return {k[len(pre) :]: v for k, v in P.items() if k.startswith(pre)}
 
 
 def seeds_of(P: dict, seed: int = 0) -> list[int]:
@@ -92,8 +111,15 @@ def setup(P: dict, part: str, seed: int, device: str = "auto") -> Setup:
     return Setup.build(config(P, part, "fedavg", seed, device))
 
 
-def run_comparison(P: dict, part: str, seeds, methods=None, device: str = "auto",
-                   progress: bool = True, out_dir=None) -> dict:
+def run_comparison(
+    P: dict,
+    part: str,
+    seeds,
+    methods=None,
+    device: str = "auto",
+    progress: bool = True,
+    out_dir=None,
+) -> dict:
     """Run every method × seed (cached); returns {(method, seed): RunResult}."""
     methods = list(methods or P["methods"])
     if not methods:
@@ -111,6 +137,7 @@ def run_comparison(P: dict, part: str, seeds, methods=None, device: str = "auto"
 
 def _cached(cfg: RunConfig, out_dir) -> bool:
     from flkit import store
+
     return store.is_done(store.run_dir(out_dir, cfg.key(), prefix=cfg.method))
 
 
@@ -139,28 +166,43 @@ def mean_variance(history: pd.DataFrame, column: str = "client_acc_var") -> floa
 def per_round_traffic(history: pd.DataFrame, clients_per_round: int) -> tuple[float, float]:
     """Mean bytes up and down per participating client per round over rounds ≥ 2."""
     h = history[history["round"] >= 2] if len(history) > 1 else history
-    return float(h["bytes_up"].mean() / clients_per_round), float(h["bytes_down"].mean() / clients_per_round)
+    return float(h["bytes_up"].mean() / clients_per_round), float(
+        h["bytes_down"].mean() / clients_per_round
+    )
 
 
 def summary(results: dict, target: float) -> pd.DataFrame:
-    """One row per (method, seed): rounds to target, final accuracy, variance, oscillation, traffic."""
+    """One row per (method, seed): rounds to target, final accuracy, variance, oscillation,
+    traffic."""
     rows = []
     for (m, seed), r in results.items():
         h = r.history
         up, down = per_round_traffic(h, r.config.clients_per_round)
-        rows.append({"method": m, "seed": seed, "label": METHOD_LABELS.get(m, m),
-                     "rounds": int(h["round"].max()), "target": target,
-                     "rounds_to_target": rounds_to_target(h, target),
-                     "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][_part(r.config)]),
-                     "final_acc": float(h["client_acc_mean"].dropna().iloc[-1] * 100),
-                     "best_acc": float(h["client_acc_mean"].max() * 100),
-                     "variance": mean_variance(h), "final_variance": float(h["client_acc_var"].dropna().iloc[-1] * 1e4),
-                     "oscillation": oscillation(h), "up_bytes": up, "down_bytes": down,
-                     "wall_s": h.attrs.get("wall_seconds")})
+        rows.append(
+            {
+                "method": m,
+                "seed": seed,
+                "label": METHOD_LABELS.get(m, m),
+                "rounds": int(h["round"].max()),
+                "target": target,
+                "rounds_to_target": rounds_to_target(h, target),
+                "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][_part(r.config)]),
+                "final_acc": float(h["client_acc_mean"].dropna().iloc[-1] * 100),
+                "best_acc": float(h["client_acc_mean"].max() * 100),
+                "variance": mean_variance(h),
+                "final_variance": float(h["client_acc_var"].dropna().iloc[-1] * 1e4),
+                "oscillation": oscillation(h),
+                "up_bytes": up,
+                "down_bytes": down,
+                "wall_s": h.attrs.get("wall_seconds"),
+            }
+        )
     tab = pd.DataFrame(rows)
     dense = tab[tab.method == "fedavg"].set_index("seed")
     for col, src in (("factor_up", "up_bytes"), ("factor_down", "down_bytes")):
-        tab[col] = [dense[src].get(s, math.nan) / v if v else math.nan for s, v in zip(tab.seed, tab[src])]
+        tab[col] = [
+            dense[src].get(s, math.nan) / v if v else math.nan for s, v in zip(tab.seed, tab[src])
+        ]
     return tab
 
 
@@ -174,38 +216,58 @@ def by_method(tab: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for m, g in tab.groupby("method", sort=False):
         reached = g["rounds_to_target"].dropna()
-        rows.append({"method": METHOD_LABELS.get(m, m), "seeds": len(g),
-                     "reached target": f"{len(reached)}/{len(g)}",
-                     "rounds to target (mean)": float(reached.mean()) if len(reached) else None,
-                     "final acc %": g["final_acc"].mean(), "variance %² (2nd half)": g["variance"].mean(),
-                     "oscillation pp (2nd half)": g["oscillation"].mean(),
-                     "up / client / round": compress.format_bytes(g["up_bytes"].mean()),
-                     "down / client / round": compress.format_bytes(g["down_bytes"].mean()),
-                     "factor vs FedAvg (up)": g["factor_up"].mean()})
+        rows.append(
+            {
+                "method": METHOD_LABELS.get(m, m),
+                "seeds": len(g),
+                "reached target": f"{len(reached)}/{len(g)}",
+                "rounds to target (mean)": float(reached.mean()) if len(reached) else None,
+                "final acc %": g["final_acc"].mean(),
+                "variance %² (2nd half)": g["variance"].mean(),
+                "oscillation pp (2nd half)": g["oscillation"].mean(),
+                "up / client / round": compress.format_bytes(g["up_bytes"].mean()),
+                "down / client / round": compress.format_bytes(g["down_bytes"].mean()),
+                "factor vs FedAvg (up)": g["factor_up"].mean(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- traffic (exact, from shapes)
-def worked_examples(p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, extra_models=()) -> pd.DataFrame:
+# ------------------------------------------------------------------ traffic (exact, from shapes)
+def worked_examples(
+    p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, extra_models=()
+) -> pd.DataFrame:
     """Per-round traffic per client and direction of VGG11* and the assumed MNIST CNN (the worked
-    examples of README.md) plus ``extra_models`` (e.g. the model a reduced preset trains), FedAvg vs STC,
+    examples of README.md) plus ``extra_models`` (e.g. the model a reduced preset trains), FedAvg vs
+    STC,
     with the worked examples' numbers beside."""
     rows = []
-    for name in ("vgg11_star", "cnn3_mnist", *[m for m in extra_models if m not in ("vgg11_star", "cnn3_mnist")]):
+    for name in (
+        "vgg11_star",
+        "cnn3_mnist",
+        *[m for m in extra_models if m not in ("vgg11_star", "cnn3_mnist")],
+    ):
         net = models.build(name)
         t = compress.traffic_table(net, p=p, counter=counter).set_index("method")
         ref = PAPER["worked_example"].get(name, {})
-        rows.append({"model": name, "params": int(t.loc["FedAvg", "params"]),
-                     "FedAvg / direction": t.loc["FedAvg", "up"],
-                     "FedAvg Mbit": round(t.loc["FedAvg", "up_bits"] / 1e6, 2),
-                     "STC / direction": t.loc["STC", "up"],
-                     "STC Mbit": round(t.loc["STC", "up_bits"] / 1e6, 3),
-                     "factor": round(float(t.loc["STC", "factor"]), 1),
-                     "counter": counter,
-                     "worked example: FedAvg": compress.format_bytes(ref["fedavg_bytes"]) if ref else "",
-                     "worked example: STC": compress.format_bytes(ref["stc_bytes"]) if ref else "",
-                     "paper factor": {"vgg11_star": PAPER["compression_factor"]["cifar10"],
-                                      "cnn3_mnist": PAPER["compression_factor"]["mnist"]}.get(name)})
+        rows.append(
+            {
+                "model": name,
+                "params": int(t.loc["FedAvg", "params"]),
+                "FedAvg / direction": t.loc["FedAvg", "up"],
+                "FedAvg Mbit": round(t.loc["FedAvg", "up_bits"] / 1e6, 2),
+                "STC / direction": t.loc["STC", "up"],
+                "STC Mbit": round(t.loc["STC", "up_bits"] / 1e6, 3),
+                "factor": round(float(t.loc["STC", "factor"]), 1),
+                "counter": counter,
+                "worked example: FedAvg": compress.format_bytes(ref["fedavg_bytes"]) if ref else "",
+                "worked example: STC": compress.format_bytes(ref["stc_bytes"]) if ref else "",
+                "paper factor": {
+                    "vgg11_star": PAPER["compression_factor"]["cifar10"],
+                    "cnn3_mnist": PAPER["compression_factor"]["mnist"],
+                }.get(name),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -218,27 +280,40 @@ def table2(tab: pd.DataFrame, part: str) -> pd.DataFrame:
         g = tab[tab.method == m]
         reached = g["rounds_to_target"]
         per_seed = ", ".join("—" if pd.isna(v) else str(int(v)) for v in reached)
-        rows.append({"method": METHOD_LABELS[m],
-                     "paper: rounds to target": PAPER["rounds_to_target_text"][part].get(m, "not reported"),
-                     "ours: rounds to target (per seed)": per_seed,
-                     f"ours: rounds to {PAPER['target'][part]:.0%} (paper target)":
-                         ", ".join("—" if pd.isna(v) else str(int(v)) for v in g["rounds_to_paper_target"]),
-                     "paper: factor vs FedAvg": (1.0 if m in ("fedavg", "fedfv") else PAPER["compression_factor"][part])
-                     if m != "fedfv" else "not reported",
-                     "ours: factor up": round(float(g["factor_up"].mean()), 1),
-                     "ours: factor down": round(float(g["factor_down"].mean()), 1),
-                     "ours: up / client": compress.format_bytes(g["up_bytes"].mean()),
-                     "ours: down / client": compress.format_bytes(g["down_bytes"].mean())})
+        rows.append(
+            {
+                "method": METHOD_LABELS[m],
+                "paper: rounds to target": PAPER["rounds_to_target_text"][part].get(
+                    m, "not reported"
+                ),
+                "ours: rounds to target (per seed)": per_seed,
+                f"ours: rounds to {PAPER['target'][part]:.0%} (paper target)": ", ".join(
+                    "—" if pd.isna(v) else str(int(v)) for v in g["rounds_to_paper_target"]
+                ),
+                "paper: factor vs FedAvg": (
+                    1.0 if m in ("fedavg", "fedfv") else PAPER["compression_factor"][part]
+                )
+                if m != "fedfv"
+                else "not reported",
+                "ours: factor up": round(float(g["factor_up"].mean()), 1),
+                "ours: factor down": round(float(g["factor_down"].mean()), 1),
+                "ours: up / client": compress.format_bytes(g["up_bytes"].mean()),
+                "ours: down / client": compress.format_bytes(g["down_bytes"].mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- ablation
-def ablation(P: dict, seed: int = 0, device: str = "auto", progress: bool = True, out_dir=None) -> pd.DataFrame:
+def ablation(
+    P: dict, seed: int = 0, device: str = "auto", progress: bool = True, out_dir=None
+) -> pd.DataFrame:
     """STC-PA on MNIST over the preset's ``ablation_alphas`` (τ fixed at the preset's τ) and
     ``ablation_taus`` (α fixed), ``ablation_rounds`` rounds, one seed. α = 1, τ = 0 is plain STC."""
     rows = []
-    grid = [(float(a), int(P["tau"])) for a in P["ablation_alphas"]] + \
-           [(float(P["alpha"]), int(t)) for t in P["ablation_taus"]]
+    grid = [(float(a), int(P["tau"])) for a in P["ablation_alphas"]] + [
+        (float(P["alpha"]), int(t)) for t in P["ablation_taus"]
+    ]
     seen, su = set(), None
     target = float(P["mnist_target"])
     for a, t in grid:
@@ -251,29 +326,47 @@ def ablation(P: dict, seed: int = 0, device: str = "auto", progress: bool = True
             su = Setup.build(cfg)
         r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
         h = r.history
-        rows.append({"alpha": a, "tau": t, "kept": int(h["kept"].iloc[-1]),
-                     "rounds_to_target": rounds_to_target(h, target),
-                     "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][_part(r.config)]),
-                     "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
-                     "variance": mean_variance(h), "oscillation": oscillation(h),
-                     "internal_proj/round": float(h["internal_projections"].mean()),
-                     "external_proj/round": float(h["external_projections"].mean())})
+        rows.append(
+            {
+                "alpha": a,
+                "tau": t,
+                "kept": int(h["kept"].iloc[-1]),
+                "rounds_to_target": rounds_to_target(h, target),
+                "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][_part(r.config)]),
+                "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                "variance": mean_variance(h),
+                "oscillation": oscillation(h),
+                "internal_proj/round": float(h["internal_projections"].mean()),
+                "external_proj/round": float(h["external_projections"].mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------- Fig. 1 data
-def layer_update(P: dict, seed: int = 0, device: str = "auto", part: str = "mnist", su: Setup | None = None):
+def layer_update(
+    P: dict, seed: int = 0, device: str = "auto", part: str = "mnist", su: Setup | None = None
+):
     """A real layer update for Fig. 1: one client's pseudo-gradient w_before − w_after after one
     local epoch from the initial model, for the model's largest weight tensor.
     Returns (parameter name, update tensor)."""
     from flkit.state import broadcast_state, model_state, param_names
     from flkit.train import train_clients
     from flkit.utils import derive_seed
+
     cfg = config(P, part, "fedavg", seed, device)
     su = su or Setup.build(cfg)
     start = broadcast_state(model_state(su.model), 1)
-    res = train_clients(su.model, start, su.data.x_train, su.data.y_train, [su.parts[0]], cfg.local_spec(),
-                        [derive_seed(seed, "batches", 1, 0)], backend=cfg.backend)
+    res = train_clients(
+        su.model,
+        start,
+        su.data.x_train,
+        su.data.y_train,
+        [su.parts[0]],
+        cfg.local_spec(),
+        [derive_seed(seed, "batches", 1, 0)],
+        backend=cfg.backend,
+    )
     names = param_names(su.model)
     name = max((n for n in names if start[n].dim() >= 2), key=lambda n: start[n][0].numel())
     return name, (start[name][0] - res.state[name][0]).detach().cpu()
@@ -283,20 +376,42 @@ def layer_update(P: dict, seed: int = 0, device: str = "auto", part: str = "mnis
 def describe(P: dict, seeds) -> str:
     """Markdown: what this preset runs, and how it differs from the paper preset."""
     ref = _paper_preset()
-    lines = [f"**Preset `{getattr(P, 'name', '?')}`** — seeds {list(seeds)} "
-             f"(CIFAR-10: {list(seeds)[:int(P['cifar10_seeds'])]}); p = {P['p']}, α = {P['alpha']}, "
-             f"τ = {P['tau']}, loss {P['loss']!r} local training, external loop {P['external_variant']!r}, "
-             f"bits counted with the {P['counter']!r} counter.", ""]
-    lines.append("| setting | MNIST here | MNIST paper preset | CIFAR-10 here | CIFAR-10 paper preset |")
+    lines = [
+        f"**Preset `{getattr(P, 'name', '?')}`** — seeds {list(seeds)} "
+        f"(CIFAR-10: {list(seeds)[: int(P['cifar10_seeds'])]}); p = {P['p']}, α = {P['alpha']}, "
+        f"τ = {P['tau']}, loss {P['loss']!r} local training, "
+        f"external loop {P['external_variant']!r}, "
+        f"bits counted with the {P['counter']!r} counter.",
+        "",
+    ]
+    lines.append(
+        "| setting | MNIST here | MNIST paper preset | CIFAR-10 here | CIFAR-10 paper preset |"
+    )
     lines.append("|---|---|---|---|---|")
-    keys = ("model", "rounds", "lr", "batch_size", "epochs", "weight_decay", "clients", "per_round",
-            "train_subset", "test_subset", "target")
+    keys = (
+        "model",
+        "rounds",
+        "lr",
+        "batch_size",
+        "epochs",
+        "weight_decay",
+        "clients",
+        "per_round",
+        "train_subset",
+        "test_subset",
+        "target",
+    )
     for k in keys:
         row = [k]
         for part in PARTS:
             here, paper = P[f"{part}_{k}"], ref.get(f"{part}_{k}") if ref else None
-            fmt = (lambda v: "all" if v == 0 else f"{v:,}") if k.endswith("subset") else \
-                  (lambda v: f"{v:.0%}" if isinstance(v, float) else str(v)) if k == "target" else str
+            fmt = (
+                (lambda v: "all" if v == 0 else f"{v:,}")
+                if k.endswith("subset")
+                else (lambda v: f"{v:.0%}" if isinstance(v, float) else str(v))
+                if k == "target"
+                else str
+            )
             mark = "" if here == paper else " ⚠"
             row += [fmt(here) + mark, fmt(paper) if paper is not None else "?"]
         lines.append("| " + " | ".join(row) + " |")
@@ -307,6 +422,7 @@ def describe(P: dict, seeds) -> str:
 
 def _paper_preset():
     from flkit import presets
+
     try:
         return dict(presets.load("01_stc_projection", "paper"))
     except FlkitError:  # pragma: no cover
@@ -319,12 +435,24 @@ def record_traffic(report, wx: pd.DataFrame) -> None:
         ref = PAPER["worked_example"].get(r["model"])
         if not ref:
             continue
-        report.number(f"{r['model']}: FedAvg bytes per round per direction", float(r["FedAvg Mbit"]) * 1e6 / 8,
-                      paper=ref["fedavg_bytes"], unit="B")
-        report.number(f"{r['model']}: STC bytes per round per direction (p = 0.1, {r['counter']})",
-                      float(r["STC Mbit"]) * 1e6 / 8, paper=ref["stc_bytes"], unit="B")
-        report.number(f"{r['model']}: compression factor vs FedAvg", float(r["factor"]),
-                      paper=r["paper factor"], unit="x")
+        report.number(
+            f"{r['model']}: FedAvg bytes per round per direction",
+            float(r["FedAvg Mbit"]) * 1e6 / 8,
+            paper=ref["fedavg_bytes"],
+            unit="B",
+        )
+        report.number(
+            f"{r['model']}: STC bytes per round per direction (p = 0.1, {r['counter']})",
+            float(r["STC Mbit"]) * 1e6 / 8,
+            paper=ref["stc_bytes"],
+            unit="B",
+        )
+        report.number(
+            f"{r['model']}: compression factor vs FedAvg",
+            float(r["factor"]),
+            paper=r["paper factor"],
+            unit="x",
+        )
 
 
 def record_numbers(report, tab: pd.DataFrame, part: str) -> None:
@@ -336,17 +464,30 @@ def record_numbers(report, tab: pd.DataFrame, part: str) -> None:
         g = tab[tab.method == m]
         reached = g["rounds_to_target"].dropna()
         label = METHOD_LABELS[m]
-        other = (f"; paper target {PAPER['target'][part]:.0%}"
-                 if target != PAPER["target"][part] else "")
-        report.number(f"{name}: rounds to {target:.0%} ({label}, mean of seeds that reached it)",
-                      float(reached.mean()) if len(reached) else None,
-                      paper=PAPER["rounds_to_target"][part].get(m), unit="rounds",
-                      note=f"{len(reached)}/{len(g)} seeds reached the target" + other)
-        report.number(f"{name}: across-client variance, 2nd half ({label})",
-                      float(g["variance"].mean()), unit="%²")
-        report.number(f"{name}: final average client accuracy ({label})",
-                      float(g["final_acc"].mean()), unit="%")
+        other = (
+            f"; paper target {PAPER['target'][part]:.0%}" if target != PAPER["target"][part] else ""
+        )
+        report.number(
+            f"{name}: rounds to {target:.0%} ({label}, mean of seeds that reached it)",
+            float(reached.mean()) if len(reached) else None,
+            paper=PAPER["rounds_to_target"][part].get(m),
+            unit="rounds",
+            note=f"{len(reached)}/{len(g)} seeds reached the target" + other,
+        )
+        report.number(
+            f"{name}: across-client variance, 2nd half ({label})",
+            float(g["variance"].mean()),
+            unit="%²",
+        )
+        report.number(
+            f"{name}: final average client accuracy ({label})",
+            float(g["final_acc"].mean()),
+            unit="%",
+        )
         if m in ("stc", "stc_pa"):
-            report.number(f"{name}: per-round traffic factor vs FedAvg, up ({label})",
-                          float(g["factor_up"].mean()), paper=PAPER["compression_factor"][part],
-                          unit="x")
+            report.number(
+                f"{name}: per-round traffic factor vs FedAvg, up ({label})",
+                float(g["factor_up"].mean()),
+                paper=PAPER["compression_factor"][part],
+                unit="x",
+            )
