@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from flkit import data, presets
-from flkit.papers.fl_primer import exercise as ex
 from flkit.experiment import RunConfig, Setup
 from flkit.methods import weighted_average
+from flkit.papers.fl_primer import exercise as ex
 from flkit.papers.fl_primer import study as primer
 from flkit.train import LocalSpec
 from flkit.utils import FlkitError

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from flkit import metrics
-from .study import curves
+
+from .tables import curves
 
 
 def _num(v) -> float | None:
@@ -66,7 +67,7 @@ def sync_variants(
 
 def gain_grows(gain_table: pd.DataFrame, seeds: Iterable[int]) -> tuple[bool, str]:
     """Fig. 5 claim: for every seed the gain at the largest M exceeds the gain at the
-    smallest M (gain_table: `study.gain_table` output, rows per seed and 'mean')."""
+    smallest M (gain_table: `tables.gain_table` output, rows per seed and 'mean')."""
     grow = []
     per_seed = gain_table[gain_table.seed != "mean"]
     for s in seeds:

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from flkit.plots import COLORS, _new_ax, color_for
-from . import study as S
+
+from . import tables as S
 
 __all__ = [
     "queue_timeline",

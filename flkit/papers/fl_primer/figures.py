@@ -24,6 +24,7 @@ def partitions(
 ):
     """One label heat map per alpha, stacked (the static version of the alpha slider)."""
     import matplotlib.pyplot as plt
+
     from .study import draw_partition
 
     with plots.style():

@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 
 from flkit import data as data_mod
-from flkit import methods, partition as part_mod
+from flkit import methods
+from flkit import partition as part_mod
 from flkit.experiment import RunConfig, RunResult, Setup, run, sample_clients
 from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
@@ -109,8 +110,9 @@ def run_all(
     cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True, out_dir=None
 ) -> dict[str, RunResult]:
     """`flkit.experiment.run` for every config (a cached run loads from disk, no setup is built)."""
-    from flkit import store
     from tqdm.auto import tqdm
+
+    from flkit import store
 
     results = {}
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
@@ -320,6 +322,7 @@ def alpha_explorer(
     nbval) it simply renders its initial state."""
     import ipywidgets as W
     import matplotlib.pyplot as plt
+
     from flkit import plots
 
     labels = torch.as_tensor(labels).detach().cpu()

@@ -1,9 +1,9 @@
-"""Verdicts of the STC-PA paper's claims from the per-seed ``study.summary`` table.
+"""Verdicts of the STC-PA paper's claims from the per-seed ``tables.summary`` table.
 
 A claim holds only when it holds for every seed; the evidence lists the per-seed numbers. Each
 verdict is a function of the table with its thresholds as named parameters::
 
-    tab = study.summary(results, target)
+    tab = tables.summary(results, target)
     for c in claims.verdicts(tab, "mnist", model="cnn3_mnist"):
         report.claim(c["text"], c["holds"], c["evidence"], c["paper"],
                      judge_at_smoke=c["exact"])
@@ -23,7 +23,8 @@ import pandas as pd
 from flkit.utils import check_choice
 
 from .numbers import NUMBERS as PAPER
-from .study import METHOD_LABELS, PAPER_METHODS, PARTS
+from .study import PAPER_METHODS
+from .tables import METHOD_LABELS, PARTS
 
 __all__ = ["traffic", "rounds", "variance", "oscillation", "verdicts", "record"]
 
