@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from flkit.methods import fedast as F
+from flkit import asyncfl as F
 
 
 def bench(K: int, threads: int, backend: str, reps: int) -> dict:

@@ -1,11 +1,11 @@
 """Presets: the settings each notebook runs at, as plain data.
 
-One TOML file per notebook, ``flkit/presets/<notebook>.toml``, named after the notebook file
-(``02_feddip.toml`` for ``notebooks/02_feddip.ipynb``)::
+One TOML file per notebook, ``flkit/papers/<slug>/preset.toml`` for ``notebooks/NN_<slug>.ipynb``;
+its ``[meta]`` table names the notebook, which is how ``load("NN_<slug>")`` finds it::
 
-    [meta]                      # optional
+    [meta]
     title = "FedDIP: dynamic pruning with error feedback"
-    notebook = "02_feddip.ipynb"   # default: <name>.ipynb
+    notebook = "02_feddip.ipynb"   # required in a paper folder
     default = "cpu"                # preset used when none is chosen; default "cpu"
     description = "..."            # free text
     paper = "arXiv:2309.06805"     # free text
@@ -38,8 +38,9 @@ Overrides: ``load(nb, preset, rounds=5)`` replaces a preset value after checking
 the type matches; an override of ``None`` means "not overridden" (TOML has no null, so ``None`` is
 never a real preset value), which lets a parameters cell pass ``rounds=rounds`` unconditionally.
 
-Extra preset folders (tests, private experiments) are searched first when listed in the environment
-variable ``FLKIT_PRESET_PATH`` (``os.pathsep``-separated).
+Extra preset folders (tests, private experiments) holding ``<notebook>.toml`` files are searched
+first when listed in the environment variable ``FLKIT_PRESET_PATH`` (``os.pathsep``-separated).
+Folders whose name starts with ``_`` (``flkit/papers/_template/``) are not papers.
 """
 from __future__ import annotations
 
@@ -54,7 +55,6 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 from .utils import FlkitError
 
-PRESET_DIR = Path(__file__).resolve().parent / "presets"
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 REQUIRED = ("smoke", "cpu", "paper")
 META_KEYS = ("title", "notebook", "default", "description", "paper")
@@ -64,7 +64,7 @@ DEFAULT_PRESET = "cpu"
 _ENV_ALIASES = (None, "env")
 
 __all__ = ["Preset", "load", "available", "notebooks", "meta", "resolve", "preset_file",
-           "validate_file", "search_path", "notebook_file", "unknown_choice", "REQUIRED"]
+           "validate_file", "search_path", "notebook_file", "unknown_choice", "paper_presets", "REQUIRED"]
 
 
 class Preset(dict):
@@ -91,20 +91,30 @@ class Preset(dict):
 # ---------------------------------------------------------------------------------------- files
 
 def search_path() -> list[Path]:
-    """Folders searched for ``<notebook>.toml``: ``$FLKIT_PRESET_PATH`` entries, then flkit's own."""
-    extra = [Path(p) for p in os.environ.get(ENV_PATH, "").split(os.pathsep) if p.strip()]
-    return extra + [PRESET_DIR, PAPERS_DIR]
+    """Folders searched: ``$FLKIT_PRESET_PATH`` entries (``<notebook>.toml`` files), then
+    ``flkit/papers`` (``<slug>/preset.toml`` files)."""
+    return _extra_folders() + [PAPERS_DIR]
+
+
+def _extra_folders() -> list[Path]:
+    return [Path(p) for p in os.environ.get(ENV_PATH, "").split(os.pathsep) if p.strip()]
 
 
 def _files() -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for folder in search_path():
+    for folder in _extra_folders():
         if folder.is_dir():
             for f in sorted(folder.glob("*.toml")):
                 found.setdefault(f.stem, f)  # earlier folders win
-    for f in sorted(PAPERS_DIR.glob("*/preset.toml")):
+    for f in paper_presets():
         found.setdefault(_paper_notebook(f), f)
     return found
+
+
+def paper_presets() -> list[Path]:
+    """``flkit/papers/<slug>/preset.toml`` of every paper folder (``_template`` and other
+    folders starting with ``_`` are skipped)."""
+    return [f for f in sorted(PAPERS_DIR.glob("*/preset.toml")) if not f.parent.name.startswith("_")]
 
 
 def _paper_notebook(path: Path) -> str:

@@ -14,6 +14,11 @@ Every call re-writes ``results.json`` atomically in the run folder (``report.sav
 explicitly), so a notebook that fails half way still leaves what it measured. Calling ``number`` or
 ``claim`` again with the same key/text replaces the entry, so re-running a cell does not duplicate.
 
+At the ``smoke`` preset (a few rounds on tiny data, for tests) ``claim`` records every verdict as
+inconclusive (``holds=None``), keeping the face-value verdict in the evidence; this is the one
+place that rule lives. A claim that does not depend on how long or how big the run is (a byte
+count computed from the model's shapes) passes ``judge_at_smoke=True``.
+
 Run folder (``out_dir``): the argument, else ``$FLKIT_REPORT_DIR`` (set by ``flkit reproduce``), else
 ``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs``, relative
 to the working directory, which is the notebook's folder in JupyterLab and nbval).
@@ -49,6 +54,8 @@ ENV_RUNS_DIR = "FLKIT_RUNS_DIR"
 RESULTS_FILE = "results.json"
 SCHEMA = 1
 COLUMNS = ("paper reports", "we measured", "claim holds?")
+SMOKE_PRESET = "smoke"
+SMOKE_REASON = "smoke preset: too short to judge"
 _VERSION_PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "papermill", "nbclient")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -214,14 +221,23 @@ class Report:
         self._autosave()
         return measured
 
-    def claim(self, text: str, holds, evidence: str = "", paper: str = ""):
-        """Record whether a claim of the paper holds in our run (``None`` = inconclusive)."""
+    def claim(self, text: str, holds, evidence: str = "", paper: str = "",
+              judge_at_smoke: bool = False):
+        """Record whether a claim of the paper holds in our run (``None`` = inconclusive).
+
+        At the ``smoke`` preset the verdict is recorded as ``None`` (the evidence keeps the
+        face-value verdict) unless ``judge_at_smoke`` is true: use that only for a claim whose
+        verdict does not depend on the run's length or size. Returns the recorded verdict."""
         if not isinstance(text, str) or not text.strip():
             raise FlkitError(f"claim text={text!r}; accepted: a non-empty string")
         if hasattr(holds, "item") and callable(holds.item):
             holds = holds.item()
         if holds is not None and not isinstance(holds, bool):
             raise FlkitError(f"claim {text!r}: holds={holds!r}; accepted: True, False or None")
+        if holds is not None and self.preset == SMOKE_PRESET and not judge_at_smoke:
+            face = "it holds" if holds else "it does not hold"
+            evidence = f"{evidence} — inconclusive ({SMOKE_REASON}); at face value {face}"
+            holds = None
         self.claims[text] = {"text": text, "holds": holds, "evidence": str(evidence),
                              "paper": str(paper)}
         self._autosave()

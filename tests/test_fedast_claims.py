@@ -1,11 +1,12 @@
 """Claim verdicts of notebook 03 and the shared metrics, on hand-built inputs."""
+
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from flkit import metrics
-from flkit.studies import fedast_claims as C
+from flkit.papers.fedast import claims as C
 from flkit.utils import FlkitError
 
 
@@ -22,8 +23,13 @@ def test_metrics_by_hand():
 
 def _fig2(fedast_1=60.0):
     rows = []
-    for m, times in {"fedast_d": (50.0, fedast_1), "sync_st": (70.0, 80.0), "sync_st_nomit": (100.0, None),
-                     "sync_ucb": (75.0, 85.0), "sync_bayes": (65.0, 90.0)}.items():
+    for m, times in {
+        "fedast_d": (50.0, fedast_1),
+        "sync_st": (70.0, 80.0),
+        "sync_st_nomit": (100.0, None),
+        "sync_ucb": (75.0, 85.0),
+        "sync_bayes": (65.0, 90.0),
+    }.items():
         rows += [{"method": m, "seed": s, "all_done": t, "M": 2} for s, t in zip((0, 1), times)]
     return pd.DataFrame(rows)
 
@@ -41,18 +47,27 @@ def test_sync_variant_claims():
 
 def test_gain_grows():
     def table(g1):
-        rows = [{"M": 2, "seed": 0, "gain_pct": -10.0}, {"M": 6, "seed": 0, "gain_pct": 20.0},
-                {"M": 2, "seed": 1, "gain_pct": 5.0}, {"M": 6, "seed": 1, "gain_pct": g1},
-                {"M": 2, "seed": "mean", "gain_pct": -2.5}, {"M": 6, "seed": "mean", "gain_pct": (20 + g1) / 2}]
+        rows = [
+            {"M": 2, "seed": 0, "gain_pct": -10.0},
+            {"M": 6, "seed": 0, "gain_pct": 20.0},
+            {"M": 2, "seed": 1, "gain_pct": 5.0},
+            {"M": 6, "seed": 1, "gain_pct": g1},
+            {"M": 2, "seed": "mean", "gain_pct": -2.5},
+            {"M": 6, "seed": "mean", "gain_pct": (20 + g1) / 2},
+        ]
         return pd.DataFrame(rows)
+
     assert C.gain_grows(table(30.0), [0, 1])[0]
     holds, ev = C.gain_grows(table(3.0), [0, 1])  # seed 1: 3 < 5
     assert not holds and "M=2: -2.5%" in ev
 
 
 def _res(acc_by_task, completion=None, requests=None):
-    hist = [{"task": t, "round": i + 1, "sim_time": float(i + 1), "accuracy": a, "requests": 4}
-            for t, accs in acc_by_task.items() for i, a in enumerate(accs)]
+    hist = [
+        {"task": t, "round": i + 1, "sim_time": float(i + 1), "accuracy": a, "requests": 4}
+        for t, accs in acc_by_task.items()
+        for i, a in enumerate(accs)
+    ]
     hist += requests or []
     return SimpleNamespace(history=hist, tasks=list(acc_by_task), completion_time=completion or {})
 
@@ -61,33 +76,104 @@ def test_curve_noise_and_nobuffer_claim():
     calm = _res({"A": [0.1, 0.2, 0.3], "B": [0.5, 0.5, 0.6]})
     noisy = _res({"A": [0.1, 0.4, 0.2], "B": [0.5, 0.3, 0.6]})
     # calm: A 0.1, B 0.05 -> 0.075; noisy: A (0.3+0.2)/2 = 0.25, B (0.2+0.3)/2 = 0.25 -> 0.25
-    assert C.curve_noise(calm) == pytest.approx(0.075) and C.curve_noise(noisy) == pytest.approx(0.25)
+    assert C.curve_noise(calm) == pytest.approx(0.075) and C.curve_noise(noisy) == pytest.approx(
+        0.25
+    )
     assert C.nobuffer_noisier({0: calm}, {0: noisy})[0]
     assert not C.nobuffer_noisier({0: noisy}, {0: calm})[0]
 
 
 def test_heterogeneous_claim():
-    reqs = [{"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
-            {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9}]
+    reqs = [
+        {"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
+        {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9},
+    ]
     res = _res({"mnist": [0.5, 0.9], "fmnist": [0.3, 0.7]}, {"mnist": 10.0, "fmnist": 20.0}, reqs)
-    het_df = pd.DataFrame([
-        {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
-        {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
-        {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
-        {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0}])
+    het_df = pd.DataFrame(
+        [
+            {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
+            {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
+            {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
+            {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0},
+        ]
+    )
     out = C.heterogeneous(het_df, {0: res}, easy_task="mnist")
-    # all done: FedAST 20, Sync-ST 30 -> gain (30 - 20) / 30 = 33.3 %; fmnist requests 5 -> 9 after t=10
-    assert out["holds"] and out["gain_pct"] == pytest.approx(100 / 3) and out["first_task"] == "mnist"
+    # all done: FedAST 20, Sync-ST 30 -> gain (30 - 20) / 30 = 33.3 %;
+    # fmnist requests 5 -> 9 after t=10
+    assert (
+        out["holds"] and out["gain_pct"] == pytest.approx(100 / 3) and out["first_task"] == "mnist"
+    )
     assert not C.heterogeneous(het_df, {0: res}, easy_task="fmnist")["holds"]
 
 
 def test_dynamic_vs_static_claim():
     def dvs(high_dyn):
-        return pd.DataFrame([{"level": "main", "method": "fedast_s", "seed": 0, "all_done": 100.0},
-                             {"level": "main", "method": "fedast_d", "seed": 0, "all_done": 95.0},
-                             {"level": "high", "method": "fedast_s", "seed": 0, "all_done": 200.0},
-                             {"level": "high", "method": "fedast_d", "seed": 0, "all_done": high_dyn}])
+        return pd.DataFrame(
+            [
+                {"level": "main", "method": "fedast_s", "seed": 0, "all_done": 100.0},
+                {"level": "main", "method": "fedast_d", "seed": 0, "all_done": 95.0},
+                {"level": "high", "method": "fedast_s", "seed": 0, "all_done": 200.0},
+                {"level": "high", "method": "fedast_d", "seed": 0, "all_done": high_dyn},
+            ]
+        )
+
     tab, holds, ev = C.dynamic_vs_static(dvs(180.0))  # 5 % then 10 %: small and growing
     assert holds and list(tab.gain_pct.round(6)) == [5.0, 10.0] and "high: 10.0%" in ev
-    assert not C.dynamic_vs_static(dvs(140.0))[1]      # 30 % is not a small margin
-    assert not C.dynamic_vs_static(dvs(198.0))[1]      # 1 % < 5 %: does not grow
+    assert not C.dynamic_vs_static(dvs(140.0))[1]  # 30 % is not a small margin
+    assert not C.dynamic_vs_static(dvs(198.0))[1]  # 1 % < 5 %: does not grow
+
+
+def _act(gap_lo, gap_hi):
+    rows = []
+    for R, gap in ((2, gap_lo), (32, gap_hi)):
+        for s in (0, 1):
+            rows += [
+                {"requests": R, "method": "fedast_d", "seed": s, "final_accuracy": 0.8},
+                {"requests": R, "method": "nobuffer", "seed": s, "final_accuracy": 0.8 - gap},
+            ]
+    return pd.DataFrame(rows)
+
+
+def test_few_vs_many_active_thresholds():
+    holds, ev, lo, hi = C.few_vs_many_active(_act(0.01, 0.05))
+    assert holds and lo == pytest.approx(0.01) and hi == pytest.approx(0.05)
+    assert "+0.010 at R=2" in ev and "+0.050 at R=32" in ev
+    assert not C.few_vs_many_active(_act(0.04, 0.05))[0]  # not equal when few
+    assert C.few_vs_many_active(_act(0.04, 0.05), equal_tol=0.05)[0]  # unless tolerated
+    assert not C.few_vs_many_active(_act(0.0, 0.005))[0]  # gap too small
+    assert not C.few_vs_many_active(_act(0.02, 0.015), min_gap=0.001)[0]  # gap shrinks
+
+
+def _buf(acc_by_b):
+    return pd.DataFrame(
+        [
+            {"buffer": b, "task": t, "seed": 0, "final_accuracy": a + d}
+            for b, a in acc_by_b.items()
+            for t, d in (("x", 0.0), ("y", 0.1))
+        ]
+    )
+
+
+def test_buffer_optimum_interior_or_edge():
+    holds, ev, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.7, 4: 0.6}))
+    assert holds and best == 2 and "2: 0.750" in ev  # mean of 0.7 and 0.8
+    holds, _, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.6, 4: 0.7}))
+    assert not holds and best == 4
+
+
+def test_k_tradeoff_and_best_k():
+    ksw = pd.DataFrame(
+        {
+            "k": [2, 2, 6, 6, 10, 10],
+            "seed": [0, 1] * 3,
+            "rounds": [20, 22, 10, 12, 8, 8],
+            "round_length": [1.0, 1.2, 2.0, 2.0, 3.0, 3.5],
+            "time_to_target": [21.0, 27.0, 20.0, 24.0, None, None],
+        }
+    )
+    holds, ev = C.k_tradeoff(ksw)
+    assert holds and "rounds at k=2: 21.0 vs k=10: 8.0" in ev
+    assert C.best_k(ksw) == 6  # 22 < 24; k=10 never reached
+    longer_not = ksw.assign(round_length=[3.0, 3.0, 2.0, 2.0, 3.0, 3.5])
+    assert not C.k_tradeoff(longer_not)[0]
+    assert C.best_k(ksw.assign(time_to_target=None)) is None

@@ -10,7 +10,7 @@ from flkit.utils import FlkitError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_PRESETS = Path(__file__).resolve().parent / "fixtures" / "presets"
-REAL_FILES = sorted(presets.PRESET_DIR.glob("*.toml"))
+REAL_FILES = presets.paper_presets()
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -23,7 +23,7 @@ def fixtures_path(monkeypatch):
 # ------------------------------------------------------------------ the real preset files
 
 @pytest.mark.parametrize("path", REAL_FILES + sorted(FIXTURE_PRESETS.glob("*.toml")),
-                         ids=lambda p: p.name)
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_preset_file_is_valid(path):
     data = presets.validate_file(path)  # same keys and types in every preset
     assert set(presets.REQUIRED) <= set(data["presets"])
@@ -32,11 +32,14 @@ def test_every_preset_file_is_valid(path):
         assert set(table) == keys, name
 
 
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.parent.name)
 def test_every_preset_file_has_its_notebook(path, monkeypatch):
     monkeypatch.delenv("FLKIT_PRESET_PATH", raising=False)
-    nb = ROOT / "notebooks" / presets.meta(path.stem)["notebook"]
-    assert nb.is_file(), f"{path.name} names notebook {nb}, which does not exist"
+    name = presets.validate_file(path)["meta"]["notebook"]
+    nb = ROOT / "notebooks" / name
+    assert nb.is_file(), f"{path} names notebook {nb}, which does not exist"
+    assert name == f"{name[:2]}_{path.parent.name}.ipynb", "notebook NN_<slug> sits in papers/<slug>"
+    assert presets.preset_file(name) == path
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -44,7 +47,7 @@ def test_every_notebook_has_a_preset_file(path, monkeypatch):
     monkeypatch.delenv("FLKIT_PRESET_PATH", raising=False)
     by_file = {presets.meta(n)["notebook"]: n for n in presets.notebooks()}
     assert path.name in by_file, (f"notebooks/{path.name} has no preset file; add "
-                                  f"flkit/presets/{path.stem}.toml with [smoke], [cpu], [paper]")
+                                  f"flkit/papers/{path.stem[3:]}/preset.toml with [smoke], [cpu], [paper]")
 
 
 # ------------------------------------------------------------------ resolution

@@ -27,7 +27,7 @@ def clean_env(monkeypatch):
 
 
 def test_records_and_saves(tmp_path):
-    r = Report("fixture_ok", "smoke", 3, out_dir=tmp_path, device="cpu")
+    r = Report("fixture_ok", "cpu", 3, out_dir=tmp_path, device="cpu")
     assert r.number("acc", np.float32(0.875), paper=97.1, unit="%", note="LeNet") == np.float32(0.875)
     r.number("loss", torch.tensor(0.25))
     r.number("count", np.int64(4), paper="≈ 4")
@@ -39,7 +39,7 @@ def test_records_and_saves(tmp_path):
     plt.close(fig)
     assert path == tmp_path / "curve.png" and path.stat().st_size > 0
     res = json.loads((tmp_path / "results.json").read_text())  # autosaved
-    assert res["notebook"] == "fixture_ok" and res["preset"] == "smoke" and res["seed"] == 3
+    assert res["notebook"] == "fixture_ok" and res["preset"] == "cpu" and res["seed"] == 3
     assert res["device"] == "cpu" and res["schema"] == 1
     assert {"python", "flkit", "torch", "numpy"} <= set(res["versions"])
     assert res["wall_time_s"] >= 0 and res["started"] and res["saved"]
@@ -53,7 +53,7 @@ def test_records_and_saves(tmp_path):
 
 
 def test_rerecording_replaces(tmp_path):
-    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    r = Report("fixture_ok", "cpu", 0, out_dir=tmp_path)
     r.number("acc", 1.0)
     r.number("acc", 2.0)
     r.claim("c", False)
@@ -61,6 +61,25 @@ def test_rerecording_replaces(tmp_path):
     res = load_results(r.save())
     assert [n["measured"] for n in res["numbers"]] == [2.0]
     assert [c["holds"] for c in res["claims"]] == [True]
+
+
+def test_smoke_verdicts_are_inconclusive(tmp_path):
+    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    assert r.claim("trained", True, evidence="acc 0.9") is None
+    assert r.claim("not trained", False) is None
+    assert r.claim("already open", None, evidence="no target reached") is None
+    assert r.claim("from shapes", False, evidence="47x", judge_at_smoke=True) is False
+    c = {x["text"]: x for x in load_results(r.path)["claims"]}
+    assert c["trained"]["holds"] is None
+    assert c["trained"]["evidence"].startswith("acc 0.9 — inconclusive (smoke preset")
+    assert c["trained"]["evidence"].endswith("at face value it holds")
+    assert c["not trained"]["evidence"].endswith("at face value it does not hold")
+    assert c["already open"]["evidence"] == "no target reached"   # nothing to add
+    assert c["from shapes"] == {"text": "from shapes", "holds": False, "evidence": "47x",
+                                "paper": ""}
+    # any other preset records the verdict as given
+    r2 = Report("fixture_ok", "cpu", 0, out_dir=tmp_path / "cpu")
+    assert r2.claim("trained", True, evidence="acc 0.9") is True
 
 
 def test_preset_object_is_recorded(tmp_path):
@@ -118,7 +137,7 @@ def test_bad_seed():
 
 
 def test_table_single_seed(tmp_path):
-    r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
+    r = Report("fixture_ok", "cpu", 0, out_dir=tmp_path)
     r.number("acc", 0.91234, paper=0.95, unit="%")
     r.claim("holds", True, evidence="0.91 vs 0.95", paper="Fig. 2")
     r.claim("fails", False)

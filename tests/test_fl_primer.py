@@ -1,4 +1,6 @@
-"""The FL primer's library code: the exercise checker, client drift, the partition demo, the runs."""
+"""The FL primer's code: the exercise checker, client drift, the partition demo, the runs,
+the claims and the from-scratch comparison."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from flkit import data, presets
-from flkit.exercises import primer as ex
 from flkit.experiment import RunConfig, Setup
 from flkit.methods import weighted_average
-from flkit.studies import primer
+from flkit.papers.fl_primer import exercise as ex
+from flkit.papers.fl_primer import study as primer
 from flkit.train import LocalSpec
 from flkit.utils import FlkitError
 
@@ -26,10 +28,16 @@ def _unnormalised(s, w):
     return {n: (w.view(-1, *[1] * (v.dim() - 1)) * v).sum(0) for n, v in s.items()}
 
 
-def _wrong_axis(s, w):  # weights broadcast along the last dimension (silently wrong when it equals K)
+def _wrong_axis(
+    s, w
+):  # weights broadcast along the last dimension (silently wrong when it equals K)
     p = w / w.sum()
-    return {n: (p * v).sum(0) if v.shape[-1] == len(w) else (p.view(-1, *[1] * (v.dim() - 1)) * v).sum(0)
-            for n, v in s.items()}
+    return {
+        n: (p * v).sum(0)
+        if v.shape[-1] == len(w)
+        else (p.view(-1, *[1] * (v.dim() - 1)) * v).sum(0)
+        for n, v in s.items()
+    }
 
 
 def _in_place(s, w):
@@ -41,20 +49,22 @@ def _stub(s, w):
     raise NotImplementedError
 
 
-@pytest.mark.parametrize("fn, ok, hint", [
-    (ex.reference_solution, True, "right"),
-    (weighted_average, True, "right"),
-    (_mean, False, "plain mean"),
-    (_unnormalised, False, "normalise"),
-    (_wrong_axis, False, "last dimension"),
-    (_in_place, False, "in place"),
-    (lambda s, w: {n: v.mean(1) for n, v in s.items()}, False, "dim"),
-    (lambda s, w: {n: v for n, v in s.items()}, False, "client dimension"),
-    (lambda s, w: [1, 2], False, "dict"),
-    (lambda s, w: {"fc.bias": s["fc.bias"].mean(0)}, False, "missing keys"),
-    (lambda s, w: {n: (w * v).sum(0) for n, v in s.items()}, False, "reshape the weights"),
-    (_stub, False, "stub"),
-])
+@pytest.mark.parametrize(
+    "fn, ok, hint",
+    [
+        (ex.reference_solution, True, "right"),
+        (weighted_average, True, "right"),
+        (_mean, False, "plain mean"),
+        (_unnormalised, False, "normalise"),
+        (_wrong_axis, False, "last dimension"),
+        (_in_place, False, "in place"),
+        (lambda s, w: {n: v.mean(1) for n, v in s.items()}, False, "dim"),
+        (lambda s, w: {n: v for n, v in s.items()}, False, "client dimension"),
+        (lambda s, w: [1, 2], False, "dict"),
+        (lambda s, w: {"fc.bias": s["fc.bias"].mean(0)}, False, "missing keys"),
+        (lambda s, w: {n: (w * v).sum(0) for n, v in s.items()}, False, "reshape the weights"),
+    ],
+)
 def test_checker_verdicts_and_hints(fn, ok, hint, capsys):
     assert ex.check_weighted_average(fn) is ok
     out = capsys.readouterr().out
@@ -62,13 +72,20 @@ def test_checker_verdicts_and_hints(fn, ok, hint, capsys):
     assert hint in out
 
 
+def test_untouched_stub_is_not_attempted_never_right(capsys):
+    assert ex.check_weighted_average(_stub) is None
+    out = capsys.readouterr().out
+    assert "not attempted yet" in out and "right" not in out and "wrong" not in out
+
+
 def test_checker_quiet_and_reference_fallback(capsys):
     assert ex.check_weighted_average(_mean, quiet=True) is False
     assert capsys.readouterr().out == ""
-    assert ex.check_or_reference(_stub) is True          # falls back to the worked solution, says so
+    assert ex.check_or_reference(_stub) is None  # not attempted; the worked solution passes
     out = capsys.readouterr().out
-    assert "still the stub" in out and "reference_solution" in out
-    assert ex.check_or_reference(_mean) is False          # an implemented function is checked itself
+    assert "not attempted yet" in out and "worked solution below passes" in out
+    assert "right" not in out
+    assert ex.check_or_reference(_mean) is False  # an implemented function is checked itself
 
 
 def test_reference_solution_by_hand():
@@ -84,9 +101,21 @@ def syn():
 
 
 def _setup(syn, lr=0.1, steps=1, batch_size=10_000, num_clients=4):
-    cfg = RunConfig(dataset="synthetic", model="logreg", num_clients=num_clients, partition="iid",
-                    clients_per_round=2, local_epochs=None, local_steps=steps, batch_size=batch_size,
-                    lr=lr, rounds=1, seed=3, device="cpu", backend="auto")
+    cfg = RunConfig(
+        dataset="synthetic",
+        model="logreg",
+        num_clients=num_clients,
+        partition="iid",
+        clients_per_round=2,
+        local_epochs=None,
+        local_steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        rounds=1,
+        seed=3,
+        device="cpu",
+        backend="auto",
+    )
     return Setup.build(cfg, data_obj=syn)
 
 
@@ -115,7 +144,9 @@ def test_drift_hand_computed_on_a_linear_model(syn):
     avg = (p[:, None] * models).sum(0)
     assert d["client"].tolist() == clients and d["samples"].tolist() == sizes
     assert d["dist_global"].tolist() == pytest.approx(models.norm(dim=1).tolist(), rel=1e-4)
-    assert d["dist_avg"].tolist() == pytest.approx((models - avg).norm(dim=1).tolist(), rel=1e-4, abs=1e-7)
+    assert d["dist_avg"].tolist() == pytest.approx(
+        (models - avg).norm(dim=1).tolist(), rel=1e-4, abs=1e-7
+    )
 
 
 def test_drift_vanishes_with_a_tiny_learning_rate(syn):
@@ -141,7 +172,9 @@ def test_fedprox_drift_shrinks_with_mu(syn):
     assert (means.diff().dropna() < 0).all()
     # mu = 0 is FedAvg's local objective
     fedavg = primer.client_drift(setup, setup.model.state_dict(), [0, 1, 2])
-    assert d[d["mu"] == 0.0]["dist_global"].tolist() == pytest.approx(fedavg["dist_global"].tolist(), rel=1e-6)
+    assert d[d["mu"] == 0.0]["dist_global"].tolist() == pytest.approx(
+        fedavg["dist_global"].tolist(), rel=1e-6
+    )
 
 
 def test_drift_rejects_bad_clients(syn):
@@ -156,7 +189,9 @@ def test_drift_with_an_explicit_spec(syn):
     setup = _setup(syn, lr=0.1)
     zero = _zero_state(setup)
     one = primer.client_drift(setup, zero, [0], spec=LocalSpec(lr=0.1, batch_size=10_000, steps=1))
-    half = primer.client_drift(setup, zero, [0], spec=LocalSpec(lr=0.05, batch_size=10_000, steps=1))
+    half = primer.client_drift(
+        setup, zero, [0], spec=LocalSpec(lr=0.05, batch_size=10_000, steps=1)
+    )
     assert one["dist_global"].iloc[0] == pytest.approx(2 * half["dist_global"].iloc[0], rel=1e-5)
 
 
@@ -177,12 +212,13 @@ def test_repartition_matches_partition_module():
 def test_alpha_explorer_redraws():
     pytest.importorskip("ipywidgets")
     import matplotlib
+
     matplotlib.use("Agg")
     labels = torch.arange(10).repeat(100)
     box = primer.alpha_explorer(labels, 10, 20, seed=0, alpha=0.1)
     slider = box.children[0]
     assert slider.value == pytest.approx(0.1)
-    slider.value = 10.0        # the observer re-partitions and redraws without error
+    slider.value = 10.0  # the observer re-partitions and redraws without error
     box.redraw(1.0)
 
 
@@ -201,13 +237,24 @@ def test_preset_file_and_configs():
 
 
 def test_compare_runs_and_caches(tmp_path, syn):
-    cfg = RunConfig(dataset="synthetic", model="logreg", num_clients=6, partition="iid", clients_per_round=2,
-                    local_epochs=1, batch_size=16, lr=0.05, rounds=3, seed=0, device="cpu",
-                    dataset_kwargs={"num_clients": 6})
+    cfg = RunConfig(
+        dataset="synthetic",
+        model="logreg",
+        num_clients=6,
+        partition="iid",
+        clients_per_round=2,
+        local_epochs=1,
+        batch_size=16,
+        lr=0.05,
+        rounds=3,
+        seed=0,
+        device="cpu",
+        dataset_kwargs={"num_clients": 6},
+    )
     cfgs = {"a": cfg, "b": cfg.replace(method="fedprox", method_params={"mu": 0.5})}
     df = primer.compare(cfgs, syn, progress=False, out_dir=tmp_path)
     assert set(df["run"]) == {"a", "b"} and len(df) == 6
-    again = primer.compare(cfgs, None, progress=False, out_dir=tmp_path)   # cached: no data needed
+    again = primer.compare(cfgs, None, progress=False, out_dir=tmp_path)  # cached: no data needed
     assert again["test_accuracy"].tolist() == pytest.approx(df["test_accuracy"].tolist())
     fin = primer.final_accuracy(df, last=2)
     h = df[df["run"] == "a"]["test_accuracy"]
@@ -217,13 +264,62 @@ def test_compare_runs_and_caches(tmp_path, syn):
 
 def test_figures_render_from_results_only():
     import matplotlib
+
     matplotlib.use("Agg")
-    from flkit.figures import primer as figs
-    curves = pd.DataFrame({"run": ["A"] * 3 + ["B"] * 3, "round": [1, 2, 3] * 2,
-                           "test_accuracy": [0.1, 0.5, 0.7, 0.1, 0.3, 0.4], "train_loss": [2, 1, 0.5, 2, 1.5, 1.0]})
-    drift = pd.DataFrame({"mu": [0.0, 0.0, 1.0, 1.0], "client": [1, 2, 1, 2], "samples": [10, 20, 10, 20],
-                          "dist_global": [0.3, 0.4, 0.2, 0.3], "dist_avg": [0.1, 0.2, 0.1, 0.1]})
+    from flkit.papers.fl_primer import figures as figs
+
+    curves = pd.DataFrame(
+        {
+            "run": ["A"] * 3 + ["B"] * 3,
+            "round": [1, 2, 3] * 2,
+            "test_accuracy": [0.1, 0.5, 0.7, 0.1, 0.3, 0.4],
+            "train_loss": [2, 1, 0.5, 2, 1.5, 1.0],
+        }
+    )
+    drift = pd.DataFrame(
+        {
+            "mu": [0.0, 0.0, 1.0, 1.0],
+            "client": [1, 2, 1, 2],
+            "samples": [10, 20, 10, 20],
+            "dist_global": [0.3, 0.4, 0.2, 0.3],
+            "dist_avg": [0.1, 0.2, 0.1, 0.1],
+        }
+    )
     assert len(figs.iid_vs_noniid(curves, "A", "B").axes) == 2
     assert len(figs.fedprox(curves, ["A", "B"], drift_by_mu=drift).axes) == 2
     assert len(figs.drift_iid_vs_noniid(drift.assign(data=["x", "y", "x", "y"])).axes) == 2
     assert len(figs.partitions(torch.arange(10).repeat(20), 10, 5, [100.0, 0.1]).axes) >= 2
+
+
+# ------------------------------------------------------------------ claims on hand-built tables
+def test_claims_by_hand():
+    from flkit.papers.fl_primer import claims as C
+
+    final = pd.Series({"iid": 0.91, "dir": 0.85})
+    c = C.noniid_slows_fedavg(final, "iid", "dir", alpha=0.1, rounds=20)
+    assert c["holds"] is True and "gap 6.0 points" in c["evidence"] and not c["judge_at_smoke"]
+    assert C.noniid_slows_fedavg(final, "iid", "dir", 0.1, 20, min_gap=0.1)["holds"] is False
+    assert (
+        C.noniid_slows_fedavg(final[::-1].set_axis(["iid", "dir"]), "iid", "dir", 0.1, 20)["holds"]
+        is False
+    )
+    cols = pd.MultiIndex.from_tuples([("dist_avg", "mean"), ("dist_avg", "std")])
+    summ = pd.DataFrame([[0.2, 0.0], [0.5, 0.0]], index=["IID", "Dir(0.1)"], columns=cols)
+    d = C.noniid_drifts_apart(summ, "IID", "Dir(0.1)")
+    assert (
+        d["holds"] is True and d["judge_at_smoke"] and "IID 0.200, non-IID 0.500" in d["evidence"]
+    )
+    assert C.noniid_drifts_apart(summ, "Dir(0.1)", "IID")["holds"] is False
+    # strictly decreasing in mu, whatever order the series comes in
+    assert C.prox_reduces_drift(pd.Series({1.0: 0.1, 0.0: 0.3, 0.1: 0.2}))["holds"] is True
+    assert C.prox_reduces_drift(pd.Series({0.0: 0.3, 0.1: 0.3, 1.0: 0.1}))["holds"] is False
+
+
+def test_same_curve_accepts_rounding_and_names_bad_rounds():
+    h = pd.DataFrame({"round": [1, 2, 3], "test_accuracy": [0.5, 0.6, 0.7]})
+    ok = primer.same_curve([0.5, 0.6001, 0.7], h)
+    assert ok["|difference|"].max() == pytest.approx(1e-4)
+    with pytest.raises(FlkitError, match=r"rounds \[2\]"):
+        primer.same_curve([0.5, 0.62, 0.7], h)
+    with pytest.raises(FlkitError, match="eval_every"):
+        primer.same_curve([0.5, 0.6], h)

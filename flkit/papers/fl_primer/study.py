@@ -11,6 +11,7 @@
 Nothing here trains by itself: local training is `flkit.train.train_clients` through the
 method's own `client_update` (flkit.methods), whole runs are `flkit.experiment.run`.
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -18,15 +19,33 @@ from typing import Mapping, Sequence
 import pandas as pd
 import torch
 
-from .. import data as data_mod
-from .. import methods, partition as part_mod
-from ..experiment import RunConfig, RunResult, Setup, run, sample_clients
-from ..state import flatten, param_names
-from ..utils import FlkitError, check_range
+from flkit import data as data_mod
+from flkit import methods
+from flkit import partition as part_mod
+from flkit.experiment import RunConfig, RunResult, Setup, run, sample_clients
+from flkit.state import flatten, param_names
+from flkit.utils import FlkitError, check_range
 
-__all__ = ["load_data", "configs", "label_iid", "label_noniid", "label_fedprox", "setup_for", "run_all",
-           "histories", "compare", "final_accuracy", "probe_clients", "client_drift", "drift_by_partition",
-           "drift_sweep", "drift_summary", "repartition", "draw_partition", "alpha_explorer"]
+__all__ = [
+    "load_data",
+    "configs",
+    "label_iid",
+    "label_noniid",
+    "label_fedprox",
+    "setup_for",
+    "run_all",
+    "histories",
+    "compare",
+    "final_accuracy",
+    "probe_clients",
+    "client_drift",
+    "drift_by_partition",
+    "drift_sweep",
+    "drift_summary",
+    "repartition",
+    "draw_partition",
+    "alpha_explorer",
+]
 
 
 # ------------------------------------------------------------------------------ settings
@@ -53,15 +72,31 @@ def configs(P: Mapping, seed: int = 0, device: str = "auto") -> dict[str, RunCon
 
     Dataset subsets are part of the config (dataset_kwargs) so the run cache keys on them."""
     dkw = {k: int(P[k]) for k in ("train_subset", "test_subset") if int(P.get(k, 0) or 0) > 0}
-    base = RunConfig(method="fedavg", dataset=P["dataset"], model=P["model"], num_clients=P["num_clients"],
-                     partition="iid", clients_per_round=P["clients_per_round"], local_epochs=P["local_epochs"],
-                     batch_size=P["batch_size"], lr=P["lr"], rounds=P["rounds"], eval_every=P["eval_every"],
-                     dataset_kwargs=dkw, seed=seed, device=device)
-    noniid = base.replace(partition="dirichlet",
-                          partition_kwargs={"alpha": P["alpha"], "min_samples": P["min_samples"]})
+    base = RunConfig(
+        method="fedavg",
+        dataset=P["dataset"],
+        model=P["model"],
+        num_clients=P["num_clients"],
+        partition="iid",
+        clients_per_round=P["clients_per_round"],
+        local_epochs=P["local_epochs"],
+        batch_size=P["batch_size"],
+        lr=P["lr"],
+        rounds=P["rounds"],
+        eval_every=P["eval_every"],
+        dataset_kwargs=dkw,
+        seed=seed,
+        device=device,
+    )
+    noniid = base.replace(
+        partition="dirichlet",
+        partition_kwargs={"alpha": P["alpha"], "min_samples": P["min_samples"]},
+    )
     out = {label_iid(): base, label_noniid(P["alpha"]): noniid}
     for mu in P["mus"]:
-        out[label_fedprox(mu, P["alpha"])] = noniid.replace(method="fedprox", method_params={"mu": float(mu)})
+        out[label_fedprox(mu, P["alpha"])] = noniid.replace(
+            method="fedprox", method_params={"mu": float(mu)}
+        )
     return out
 
 
@@ -71,11 +106,14 @@ def setup_for(cfg: RunConfig, ds=None) -> Setup:
 
 
 # ------------------------------------------------------------------------------ runs
-def run_all(cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True,
-            out_dir=None) -> dict[str, RunResult]:
+def run_all(
+    cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True, out_dir=None
+) -> dict[str, RunResult]:
     """`flkit.experiment.run` for every config (a cached run loads from disk, no setup is built)."""
-    from .. import store
     from tqdm.auto import tqdm
+
+    from flkit import store
+
     results = {}
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
     for label, cfg in bar:
@@ -97,13 +135,16 @@ def histories(results: Mapping[str, RunResult]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def compare(cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True, out_dir=None) -> pd.DataFrame:
+def compare(
+    cfgs: Mapping[str, RunConfig], ds=None, progress: bool = True, out_dir=None
+) -> pd.DataFrame:
     """Run (or load) every config and return their histories as one long DataFrame."""
     return histories(run_all(cfgs, ds, progress=progress, out_dir=out_dir))
 
 
 def final_accuracy(curves: pd.DataFrame, last: int = 1, column: str = "test_accuracy") -> pd.Series:
-    """Per run: the mean of the last `last` evaluations of `column` (smooths round-to-round noise)."""
+    """Per run: the mean of the last `last` evaluations of `column` (smooths round-to-round
+    noise)."""
     check_range("last", last, 1)
     ev = curves.dropna(subset=[column])
     return ev.groupby("run", sort=False)[column].apply(lambda s: float(s.iloc[-last:].mean()))
@@ -116,13 +157,21 @@ def probe_clients(cfg: RunConfig, rnd: int | None = None) -> list[int]:
     return sample_clients(cfg.seed, rnd, cfg.num_clients, cfg.clients_per_round)
 
 
-def client_drift(setup: Setup, state: Mapping, clients: Sequence[int], spec=None, method: str = "fedavg",
-                 method_params: Mapping | None = None, rnd: int | None = None) -> pd.DataFrame:
+def client_drift(
+    setup: Setup,
+    state: Mapping,
+    clients: Sequence[int],
+    spec=None,
+    method: str = "fedavg",
+    method_params: Mapping | None = None,
+    rnd: int | None = None,
+) -> pd.DataFrame:
     """Train `clients` for one round from the global model `state`; how far does each one move?
 
-    state: the global model's state dict (or a method state {"model": ...}, e.g. RunResult.final_state).
-    spec: the local training (flkit.train.LocalSpec; default the setup's config). method/method_params:
-    whose local objective the clients minimise (e.g. "fedprox", {"mu": 0.1}); the training itself is the
+    state: the global model's state dict (or a method state {"model": ...}, e.g.
+    RunResult.final_state). spec: the local training (flkit.train.LocalSpec; default the setup's
+    config). method/method_params: whose local objective the clients minimise (e.g. "fedprox",
+    {"mu": 0.1}); the training itself is the
     method's `client_update`, i.e. flkit.train.train_clients. rnd fixes the batch order (default the
     round after the config's last).
 
@@ -139,23 +188,43 @@ def client_drift(setup: Setup, state: Mapping, clients: Sequence[int], spec=None
     cfg = setup.config
     spec = spec if spec is not None else cfg.local_spec()
     rnd = cfg.rounds + 1 if rnd is None else rnd
-    ctx = methods.RunContext(setup.model, setup.data.x_train, setup.data.y_train, setup.parts, spec,
-                             cfg.seed, setup.data.num_classes, cfg.backend)
+    ctx = methods.RunContext(
+        setup.model,
+        setup.data.x_train,
+        setup.data.y_train,
+        setup.parts,
+        spec,
+        cfg.seed,
+        setup.data.num_classes,
+        cfg.backend,
+    )
     m = methods.get(method)(ctx, **dict(method_params or {}))
     up = m.client_update({"model": glob}, list(int(c) for c in clients), rnd)
     names = param_names(setup.model)
-    local = flatten(up.state, names).double()                                   # [K, d]
-    g = flatten({n: glob[n].unsqueeze(0) for n in names}, names).double()[0]    # [d]
-    avg = flatten({n: v.unsqueeze(0) for n, v in methods.weighted_average(
-        {n: up.state[n] for n in names}, up.weights).items()}, names).double()[0]
-    return pd.DataFrame({"client": [int(c) for c in clients],
-                         "samples": up.weights.cpu().long().tolist(),
-                         "dist_global": (local - g).norm(dim=1).cpu().tolist(),
-                         "dist_avg": (local - avg).norm(dim=1).cpu().tolist()})
+    local = flatten(up.state, names).double()  # [K, d]
+    g = flatten({n: glob[n].unsqueeze(0) for n in names}, names).double()[0]  # [d]
+    avg = flatten(
+        {
+            n: v.unsqueeze(0)
+            for n, v in methods.weighted_average(
+                {n: up.state[n] for n in names}, up.weights
+            ).items()
+        },
+        names,
+    ).double()[0]
+    return pd.DataFrame(
+        {
+            "client": [int(c) for c in clients],
+            "samples": up.weights.cpu().long().tolist(),
+            "dist_global": (local - g).norm(dim=1).cpu().tolist(),
+            "dist_avg": (local - avg).norm(dim=1).cpu().tolist(),
+        }
+    )
 
 
-def drift_by_partition(cfgs: Mapping[str, RunConfig], ds, state: Mapping, clients: Sequence[int],
-                       column: str = "data") -> pd.DataFrame:
+def drift_by_partition(
+    cfgs: Mapping[str, RunConfig], ds, state: Mapping, clients: Sequence[int], column: str = "data"
+) -> pd.DataFrame:
     """`client_drift` of the same clients from the same global model `state`, once per config
     (e.g. {"IID": iid_cfg, "Dir(0.1)": dirichlet_cfg}): only the clients' data differ."""
     frames = []
@@ -166,12 +235,21 @@ def drift_by_partition(cfgs: Mapping[str, RunConfig], ds, state: Mapping, client
     return pd.concat(frames, ignore_index=True)
 
 
-def drift_sweep(setup: Setup, state: Mapping, clients: Sequence[int], mus: Sequence[float],
-                spec=None, rnd: int | None = None) -> pd.DataFrame:
-    """`client_drift` under FedProx for each mu (mu = 0 is FedAvg's local objective); column "mu"."""
+def drift_sweep(
+    setup: Setup,
+    state: Mapping,
+    clients: Sequence[int],
+    mus: Sequence[float],
+    spec=None,
+    rnd: int | None = None,
+) -> pd.DataFrame:
+    """`client_drift` under FedProx for each mu (mu = 0 is FedAvg's local objective); column
+    "mu"."""
     rows = []
     for mu in mus:
-        d = client_drift(setup, state, clients, spec, method="fedprox", method_params={"mu": float(mu)}, rnd=rnd)
+        d = client_drift(
+            setup, state, clients, spec, method="fedprox", method_params={"mu": float(mu)}, rnd=rnd
+        )
         d.insert(0, "mu", float(mu))
         rows.append(d)
     return pd.concat(rows, ignore_index=True)
@@ -183,27 +261,60 @@ def drift_summary(drift: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------ partition demo
-def repartition(labels, num_clients: int, alpha: float, seed: int = 0, num_classes: int | None = None):
-    """Dirichlet(alpha) split of `labels` over clients: (parts, counts [clients, classes], summary)."""
+def repartition(
+    labels, num_clients: int, alpha: float, seed: int = 0, num_classes: int | None = None
+):
+    """Dirichlet(alpha) split of `labels` over clients: (parts, counts [clients, classes],
+    summary)."""
     num_classes = int(labels.max()) + 1 if num_classes is None else num_classes
     parts = part_mod.partition("dirichlet", labels, num_clients, seed, alpha=float(alpha))
-    return parts, part_mod.label_counts(parts, labels, num_classes), part_mod.summary(parts, labels, num_classes)
+    return (
+        parts,
+        part_mod.label_counts(parts, labels, num_classes),
+        part_mod.summary(parts, labels, num_classes),
+    )
 
 
-def draw_partition(labels, num_classes: int, num_clients: int, alpha: float, seed: int = 0, ax=None,
-                   max_clients: int | None = 50, colorbar: bool = True):
+def draw_partition(
+    labels,
+    num_classes: int,
+    num_clients: int,
+    alpha: float,
+    seed: int = 0,
+    ax=None,
+    max_clients: int | None = 50,
+    colorbar: bool = True,
+):
     """Label heat map (share of each class in every client's data) of a Dirichlet(alpha) split."""
-    from .. import plots
+    from flkit import plots
+
     parts, _, s = repartition(labels, num_clients, alpha, seed, num_classes)
     shown = min(len(parts), max_clients or len(parts))
-    title = (f"Dir(α={alpha:.3g}): {s['classes_per_client_mean']:.1f} classes/client, "
-             f"sizes {s['size_min']}–{s['size_max']}" + (f" (first {shown} clients)" if shown < len(parts) else ""))
-    return plots.label_distribution(parts, labels, num_classes, ax=ax, normalize=True, max_clients=max_clients,
-                                    title=title, colorbar=colorbar)
+    title = (
+        f"Dir(α={alpha:.3g}): {s['classes_per_client_mean']:.1f} classes/client, "
+        f"sizes {s['size_min']}–{s['size_max']}"
+        + (f" (first {shown} clients)" if shown < len(parts) else "")
+    )
+    return plots.label_distribution(
+        parts,
+        labels,
+        num_classes,
+        ax=ax,
+        normalize=True,
+        max_clients=max_clients,
+        title=title,
+        colorbar=colorbar,
+    )
 
 
-def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, alpha: float = 0.1,
-                   max_clients: int | None = 50):
+def alpha_explorer(
+    labels,
+    num_classes: int,
+    num_clients: int,
+    seed: int = 0,
+    alpha: float = 0.1,
+    max_clients: int | None = 50,
+):
     """An ipywidgets slider (log scale, alpha 0.01..100) redrawing the label heat map on release.
 
     Re-partitioning 60,000 MNIST labels over 100 clients and redrawing takes well under a second.
@@ -211,11 +322,20 @@ def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, al
     nbval) it simply renders its initial state."""
     import ipywidgets as W
     import matplotlib.pyplot as plt
-    from .. import plots
+
+    from flkit import plots
 
     labels = torch.as_tensor(labels).detach().cpu()
-    slider = W.FloatLogSlider(value=float(alpha), base=10, min=-2, max=2, step=0.05, description="alpha",
-                              continuous_update=False, readout_format=".3g")
+    slider = W.FloatLogSlider(
+        value=float(alpha),
+        base=10,
+        min=-2,
+        max=2,
+        step=0.05,
+        description="alpha",
+        continuous_update=False,
+        readout_format=".3g",
+    )
     out = W.Output()
 
     def redraw(value):
@@ -223,7 +343,9 @@ def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, al
             out.clear_output(wait=True)
             with plots.style():
                 fig, ax = plt.subplots(figsize=(8.0, 3.2))
-                draw_partition(labels, num_classes, num_clients, value, seed, ax=ax, max_clients=max_clients)
+                draw_partition(
+                    labels, num_classes, num_clients, value, seed, ax=ax, max_clients=max_clients
+                )
                 plt.show()
 
     slider.observe(lambda ch: redraw(ch["new"]), names="value")
@@ -231,3 +353,34 @@ def alpha_explorer(labels, num_classes: int, num_clients: int, seed: int = 0, al
     box = W.VBox([slider, out])
     box.redraw = redraw  # for tests / scripted use
     return box
+
+
+# ------------------------------------------------------------------------------ from scratch
+def same_curve(scratch: Sequence[float], history: pd.DataFrame, tol: float = 1e-3) -> pd.DataFrame:
+    """The from-scratch FedAvg accuracy curve beside flkit's (one value per round, both evaluated
+    every round): columns round, from scratch, flkit, |difference|. FlkitError naming the rounds
+    that differ by more than ``tol`` (accuracy as a fraction). Batched training adds the same
+    numbers in another order, so float rounding can flip the odd test image near a decision
+    boundary: ``tol`` allows ten images in 10,000."""
+    check_range("tol", tol, 0)
+    ev = history.dropna(subset=["test_accuracy"])
+    if len(ev) != len(scratch):
+        raise FlkitError(
+            f"the flkit run has {len(ev)} evaluations, the scratch curve "
+            f"{len(scratch)} points; accepted: eval_every = 1 and the same rounds"
+        )
+    out = pd.DataFrame(
+        {
+            "round": ev["round"].to_numpy(),
+            "from scratch": list(scratch),
+            "flkit": ev["test_accuracy"].to_numpy(),
+        }
+    )
+    out["|difference|"] = (out["from scratch"] - out["flkit"]).abs()
+    bad = out[out["|difference|"] > tol]
+    if len(bad):
+        raise FlkitError(
+            f"the from-scratch FedAvg differs from flkit by more than tol={tol} in "
+            f"rounds {bad['round'].tolist()}:\n{bad.to_string(index=False)}"
+        )
+    return out

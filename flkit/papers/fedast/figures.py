@@ -1,14 +1,23 @@
 """Figures for notebook 03 (FedAST). Every helper reads results (SimResult / DataFrames) and
 never re-runs training; each accepts ``ax=None`` and returns the Axes (or Figure)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..plots import COLORS, _new_ax, color_for
-from ..studies import fedast as S
+from flkit.plots import COLORS, _new_ax, color_for
 
-__all__ = ["queue_timeline", "accuracy_curves", "gain_bars", "staleness_hist", "sweep_plot", "het_bars"]
+from . import tables as S
+
+__all__ = [
+    "queue_timeline",
+    "accuracy_curves",
+    "gain_bars",
+    "staleness_hist",
+    "sweep_plot",
+    "het_bars",
+]
 
 
 def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_clients: int = 12):
@@ -21,6 +30,7 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
     FCFS queue: a request dispatched at d to a client busy until L starts at max(d, L) and ends
     at its arrival (or cancellation) time."""
     import matplotlib.patches as mpatches
+
     ev = S.events(res)
     disp = ev[ev.kind == "dispatch"]
     if clients is None:
@@ -31,24 +41,42 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
     col = {t: COLORS[i % len(COLORS)] for i, t in enumerate(tasks)}
     for row, c in enumerate(clients):
         e = ev[ev.client == c].sort_values("time", kind="stable")
-        queue = []       # dispatched, not yet ended: (dispatch time, task, version)
+        queue = []  # dispatched, not yet ended: (dispatch time, task, version)
         last_end = 0.0
         for _, r in e.iterrows():
             if r.kind == "dispatch":
                 queue.append((r.time, r.task, r.version))
             elif r.kind in ("arrive", "cancel") and queue:
                 # FCFS: the oldest queued request of this task/version ends (arrive) or is dropped
-                k = next((i for i, q in enumerate(queue) if q[1] == r.task and q[2] == r.version), 0)
+                k = next(
+                    (i for i, q in enumerate(queue) if q[1] == r.task and q[2] == r.version), 0
+                )
                 d, task, _ = queue.pop(k)
                 if r.kind == "arrive":
                     start = max(d, last_end)
                     ax.plot([d, start], [row, row], color=col[task], lw=0.8, alpha=0.6)
-                    ax.barh(row, r.time - start, left=start, height=0.6, color=col[task], alpha=0.9,
-                            edgecolor="white", linewidth=0.5)
+                    ax.barh(
+                        row,
+                        r.time - start,
+                        left=start,
+                        height=0.6,
+                        color=col[task],
+                        alpha=0.9,
+                        edgecolor="white",
+                        linewidth=0.5,
+                    )
                     ax.plot([r.time], [row], "o", ms=2.5, color="black")
                     last_end = r.time
                 else:
-                    ax.barh(row, 0.6, left=r.time, height=0.6, color="none", edgecolor=col[task], hatch="///")
+                    ax.barh(
+                        row,
+                        0.6,
+                        left=r.time,
+                        height=0.6,
+                        color="none",
+                        edgecolor=col[task],
+                        hatch="///",
+                    )
     for _, r in ev[ev.kind == "complete"].iterrows():
         ax.axvline(r.time, color=col[r.task], ls="--", lw=1)
     ax.set_yticks(range(len(clients)))
@@ -58,14 +86,28 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
     if t_max is not None:
         ax.set_xlim(0, t_max)
     handles = [mpatches.Patch(color=col[t], label=t) for t in tasks]
-    handles.append(mpatches.Patch(facecolor="none", edgecolor="grey", hatch="///", label="cancelled"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles), fontsize=8)
+    handles.append(
+        mpatches.Patch(facecolor="none", edgecolor="grey", hatch="///", label="cancelled")
+    )
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=len(handles),
+        fontsize=8,
+    )
     ax.set_title("Client queues (FCFS): requests of two tasks, bar = processing, line = waiting")
     return ax
 
 
-def accuracy_curves(results: dict, ax=None, mean_over_tasks: bool = True, targets: dict | None = None,
-                    title: str = "", metric: str = "accuracy"):
+def accuracy_curves(
+    results: dict,
+    ax=None,
+    mean_over_tasks: bool = True,
+    targets: dict | None = None,
+    title: str = "",
+    metric: str = "accuracy",
+):
     """Test accuracy (or ``metric="test_loss"``) vs simulated time. ``results``: {label: SimResult}.
     With ``mean_over_tasks`` one line per run (mean over tasks at each task's latest evaluation),
     else one per task."""
@@ -95,8 +137,16 @@ def accuracy_curves(results: dict, ax=None, mean_over_tasks: bool = True, target
     return ax
 
 
-def gain_bars(gains: pd.DataFrame, df: pd.DataFrame, ax=None, baseline: str = "sync_st", method: str = "fedast_d",
-              by: str = "M", col: str = "all_done", paper: dict | None = None):
+def gain_bars(
+    gains: pd.DataFrame,
+    df: pd.DataFrame,
+    ax=None,
+    baseline: str = "sync_st",
+    method: str = "fedast_d",
+    by: str = "M",
+    col: str = "all_done",
+    paper: dict | None = None,
+):
     """Bars of the seed-mean time to target per ``by`` value for baseline and method, annotated
     with the gain %; ``paper``: {by value: paper gain %} printed beside ours."""
     ax = _new_ax(ax)
@@ -109,8 +159,15 @@ def gain_bars(gains: pd.DataFrame, df: pd.DataFrame, ax=None, baseline: str = "s
             vals.append(v.mean() if v.notna().all() and len(v) else np.nan)
             errs.append(v.std(ddof=0) if len(v) > 1 else 0)
         label = {"fedast_d": "FedAST", "sync_st": "Sync-ST"}.get(m, m)
-        ax.bar(np.arange(len(keys)) + (j - 0.5) * w, vals, w, yerr=errs, label=label, color=color_for(label),
-               capsize=3)
+        ax.bar(
+            np.arange(len(keys)) + (j - 0.5) * w,
+            vals,
+            w,
+            yerr=errs,
+            label=label,
+            color=color_for(label),
+            capsize=3,
+        )
     for i, k in enumerate(keys):
         g = gains[(gains[by] == k) & (gains.seed == "mean")]
         if len(g) and g.gain_pct.iloc[0] is not None and not pd.isna(g.gain_pct.iloc[0]):
@@ -135,16 +192,32 @@ def staleness_hist(results: dict, ax=None, bins: int | None = None):
             continue
         hi = int(st.max())
         b = bins or np.arange(-0.5, hi + 1.5, max(1, (hi + 1) // 40))
-        ax.hist(st, bins=b, alpha=0.55, label=f"{label} (mean {st.mean():.1f})", color=color_for(label), density=True)
+        ax.hist(
+            st,
+            bins=b,
+            alpha=0.55,
+            label=f"{label} (mean {st.mean():.1f})",
+            color=color_for(label),
+            density=True,
+        )
     ax.set_xlabel("staleness (server updates between dispatch and arrival)")
     ax.set_ylabel("fraction of updates")
     ax.legend(fontsize=8)
     return ax
 
 
-def sweep_plot(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax=None, logx: bool = False,
-               mark: float | None = None, ylabel: str | None = None, hline: float | None = None,
-               hline_label: str = ""):
+def sweep_plot(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    ax=None,
+    logx: bool = False,
+    mark: float | None = None,
+    ylabel: str | None = None,
+    hline: float | None = None,
+    hline_label: str = "",
+):
     """Mean (± std over seeds) of ``y`` vs ``x``, one line per ``hue`` value; ``mark`` draws a
     red star at that x (the paper's choice)."""
     ax = _new_ax(ax)
@@ -152,8 +225,15 @@ def sweep_plot(df: pd.DataFrame, x: str, y: str, hue: str | None = None, ax=None
     for name, g in groups:
         s = g.groupby(x)[y].agg(["mean", "std"]).reset_index()
         label = str(name)
-        ax.errorbar(s[x], s["mean"], yerr=s["std"].fillna(0), marker="o", capsize=3, label=label,
-                    color=color_for(label))
+        ax.errorbar(
+            s[x],
+            s["mean"],
+            yerr=s["std"].fillna(0),
+            marker="o",
+            capsize=3,
+            label=label,
+            color=color_for(label),
+        )
         if mark is not None and mark in set(s[x]):
             ax.plot([mark], [float(s[s[x] == mark]["mean"].iloc[0])], "*", color="red", ms=14)
     if hline is not None:
@@ -174,7 +254,13 @@ def het_bars(df: pd.DataFrame, ax=None):
     piv = piv.loc[order]
     w = 0.8 / max(1, len(piv.columns))
     for j, m in enumerate(piv.columns):
-        ax.bar(np.arange(len(piv)) + (j - (len(piv.columns) - 1) / 2) * w, piv[m], w, label=m, color=color_for(m))
+        ax.bar(
+            np.arange(len(piv)) + (j - (len(piv.columns) - 1) / 2) * w,
+            piv[m],
+            w,
+            label=m,
+            color=color_for(m),
+        )
     ax.set_xticks(range(len(piv)))
     ax.set_xticklabels(piv.index)
     ax.set_ylabel("time to target (mean over seeds)")

@@ -1,11 +1,12 @@
 """Figures of the FL primer notebook, in the house style (flkit.plots). They read results only."""
+
 from __future__ import annotations
 
 from typing import Sequence
 
 import pandas as pd
 
-from .. import plots
+from flkit import plots
 
 
 def _curve(ax, curves: pd.DataFrame, label: str, column: str, **kw):
@@ -13,15 +14,25 @@ def _curve(ax, curves: pd.DataFrame, label: str, column: str, **kw):
     ax.plot(h["round"], h[column], label=label, color=plots.color_for(label), **kw)
 
 
-def partitions(labels, num_classes: int, num_clients: int, alphas: Sequence[float], seed: int = 0,
-               max_clients: int | None = 50):
+def partitions(
+    labels,
+    num_classes: int,
+    num_clients: int,
+    alphas: Sequence[float],
+    seed: int = 0,
+    max_clients: int | None = 50,
+):
     """One label heat map per alpha, stacked (the static version of the alpha slider)."""
     import matplotlib.pyplot as plt
-    from ..studies.primer import draw_partition
+
+    from .study import draw_partition
+
     with plots.style():
         fig, axes = plt.subplots(len(alphas), 1, figsize=(8.0, 2.4 * len(alphas)), squeeze=False)
         for ax, a in zip(axes[:, 0], alphas):
-            draw_partition(labels, num_classes, num_clients, a, seed, ax=ax, max_clients=max_clients)
+            draw_partition(
+                labels, num_classes, num_clients, a, seed, ax=ax, max_clients=max_clients
+            )
         fig.tight_layout()
     return fig
 
@@ -29,6 +40,7 @@ def partitions(labels, num_classes: int, num_clients: int, alphas: Sequence[floa
 def iid_vs_noniid(curves: pd.DataFrame, iid: str, noniid: str):
     """Test accuracy (left) and training loss (right) per round, IID vs non-IID, side by side."""
     import matplotlib.pyplot as plt
+
     with plots.style():
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.0, 3.6))
         for lab in (iid, noniid):
@@ -44,6 +56,7 @@ def iid_vs_noniid(curves: pd.DataFrame, iid: str, noniid: str):
 def fedprox(curves: pd.DataFrame, labels: Sequence[str], drift_by_mu: pd.DataFrame | None = None):
     """Accuracy curves of FedAvg vs FedProx (left) and, if given, the drift per mu (right)."""
     import matplotlib.pyplot as plt
+
     with plots.style():
         n = 2 if drift_by_mu is not None else 1
         fig, axes = plt.subplots(1, n, figsize=(5.0 * n, 3.6), squeeze=False)
@@ -62,6 +75,7 @@ def drift_vs_mu(drift: pd.DataFrame, ax=None, column: str = "dist_global"):
     """Distance of each client from the global model after local training, per FedProx mu:
     one thin line per client, the mean over clients in bold."""
     import matplotlib.pyplot as plt
+
     if ax is None:
         _, ax = plt.subplots()
     mus = sorted(drift["mu"].unique())
@@ -70,13 +84,22 @@ def drift_vs_mu(drift: pd.DataFrame, ax=None, column: str = "dist_global"):
         d = d.sort_values("mu")
         ax.plot([pos[m] for m in d["mu"]], d[column], color="0.6", lw=0.8, alpha=0.7)
     mean = drift.groupby("mu")[column].mean()
-    ax.plot([pos[m] for m in mean.index], mean.values, marker="o", lw=2.2, color=plots.COLORS[3],
-            label="mean over clients")
+    ax.plot(
+        [pos[m] for m in mean.index],
+        mean.values,
+        marker="o",
+        lw=2.2,
+        color=plots.COLORS[3],
+        label="mean over clients",
+    )
     ax.set_xticks(range(len(mus)))
     ax.set_xticklabels([f"{m:g}" for m in mus])
     what = "global model" if column == "dist_global" else "clients' average"
-    ax.set(xlabel="FedProx μ (0 = FedAvg)", ylabel=f"L2 distance from the {what}",
-           title="Client drift vs μ (one line per client)")
+    ax.set(
+        xlabel="FedProx μ (0 = FedAvg)",
+        ylabel=f"L2 distance from the {what}",
+        title="Client drift vs μ (one line per client)",
+    )
     ax.legend()
     return ax
 
@@ -85,20 +108,31 @@ def drift_iid_vs_noniid(drift: pd.DataFrame, by: str = "data"):
     """Per-client distance from the global model and from the average, one group per `by` value."""
     import matplotlib.pyplot as plt
     import numpy as np
+
     with plots.style():
         fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.4))
         groups = list(dict.fromkeys(drift[by]))
-        for ax, col, title in zip(axes, ("dist_global", "dist_avg"),
-                                  ("distance from the global model", "distance from the clients' average")):
+        for ax, col, title in zip(
+            axes,
+            ("dist_global", "dist_avg"),
+            ("distance from the global model", "distance from the clients' average"),
+        ):
             for i, gname in enumerate(groups):
                 d = drift[drift[by] == gname]
                 jitter = np.linspace(-0.15, 0.15, len(d)) if len(d) > 1 else [0.0]
-                ax.scatter(i + np.asarray(jitter), d[col], s=14 + 40 * d["samples"] / drift["samples"].max(),
-                           color=plots.color_for(gname), alpha=0.8)
+                ax.scatter(
+                    i + np.asarray(jitter),
+                    d[col],
+                    s=14 + 40 * d["samples"] / drift["samples"].max(),
+                    color=plots.color_for(gname),
+                    alpha=0.8,
+                )
                 ax.hlines(d[col].mean(), i - 0.25, i + 0.25, color="k", lw=1.2)
             ax.set_xticks(range(len(groups)))
             ax.set_xticklabels(groups)
             ax.set(ylabel="L2 distance", title=title)
-        fig.suptitle("Client drift after one round of local training (dot size = client's data)", y=1.02)
+        fig.suptitle(
+            "Client drift after one round of local training (dot size = client's data)", y=1.02
+        )
         fig.tight_layout()
     return fig

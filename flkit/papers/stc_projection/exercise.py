@@ -1,16 +1,17 @@
-"""Exercise of notebook 01: implement the ternarisation step of STC (spec 001, Algorithm 1).
+"""Exercise of notebook 01: implement the ternarisation step of STC (Algorithm 1 of the paper).
 
 The student writes ``ternarize(x, p)``: keep the k = max(ceil(n·p), 1) entries of largest
 magnitude, replace each by sign(x_i)·μ with μ the mean magnitude of the kept entries, zero the
 rest. :func:`check_ternarize` compares it with :func:`flkit.compress.stc` on random tensors and on
 the edge cases (ties, an all-zero tensor, p = 1, a single entry) and explains any difference::
 
-    from flkit.exercises.stc import check_ternarize
+    from flkit.papers.stc_projection.exercise import check_ternarize
     check_ternarize(ternarize)          # prints a verdict per case; returns a CheckResult
 
 It never raises on a wrong or unfinished answer (a notebook must run end to end); it raises
 :class:`~flkit.utils.FlkitError` only when ``fn`` is not callable.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,22 +19,31 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..compress import num_kept, stc
-from ..utils import FlkitError
+from flkit.compress import num_kept, stc
+from flkit.utils import FlkitError
 
 
 @dataclass
 class CheckResult:
     passed: bool
-    cases: list = field(default_factory=list)     # (case name, ok, explanation)
+    cases: list = field(default_factory=list)  # (case name, ok, explanation)
+    attempted: bool = True  # False: the stub still raises NotImplementedError
 
     def __bool__(self):
         return self.passed
 
     def __repr__(self):
+        if not self.attempted:
+            return (
+                "not attempted yet: replace `raise NotImplementedError` with your code "
+                "and run the cell again."
+            )
         lines = [f"{'PASS' if ok else 'FAIL'}  {name}: {msg}" for name, ok, msg in self.cases]
-        verdict = ("All cases agree with flkit.compress.stc." if self.passed
-                   else "Some cases differ from flkit.compress.stc (see above).")
+        verdict = (
+            "All cases agree with flkit.compress.stc."
+            if self.passed
+            else "Some cases differ from flkit.compress.stc (see above)."
+        )
         return "\n".join(lines + [verdict])
 
     _repr_pretty_ = lambda self, p, cycle: p.text(repr(self))  # noqa: E731
@@ -57,7 +67,9 @@ def cases(seed: int = 0) -> list[tuple[str, torch.Tensor, float]]:
     return out
 
 
-def _explain(x: torch.Tensor, p: float, got: torch.Tensor, ref: torch.Tensor, tol: float) -> tuple[bool, str]:
+def _explain(
+    x: torch.Tensor, p: float, got: torch.Tensor, ref: torch.Tensor, tol: float
+) -> tuple[bool, str]:
     n = x.numel()
     k = num_kept(n, p)
     xf, gf, rf = x.reshape(-1).double(), got.reshape(-1).double(), ref.reshape(-1).double()
@@ -72,21 +84,36 @@ def _explain(x: torch.Tensor, p: float, got: torch.Tensor, ref: torch.Tensor, to
     if kept_got == int((rf != 0).sum()) and ternary and kept_got:
         kept_mags = torch.sort(xf[nz_got].abs()).values
         ref_mags = torch.sort(xf[rf != 0].abs()).values
-        if (torch.allclose(kept_mags, ref_mags, atol=tol) and abs(float(vals[0]) - mu_ref) <= tol * max(1, mu_ref)
-                and bool((torch.sign(gf[nz_got]) == torch.sign(xf[nz_got])).all())):
-            return True, ("same up to tie-breaking: you kept other entries of equal magnitude "
-                          "(any k of the tied entries is a valid top-k)")
+        if (
+            torch.allclose(kept_mags, ref_mags, atol=tol)
+            and abs(float(vals[0]) - mu_ref) <= tol * max(1, mu_ref)
+            and bool((torch.sign(gf[nz_got]) == torch.sign(xf[nz_got])).all())
+        ):
+            return True, (
+                "same up to tie-breaking: you kept other entries of equal magnitude "
+                "(any k of the tied entries is a valid top-k)"
+            )
     if got.shape != x.shape:
-        return False, f"shape {tuple(got.shape)} but the input has shape {tuple(x.shape)}: return a tensor shaped like x"
+        return (
+            False,
+            f"shape {tuple(got.shape)} but the input has shape {tuple(x.shape)}: "
+            "return a tensor shaped like x",
+        )
     if kept_got > k:
         if n and kept_got == n:
-            return False, (f"every entry is non-zero ({n}); keep only the k = max(ceil(n·p), 1) = {k} "
-                           "largest magnitudes and zero the rest")
-        return False, (f"kept {kept_got} entries but k = {k}: with ties at the threshold, "
-                       "'|x| >= v' keeps more than k — take exactly the k indices from torch.topk")
+            return False, (
+                f"every entry is non-zero ({n}); keep only the k = max(ceil(n·p), 1) = {k} "
+                "largest magnitudes and zero the rest"
+            )
+        return False, (
+            f"kept {kept_got} entries but k = {k}: with ties at the threshold, "
+            "'|x| >= v' keeps more than k — take exactly the k indices from torch.topk"
+        )
     if not ternary:
-        return False, ("the non-zero values are not all ±μ (you kept the original values — that is "
-                       "top-k, not ternary): set every kept entry to sign(x_i)·μ")
+        return False, (
+            "the non-zero values are not all ±μ (you kept the original values — that is "
+            "top-k, not ternary): set every kept entry to sign(x_i)·μ"
+        )
     mu_got = float(vals[0]) if kept_got else 0.0
     if kept_got and bool((gf[nz_got] >= 0).all()) and bool((xf[nz_got] < 0).any()):
         return False, "all your values are +μ: multiply by sign(x_i) (you forgot the sign)"
@@ -98,25 +125,39 @@ def _explain(x: torch.Tensor, p: float, got: torch.Tensor, ref: torch.Tensor, to
         if kept_got == ref_mags.numel() and not torch.allclose(kept_mags, ref_mags, atol=tol):
             if float(kept_mags.max()) < float(ref_mags.min()):
                 return False, "you kept the smallest magnitudes; keep the k largest |x_i|"
-            return False, ("you kept the wrong entries: rank by magnitude |x_i| (not by the signed "
-                           "value x_i), largest first")
+            return False, (
+                "you kept the wrong entries: rank by magnitude |x_i| (not by the signed "
+                "value x_i), largest first"
+            )
     if abs(mu_got - mu_ref) > tol * max(1.0, mu_ref):
         mean_all = float(xf.abs().mean())
         if abs(mu_got - mean_all) <= tol * max(1.0, mean_all):
-            return False, (f"μ = {mu_got:.4g} is the mean |x| over all n = {n} entries; "
-                           f"use the mean over the k = {k} kept entries (μ = {mu_ref:.4g})")
+            return False, (
+                f"μ = {mu_got:.4g} is the mean |x| over all n = {n} entries; "
+                f"use the mean over the k = {k} kept entries (μ = {mu_ref:.4g})"
+            )
         if abs(mu_got - float(xf.abs().max())) <= tol:
-            return False, f"μ = {mu_got:.4g} is the largest |x|; use the mean |x| over the kept entries ({mu_ref:.4g})"
+            return (
+                False,
+                f"μ = {mu_got:.4g} is the largest |x|; use the mean |x| over the kept entries "
+                f"({mu_ref:.4g})",
+            )
         if kept_got and abs(mu_got - float(xf[nz_got].abs().sum()) / n) <= tol:
-            return False, f"μ divides the kept magnitudes by n = {n}; divide by k = {k} (μ = {mu_ref:.4g})"
+            return (
+                False,
+                f"μ divides the kept magnitudes by n = {n}; divide by k = {k} (μ = {mu_ref:.4g})",
+            )
         return False, f"μ = {mu_got:.4g} but the mean |x| over the {k} kept entries is {mu_ref:.4g}"
     if kept_got < int((rf != 0).sum()):
-        return False, f"kept {kept_got} non-zeros; the reference keeps {int((rf != 0).sum())} (k = {k})"
+        return (
+            False,
+            f"kept {kept_got} non-zeros; the reference keeps {int((rf != 0).sum())} (k = {k})",
+        )
     return False, "differs from flkit.compress.stc"
 
 
 def check_ternarize(fn, seed: int = 0, tol: float = 1e-5, verbose: bool = True) -> CheckResult:
-    """Compare ``fn(x, p)`` with :func:`flkit.compress.stc` on :func:`cases` and explain differences.
+    """Compare ``fn(x, p)`` with :func:`flkit.compress.stc` on :func:`cases`; explain differences.
 
     A case passes when the outputs agree to ``tol``, or differ only in which of several tied
     entries were kept. Exceptions raised by ``fn`` (e.g. NotImplementedError of the stub) are
@@ -129,7 +170,12 @@ def check_ternarize(fn, seed: int = 0, tol: float = 1e-5, verbose: bool = True) 
         try:
             got = fn(x.clone(), p)
         except NotImplementedError:
-            res.cases.append((name, False, "not implemented yet (your function raised NotImplementedError)"))
+            if not res.cases:  # the untouched stub: no verdict at all, never "right"
+                res = CheckResult(passed=False, attempted=False)
+                break
+            res.cases.append(
+                (name, False, "not implemented yet (your function raised NotImplementedError)")
+            )
             res.passed = False
             continue
         except Exception as e:  # noqa: BLE001 - report any error of the student's code
@@ -137,12 +183,22 @@ def check_ternarize(fn, seed: int = 0, tol: float = 1e-5, verbose: bool = True) 
             res.passed = False
             continue
         if not isinstance(got, torch.Tensor):
-            res.cases.append((name, False, f"returned a {type(got).__name__}; return a torch.Tensor"))
+            res.cases.append(
+                (name, False, f"returned a {type(got).__name__}; return a torch.Tensor")
+            )
             res.passed = False
             continue
-        if not got.is_floating_point() or any(math.isnan(v) for v in got.reshape(-1).double().tolist()):
-            res.cases.append((name, False, "returned NaN or a non-float tensor (an all-zero tensor must "
-                                           "give zeros: guard the division when nothing is non-zero)"))
+        if not got.is_floating_point() or any(
+            math.isnan(v) for v in got.reshape(-1).double().tolist()
+        ):
+            res.cases.append(
+                (
+                    name,
+                    False,
+                    "returned NaN or a non-float tensor (an all-zero tensor must "
+                    "give zeros: guard the division when nothing is non-zero)",
+                )
+            )
             res.passed = False
             continue
         ok, msg = _explain(x, p, got, ref, tol)
@@ -153,7 +209,7 @@ def check_ternarize(fn, seed: int = 0, tol: float = 1e-5, verbose: bool = True) 
     return res
 
 
-# --------------------------------------------------------------------------- examples for the notebook
+# ------------------------------------------------------------------ examples for the notebook
 def solution(x: torch.Tensor, p: float) -> torch.Tensor:
     """A reference answer (the notebook shows it folded)."""
     flat = x.reshape(-1)

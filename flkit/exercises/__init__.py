@@ -1,1 +1,0 @@
-"""Notebook-specific helpers (exercises), one module per notebook topic."""

@@ -1,1 +1,0 @@
-"""Notebook-specific helpers (figures), one module per notebook topic."""

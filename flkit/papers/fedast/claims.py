@@ -1,0 +1,226 @@
+"""Verdicts of the FedAST paper's claims from notebook 03's study results.
+
+Each function takes the tables the studies in `study.py` return and gives
+`(holds, evidence)`: holds is True only when the claim holds for every seed, evidence is the
+text shown beside the verdict. The thresholds are named parameters so a reader can see (and
+change) what "far slower" or "about equal" means here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from flkit import metrics
+
+from .tables import curves
+
+
+def _num(v) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) or pd.isna(v) else float(v)
+
+
+def all_done_by_seed(
+    df: pd.DataFrame, method: str, M: int | None = None
+) -> dict[int, float | None]:
+    """{seed: time when every task reached its target (None: not reached)} for one method."""
+    g = df[(df.method == method) & ((df.M == M) if M is not None else True)]
+    return {int(s): _num(v) for s, v in zip(g.seed, g.all_done)}
+
+
+def _earlier(a, b) -> bool:
+    """a finished, and before b (b not finishing counts as later)."""
+    return a is not None and (b is None or a < b)
+
+
+def _near(x, y, rel: float) -> bool:
+    return x is not None and y is not None and abs(x - y) <= rel * y
+
+
+def sync_variants(
+    df: pd.DataFrame, seeds: Iterable[int], nomit_factor: float = 1.2, near_rel: float = 0.3
+) -> dict[str, tuple[bool, str]]:
+    """Fig. 2 claims: FedAST before Sync-ST; Sync-ST without mitigation > nomit_factor x
+    slower; Sync-UCB-ST and Sync-Bayes-ST within near_rel of Sync-ST. Every seed."""
+    seeds = list(seeds)
+    t = {
+        m: all_done_by_seed(df, m)
+        for m in ("fedast_d", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes")
+    }
+    fa, sy, nm, ucb, bay = (
+        t[m] for m in ("fedast_d", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes")
+    )
+    ev = "; ".join(
+        f"seed {s}: FedAST {fa[s]}, Sync-ST {sy[s]}, NoMit {nm[s]}, UCB {ucb[s]}, Bayes {bay[s]}"
+        for s in seeds
+    ).replace("None", "not reached")
+    first = all(_earlier(fa[s], sy[s]) for s in seeds)
+    slower = all(
+        _earlier(sy[s], nm[s]) and (nm[s] is None or nm[s] > nomit_factor * sy[s]) for s in seeds
+    )
+    near = all(_near(ucb[s], sy[s], near_rel) and _near(bay[s], sy[s], near_rel) for s in seeds)
+    return {"fedast_first": (first, ev), "nomit_slower": (slower, ev), "ucb_bayes_near": (near, ev)}
+
+
+def gain_grows(gain_table: pd.DataFrame, seeds: Iterable[int]) -> tuple[bool, str]:
+    """Fig. 5 claim: for every seed the gain at the largest M exceeds the gain at the
+    smallest M (gain_table: `tables.gain_table` output, rows per seed and 'mean')."""
+    grow = []
+    per_seed = gain_table[gain_table.seed != "mean"]
+    for s in seeds:
+        g = [_num(x) for x in per_seed[per_seed.seed == s].sort_values("M").gain_pct]
+        grow.append(bool(g) and all(x is not None for x in g) and g[-1] > g[0])
+    means = gain_table[gain_table.seed == "mean"].set_index("M")["gain_pct"]
+    ev = ", ".join(f"M={M}: {g:.1f}%" for M, g in means.items() if not pd.isna(g))
+    return all(grow), ev
+
+
+def curve_noise(res) -> float:
+    """Mean over tasks of the mean |Δ accuracy| between consecutive test points."""
+    c = curves(res)
+    per_task = [metrics.mean_abs_change(g.accuracy) for _, g in c.groupby("task") if len(g) > 2]
+    return float(np.mean(per_task)) if per_task else float("nan")
+
+
+def nobuffer_noisier(fedast: dict, nobuffer: dict) -> tuple[bool, str]:
+    """Fig. 4 claim: NoBuffer's curve is noisier than FedAST's, every seed.
+    fedast / nobuffer: {seed: SimResult}."""
+    nz = {s: (curve_noise(fedast[s]), curve_noise(nobuffer[s])) for s in fedast}
+    ev = "; ".join(f"seed {s}: FedAST {a:.4f}, NoBuffer {b:.4f}" for s, (a, b) in nz.items())
+    return all(b > a for a, b in nz.values()), ev
+
+
+def first_finished(res) -> str:
+    return min(
+        res.completion_time,
+        key=lambda k: res.completion_time[k] if res.completion_time[k] is not None else math.inf,
+    )
+
+
+def requests_moved(res) -> bool:
+    """After the first task finishes, the other tasks hold more requests than just before."""
+    h = pd.DataFrame(res.history)
+    first = first_finished(res)
+    t_done = res.completion_time[first]
+    if t_done is None:
+        return False
+    others = [t for t in res.tasks if t != first]
+    before = h[(h.sim_time < t_done) & h.task.isin(others)].groupby("task").requests.last()
+    after = h[(h.sim_time > t_done) & h.task.isin(others)].groupby("task").requests.max()
+    return bool(len(after) and after.sum() > before.sum())
+
+
+def heterogeneous(het_df: pd.DataFrame, fedast: dict, easy_task: str) -> dict:
+    """Figs. 6/7 claim and numbers. het_df rows: method, seed, task, time (NaN: not reached);
+    fedast: {seed: SimResult of FedAST}. Returns the all-done times, per-seed and mean gains, the
+    first task, and (holds, evidence)."""
+    done = (
+        het_df.groupby(["method", "seed"])
+        .time.apply(lambda v: None if v.isna().any() else float(v.max()))
+        .unstack()
+    )
+    seeds = sorted(fedast)
+    gains = {
+        s: metrics.time_gain(_num(done.loc["sync_st", s]), _num(done.loc["fedast_d", s]))
+        for s in seeds
+    }
+    first = het_df[het_df.method == "fedast_d"].groupby("task").time.mean()
+    mean_sync = float(done.loc["sync_st"].astype(float).mean())
+    mean_fedast = float(done.loc["fedast_d"].astype(float).mean())
+    moved = [requests_moved(fedast[s]) for s in seeds]
+    easy_first = all(first_finished(fedast[s]) == easy_task for s in seeds)
+    holds = easy_first and all(moved) and all(g is not None and g > 0 for g in gains.values())
+    ev = f"easy first: {easy_first}; requests moved: {moved}; gains per seed: " + ", ".join(
+        f"{s}: {g:.1f}%" if g is not None else f"{s}: n/a" for s, g in gains.items()
+    )
+    return {
+        "first_task": first.idxmin(),
+        "first_time": float(first.min()),
+        "all_done_fedast": mean_fedast,
+        "all_done_sync": mean_sync,
+        "gain_pct": metrics.time_gain(mean_sync, mean_fedast),
+        "gains": gains,
+        "holds": bool(holds),
+        "evidence": ev,
+    }
+
+
+def dynamic_vs_static(
+    dvs: pd.DataFrame, max_small_gain: float = 20.0
+) -> tuple[pd.DataFrame, bool, str]:
+    """Figs. 21-26 claim: dynamic beats static by a small margin (<= max_small_gain %) that
+    grows with target difficulty (levels in the order given, easiest first)."""
+    rows = []
+    for level, g in dvs.groupby("level", sort=False):
+        d = g[g.method == "fedast_d"].all_done.astype(float).mean()
+        s = g[g.method == "fedast_s"].all_done.astype(float).mean()
+        rows.append(
+            {
+                "level": level,
+                "static": s,
+                "dynamic": d,
+                "gain_pct": metrics.time_gain(_num(s), _num(d)),
+            }
+        )
+    gains = [r["gain_pct"] for r in rows]
+    holds = (
+        bool(gains)
+        and all(x is not None for x in gains)
+        and gains[0] > 0
+        and gains[-1] >= gains[0]
+        and max(gains) <= max_small_gain
+    )
+    ev = ", ".join(
+        f"{r['level']}: {r['gain_pct']:.1f}%" if r["gain_pct"] is not None else f"{r['level']}: n/a"
+        for r in rows
+    )
+    return pd.DataFrame(rows), bool(holds), ev
+
+
+def few_vs_many_active(
+    act: pd.DataFrame, equal_tol: float = 0.03, min_gap: float = 0.01
+) -> tuple[bool, str, float, float]:
+    """Figs. 3/13 claim: FedAST ~ NoBuffer with few active clients (|accuracy gap| < equal_tol at
+    the fewest requests), NoBuffer falls behind with many (gap grows and exceeds min_gap at the
+    most requests). act: `study.active_sweep` output. Returns (holds, evidence, gap at fewest,
+    gap at most); gap = mean final accuracy of FedAST minus NoBuffer."""
+    m = act.groupby(["requests", "method"]).final_accuracy.mean().unstack()
+    lo, hi = m.index.min(), m.index.max()
+    gap_lo = float(m.loc[lo, "fedast_d"] - m.loc[lo, "nobuffer"])
+    gap_hi = float(m.loc[hi, "fedast_d"] - m.loc[hi, "nobuffer"])
+    holds = abs(gap_lo) < equal_tol and gap_hi > gap_lo and gap_hi > min_gap
+    ev = f"gap (FedAST − NoBuffer) {gap_lo:+.3f} at R={lo}, {gap_hi:+.3f} at R={hi}"
+    return bool(holds), ev, gap_lo, gap_hi
+
+
+def buffer_optimum(buf: pd.DataFrame) -> tuple[bool, str, int]:
+    """Figs. 8/9 claim: the buffer sweep has an interior optimum, i.e. the buffer with the best
+    mean final accuracy (over tasks and seeds) is neither the smallest nor the largest swept.
+    buf: `study.buffer_sweep` output. Returns (holds, evidence, best buffer)."""
+    score = buf.groupby("buffer").final_accuracy.mean()
+    best = int(score.idxmax())
+    holds = best not in (int(score.index.min()), int(score.index.max()))
+    ev = "mean final accuracy by b: " + ", ".join(f"{b}: {v:.3f}" for b, v in score.items())
+    return bool(holds), ev, best
+
+
+def k_tradeoff(ksw: pd.DataFrame) -> tuple[bool, str]:
+    """Figs. 10-12 claim: a larger first-k gives longer rounds (mean round length non-decreasing
+    in k) and fewer rounds (largest k needs fewer than smallest k). ksw: `study.k_sweep`."""
+    kt = ksw.groupby("k")[["rounds", "round_length"]].mean()
+    longer = bool(kt.round_length.is_monotonic_increasing)
+    fewer = bool(kt.rounds.iloc[-1] < kt.rounds.iloc[0])
+    ev = (
+        f"round length increasing in k: {longer}; rounds at k={kt.index[0]}: "
+        f"{kt.rounds.iloc[0]:.1f} vs k={kt.index[-1]}: {kt.rounds.iloc[-1]:.1f}"
+    )
+    return longer and fewer, ev
+
+
+def best_k(ksw: pd.DataFrame) -> int | None:
+    """The k with the shortest mean time to target (None if no k reached it)."""
+    t = ksw.groupby("k").time_to_target.mean()
+    return int(t.idxmin()) if t.notna().any() else None

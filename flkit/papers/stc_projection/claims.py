@@ -1,0 +1,181 @@
+"""Verdicts of the STC-PA paper's claims from the per-seed ``tables.summary`` table.
+
+A claim holds only when it holds for every seed; the evidence lists the per-seed numbers. Each
+verdict is a function of the table with its thresholds as named parameters::
+
+    tab = tables.summary(results, target)
+    for c in claims.verdicts(tab, "mnist", model="cnn3_mnist"):
+        report.claim(c["text"], c["holds"], c["evidence"], c["paper"],
+                     judge_at_smoke=c["exact"])
+    # or, the same in one call, with the CIFAR-10 "qualitative run" rule:
+    claims.record(report, tab, "cifar10", qualitative="a short run")
+
+``exact`` marks the traffic claim: byte counts follow from the model's shapes, so that verdict is
+judged at every preset (``flkit.report`` makes the others inconclusive at ``smoke``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from flkit.utils import check_choice
+
+from .numbers import NUMBERS as PAPER
+from .study import PAPER_METHODS
+from .tables import METHOD_LABELS, PARTS
+
+__all__ = ["traffic", "rounds", "variance", "oscillation", "verdicts", "record"]
+
+
+def _name(part: str) -> str:
+    return "MNIST" if part == "mnist" else "CIFAR-10"
+
+
+def _val(tab: pd.DataFrame, method: str, seed, col: str):
+    row = tab[(tab.method == method) & (tab.seed == seed)]
+    return None if row.empty else row[col].iloc[0]
+
+
+def _missing(v) -> bool:
+    return v is None or pd.isna(v)
+
+
+def traffic(
+    tab: pd.DataFrame, part: str, model: str | None = None, tolerance: float = 0.10
+) -> dict | None:
+    """STC and STC-PA per-round traffic is the paper's factor below FedAvg, within ``tolerance``
+    (relative), for every measured factor (up and down, every seed). None without STC rows."""
+    paper_f = PAPER["compression_factor"][part]
+    comp = tab[tab.method.isin(["stc", "stc_pa"])]
+    fs = [f for f in comp["factor_up"].tolist() + comp["factor_down"].tolist() if f == f]
+    if not fs:
+        return None
+    ok = all(abs(f - paper_f) / paper_f <= tolerance for f in fs)
+    return dict(
+        text=f"{_name(part)}: STC / STC-PA per-round traffic ≈ {paper_f:g}× below FedAvg "
+        f"(within {tolerance:.0%})",
+        holds=ok,
+        evidence=f"measured factors {min(fs):.1f}–{max(fs):.1f}× (up and down, "
+        f"{model or 'model'}, simulator counter)",
+        paper="Table 2",
+        exact=True,
+    )
+
+
+def rounds(tab: pd.DataFrame, part: str) -> dict:
+    """STC-PA reaches the target in fewer rounds than STC and no later than FedAvg (a method that
+    never reaches it counts as infinitely late); None when no method reached it in any seed."""
+    target = float(tab["target"].iloc[0])
+    verdicts_, ev = [], []
+    for s in sorted(set(tab.seed)):
+        r = {m: _val(tab, m, s, "rounds_to_target") for m in PAPER_METHODS}
+        ev.append(
+            f"seed {s}: "
+            + ", ".join(
+                f"{METHOD_LABELS[m]} {'—' if _missing(r[m]) else int(r[m])}" for m in PAPER_METHODS
+            )
+        )
+        if all(_missing(r[m]) for m in PAPER_METHODS):
+            verdicts_.append(None)
+        else:
+            R = {m: math.inf if _missing(r[m]) else r[m] for m in PAPER_METHODS}
+            verdicts_.append(R["stc_pa"] < R["stc"] and R["stc_pa"] <= R["fedavg"])
+    holds = None if all(v is None for v in verdicts_) else all(bool(v) for v in verdicts_)
+    reason = "" if holds is not None else f"; no method reached {target:.0%} at this scale"
+    return dict(
+        text=f"{_name(part)}: STC-PA reaches {target:.0%} in fewer rounds than STC and no "
+        f"later than FedAvg",
+        holds=holds,
+        evidence="; ".join(ev) + " (— = not reached)" + reason,
+        paper="Table 2",
+        exact=False,
+    )
+
+
+def variance(tab: pd.DataFrame, part: str) -> dict:
+    """STC-PA has the lowest across-client accuracy variance (2nd half of the rounds)."""
+    ev, ok = [], []
+    for s in sorted(set(tab.seed)):
+        v = {m: _val(tab, m, s, "variance") for m in PAPER_METHODS}
+        ok.append(min(v, key=lambda m: v[m]) == "stc_pa")
+        ev.append(
+            f"seed {s}: " + ", ".join(f"{METHOD_LABELS[m]} {v[m]:.0f}" for m in PAPER_METHODS)
+        )
+    return dict(
+        text=f"{_name(part)}: STC-PA has the lowest across-client accuracy variance",
+        holds=all(ok),
+        evidence="variance %², 2nd half of rounds — "
+        + "; ".join(ev)
+        + f" ({sum(ok)}/{len(ok)} seeds)",
+        paper="Fig. 4" if part == "mnist" else "Fig. 6",
+        exact=False,
+    )
+
+
+def oscillation(tab: pd.DataFrame, part: str, a: str, b: str, more: bool) -> dict:
+    """Method ``a`` oscillates more (``more=True``) or less than ``b``: mean |Δ accuracy| over
+    the 2nd half of the rounds, every seed."""
+    ev, ok = [], []
+    for s in sorted(set(tab.seed)):
+        oa, ob = _val(tab, a, s, "oscillation"), _val(tab, b, s, "oscillation")
+        ok.append(oa > ob if more else oa < ob)
+        ev.append(f"seed {s}: {METHOD_LABELS[a]} {oa:.2f} vs {METHOD_LABELS[b]} {ob:.2f}")
+    text = f"{METHOD_LABELS[a]} oscillates {'more' if more else 'less'} than {METHOD_LABELS[b]}"
+    return dict(
+        text=f"{_name(part)}: {text} (non-IID, 2 shards)",
+        holds=all(ok),
+        evidence="mean |Δacc| in points, 2nd half — "
+        + "; ".join(ev)
+        + f" ({sum(ok)}/{len(ok)} seeds)",
+        paper="Fig. 3" if part == "mnist" else "Fig. 5",
+        exact=False,
+    )
+
+
+def verdicts(
+    tab: pd.DataFrame, part: str, model: str | None = None, tolerance: float = 0.10
+) -> list[dict]:
+    """Every claim for one dataset: dicts with text, holds (True/False/None), evidence, paper,
+    exact (True: independent of training)."""
+    check_choice("part", part, PARTS)
+    out = [traffic(tab, part, model, tolerance)]
+    out += [
+        rounds(tab, part),
+        variance(tab, part),
+        oscillation(tab, part, "stc", "fedavg", more=True),
+        oscillation(tab, part, "stc_pa", "stc", more=False),
+    ]
+    return [c for c in out if c is not None]
+
+
+def record(
+    report,
+    tab: pd.DataFrame,
+    part: str,
+    model: str | None = None,
+    qualitative: str = "",
+    tolerance: float = 0.10,
+) -> pd.DataFrame:
+    """Every verdict of one dataset into ``report``; returns them as a DataFrame.
+
+    ``qualitative``: a reason why this dataset's run is too short to judge training claims at
+    this preset (the CIFAR-10 part of ``cpu``); then every verdict except the exact traffic one
+    is recorded as None with the reason and the face-value verdict."""
+    rows = []
+    for c in verdicts(tab, part, model, tolerance):
+        holds, ev = c["holds"], c["evidence"]
+        if qualitative and not c["exact"]:
+            face = {
+                True: "it holds",
+                False: "it does not hold",
+                None: "it cannot be judged either",
+            }[holds]
+            holds = None
+            ev += f" — inconclusive at this preset ({qualitative}); at face value {face}"
+        holds = report.claim(
+            c["text"], holds, evidence=ev, paper=c["paper"], judge_at_smoke=c["exact"]
+        )
+        rows.append({"claim": c["text"], "holds": holds, "evidence": ev, "paper": c["paper"]})
+    return pd.DataFrame(rows)

@@ -1,0 +1,248 @@
+"""Experiment drivers of notebook 01 (STC with projection aggregation): configs from the preset,
+runs through :func:`flkit.experiment.run` (cached on disk, keyed by the config), the ablation and
+the layer update of Fig. 1. The measures and tables are in ``tables.py``, the verdicts in
+``claims.py``::
+
+    P = presets.load("01_stc_projection", "cpu")
+    res = study.run_comparison(P, "mnist", seeds=[0, 1])    # {(method, seed): RunResult}
+    tab = tables.summary(res, P["mnist_target"])             # one row per method and seed
+    tables.table2(tab, "mnist")                              # paper beside ours
+    claims.record(report, tab, "mnist")                      # verdicts
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from flkit.experiment import RunConfig, Setup, run
+from flkit.utils import FlkitError, check_choice
+
+from .numbers import NUMBERS as PAPER
+from .tables import METHOD_LABELS, PARTS, mean_variance, oscillation, part_of, rounds_to_target
+
+PAPER_METHODS = ("fedavg", "stc", "stc_pa")
+
+
+# --------------------------------------------------------------------------- configs and runs
+def method_params(P: dict, method: str, **over) -> dict:
+    """The method's hyperparameters from the preset (p, counter, alpha, tau, loss, variant)."""
+    check_choice("method", method, tuple(METHOD_LABELS))
+    mp = {}
+    if method in ("stc", "stc_pa"):
+        mp.update(p=float(P["p"]), counter=P["counter"])
+    if method in ("fedfv", "stc_pa"):
+        mp.update(
+            alpha=float(P["alpha"]),
+            tau=int(P["tau"]),
+            loss=P["loss"],
+            external_variant=P["external_variant"],
+        )
+    mp.update(over)
+    return mp
+
+
+def config(
+    P: dict, part: str, method: str, seed: int, device: str = "auto", **method_over
+) -> RunConfig:
+    """RunConfig of one method on one dataset part ("mnist" or "cifar10") of the preset."""
+    check_choice("part", part, PARTS)
+    D = part_settings(P, part)
+    ds_kw = {}
+    if D["train_subset"]:
+        ds_kw["train_subset"] = int(D["train_subset"])
+    if D["test_subset"]:
+        ds_kw["test_subset"] = int(D["test_subset"])
+    return RunConfig(
+        method=method,
+        dataset=part,
+        model=D["model"],
+        num_clients=int(D["clients"]),
+        partition="shards",
+        partition_kwargs={"shards_per_client": 2},
+        clients_per_round=int(D["per_round"]),
+        local_epochs=int(D["epochs"]),
+        batch_size=int(D["batch_size"]),
+        lr=float(D["lr"]),
+        weight_decay=float(D["weight_decay"]),
+        rounds=int(D["rounds"]),
+        per_client_eval=True,
+        method_params=method_params(P, method, **method_over),
+        dataset_kwargs=ds_kw,
+        seed=int(seed),
+        device=device,
+    )
+
+
+def part_settings(P: dict, part: str) -> dict:
+    """The preset keys of one dataset part without their prefix ("mnist_rounds" -> "rounds")."""
+    check_choice("part", part, PARTS)
+    pre = part + "_"
+    return {k[len(pre) :]: v for k, v in P.items() if k.startswith(pre)}
+
+
+def seeds_of(P: dict, seed: int = 0) -> list[int]:
+    """The preset's ``seeds`` consecutive seeds starting at the notebook's ``seed``."""
+    n = int(P["seeds"])
+    if n < 1:
+        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
+    return [int(seed) + i for i in range(n)]
+
+
+def setup(P: dict, part: str, seed: int, device: str = "auto") -> Setup:
+    """Data, partition and initial model of a part at a seed (shared by all methods)."""
+    return Setup.build(config(P, part, "fedavg", seed, device))
+
+
+def run_comparison(
+    P: dict,
+    part: str,
+    seeds,
+    methods=None,
+    device: str = "auto",
+    progress: bool = True,
+    out_dir=None,
+) -> dict:
+    """Run every method × seed (cached); returns {(method, seed): RunResult}."""
+    methods = list(methods or P["methods"])
+    if not methods:
+        raise FlkitError("methods is empty; accepted: any of " + ", ".join(METHOD_LABELS))
+    out = {}
+    for seed in seeds:
+        su = None
+        for m in methods:
+            cfg = config(P, part, m, seed, device)
+            if su is None and not _cached(cfg, out_dir):
+                su = Setup.build(cfg)
+            out[(m, seed)] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+    return out
+
+
+def _cached(cfg: RunConfig, out_dir) -> bool:
+    from flkit import store
+
+    return store.is_done(store.run_dir(out_dir, cfg.key(), prefix=cfg.method))
+
+
+# --------------------------------------------------------------------------- ablation
+def ablation(
+    P: dict, seed: int = 0, device: str = "auto", progress: bool = True, out_dir=None
+) -> pd.DataFrame:
+    """STC-PA on MNIST over the preset's ``ablation_alphas`` (τ fixed at the preset's τ) and
+    ``ablation_taus`` (α fixed), ``ablation_rounds`` rounds, one seed. α = 1, τ = 0 is plain STC."""
+    rows = []
+    grid = [(float(a), int(P["tau"])) for a in P["ablation_alphas"]] + [
+        (float(P["alpha"]), int(t)) for t in P["ablation_taus"]
+    ]
+    seen, su = set(), None
+    target = float(P["mnist_target"])
+    for a, t in grid:
+        if (a, t) in seen:
+            continue
+        seen.add((a, t))
+        cfg = config(P, "mnist", "stc_pa", seed, device, alpha=a, tau=t)
+        cfg = cfg.replace(rounds=int(P["ablation_rounds"]))
+        if su is None and not _cached(cfg, out_dir):
+            su = Setup.build(cfg)
+        r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+        h = r.history
+        rows.append(
+            {
+                "alpha": a,
+                "tau": t,
+                "kept": int(h["kept"].iloc[-1]),
+                "rounds_to_target": rounds_to_target(h, target),
+                "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][part_of(r.config)]),
+                "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                "variance": mean_variance(h),
+                "oscillation": oscillation(h),
+                "internal_proj/round": float(h["internal_projections"].mean()),
+                "external_proj/round": float(h["external_projections"].mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- Fig. 1 data
+def layer_update(
+    P: dict, seed: int = 0, device: str = "auto", part: str = "mnist", su: Setup | None = None
+):
+    """A real layer update for Fig. 1: one client's pseudo-gradient w_before − w_after after one
+    local epoch from the initial model, for the model's largest weight tensor.
+    Returns (parameter name, update tensor)."""
+    from flkit.state import broadcast_state, model_state, param_names
+    from flkit.train import train_clients
+    from flkit.utils import derive_seed
+
+    cfg = config(P, part, "fedavg", seed, device)
+    su = su or Setup.build(cfg)
+    start = broadcast_state(model_state(su.model), 1)
+    res = train_clients(
+        su.model,
+        start,
+        su.data.x_train,
+        su.data.y_train,
+        [su.parts[0]],
+        cfg.local_spec(),
+        [derive_seed(seed, "batches", 1, 0)],
+        backend=cfg.backend,
+    )
+    names = param_names(su.model)
+    name = max((n for n in names if start[n].dim() >= 2), key=lambda n: start[n][0].numel())
+    return name, (start[name][0] - res.state[name][0]).detach().cpu()
+
+
+# --------------------------------------------------------------------------- notebook helpers
+def describe(P: dict, seeds) -> str:
+    """Markdown: what this preset runs, and how it differs from the paper preset."""
+    ref = _paper_preset()
+    lines = [
+        f"**Preset `{getattr(P, 'name', '?')}`** — seeds {list(seeds)} "
+        f"(CIFAR-10: {list(seeds)[: int(P['cifar10_seeds'])]}); p = {P['p']}, α = {P['alpha']}, "
+        f"τ = {P['tau']}, loss {P['loss']!r} local training, "
+        f"external loop {P['external_variant']!r}, "
+        f"bits counted with the {P['counter']!r} counter.",
+        "",
+    ]
+    lines.append(
+        "| setting | MNIST here | MNIST paper preset | CIFAR-10 here | CIFAR-10 paper preset |"
+    )
+    lines.append("|---|---|---|---|---|")
+    keys = (
+        "model",
+        "rounds",
+        "lr",
+        "batch_size",
+        "epochs",
+        "weight_decay",
+        "clients",
+        "per_round",
+        "train_subset",
+        "test_subset",
+        "target",
+    )
+    for k in keys:
+        row = [k]
+        for part in PARTS:
+            here, paper = P[f"{part}_{k}"], ref.get(f"{part}_{k}") if ref else None
+            fmt = (
+                (lambda v: "all" if v == 0 else f"{v:,}")
+                if k.endswith("subset")
+                else (lambda v: f"{v:.0%}" if isinstance(v, float) else str(v))
+                if k == "target"
+                else str
+            )
+            mark = "" if here == paper else " ⚠"
+            row += [fmt(here) + mark, fmt(paper) if paper is not None else "?"]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines.append("⚠ = scaled down from the paper preset to fit the CPU budget (README.md).")
+    return "\n".join(lines)
+
+
+def _paper_preset():
+    from flkit import presets
+
+    try:
+        return dict(presets.load("01_stc_projection", "paper"))
+    except FlkitError:  # pragma: no cover
+        return {}

@@ -1,1 +1,0 @@
-"""Notebook-specific helpers (studies), one module per notebook topic."""

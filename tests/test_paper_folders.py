@@ -1,0 +1,94 @@
+"""Layout: one folder per paper with the same seven files, one folder per notebook, and a
+template that is valid but never taken for a paper."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from flkit import presets
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPERS = ROOT / "flkit" / "papers"
+SEVEN = (
+    "__init__.py",
+    "preset.toml",
+    "numbers.py",
+    "study.py",
+    "claims.py",
+    "figures.py",
+    "exercise.py",
+    "README.md",
+)  # the package marker plus the seven files of a paper
+FOLDERS = sorted(
+    p
+    for p in PAPERS.iterdir()
+    if p.is_dir() and not p.name.startswith("_") and p.name != "__pycache__"
+)
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_there_are_papers_and_notebooks():
+    assert len(FOLDERS) >= 3 and len(NOTEBOOKS) >= 3
+
+
+@pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
+def test_folder_has_the_seven_files(folder):
+    missing = [f for f in SEVEN if not (folder / f).is_file()]
+    assert not missing, f"flkit/papers/{folder.name}/ lacks {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_notebook_has_its_folder(nb):
+    slug = re.sub(r"^\d\d_", "", nb.stem)
+    folder = PAPERS / slug
+    assert folder.is_dir(), f"notebooks/{nb.name} needs flkit/papers/{slug}/"
+    assert presets.validate_file(folder / "preset.toml")["meta"]["notebook"] == nb.name
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+def test_every_folder_has_its_notebook(folder):
+    assert [nb for nb in NOTEBOOKS if nb.stem[3:] == folder.name], (
+        f"flkit/papers/{folder.name}/ has no notebooks/NN_{folder.name}.ipynb"
+    )
+
+
+def test_template_is_valid_but_not_a_paper(monkeypatch):
+    monkeypatch.delenv("FLKIT_PRESET_PATH", raising=False)
+    data = presets.validate_file(PAPERS / "_template" / "preset.toml")
+    assert data["meta"]["notebook"] == "NN_<slug>.ipynb"
+    assert "NN_<slug>" not in presets.notebooks()
+    assert PAPERS / "_template" / "preset.toml" not in presets.paper_presets()
+    for mod in ("numbers", "study", "claims", "figures", "exercise"):
+        importlib.import_module(f"flkit.papers._template.{mod}")
+
+
+def test_template_exercise_and_claims_behave():
+    import pandas as pd
+    import torch
+
+    from flkit.papers._template import claims, exercise
+
+    def stub(x):
+        raise NotImplementedError
+
+    assert exercise.check(stub, verbose=False) is None  # never "right" when untouched
+    assert exercise.check(lambda x: x, verbose=False) is True
+    assert exercise.check(lambda x: x + 1, verbose=False) is False
+    final = pd.DataFrame(
+        {"method": ["a", "b", "a", "b"], "seed": [0, 0, 1, 1], "accuracy": [0.9, 0.8, 0.7, 0.75]}
+    )
+    holds, ev = claims.beats(final, "a", "b")
+    assert holds is False and "seed 1: a 0.700 vs b 0.750" in ev
+    assert claims.beats(final[final.seed == 0], "a", "b")[0] is True
+    assert torch.equal(exercise.reference(torch.ones(2)), torch.ones(2))
+
+
+def test_papers_package_holds_no_data():
+    import flkit.papers as papers
+
+    public = [n for n in vars(papers) if not n.startswith("_")]
+    assert "PAPERS" not in public and "get" not in public

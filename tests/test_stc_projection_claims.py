@@ -1,0 +1,96 @@
+"""STC-PA claim verdicts (flkit.papers.stc_projection.claims) on hand-built summary tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from flkit.papers.stc_projection import claims as C
+from flkit.report import Report
+from flkit.utils import FlkitError
+
+NAN = math.nan
+
+
+def _tab(rows, target=0.9):
+    """rows: (method, seed, rounds_to_target, variance, oscillation, factor_up, factor_down)."""
+    cols = [
+        "method",
+        "seed",
+        "rounds_to_target",
+        "variance",
+        "oscillation",
+        "factor_up",
+        "factor_down",
+    ]
+    return pd.DataFrame(rows, columns=cols).assign(target=target)
+
+
+GOOD = _tab(
+    [
+        ("fedavg", 0, 50, 300.0, 1.0, 1.0, 1.0),
+        ("stc", 0, 60, 280.0, 2.0, 47.0, 46.0),
+        ("stc_pa", 0, 40, 200.0, 1.5, 47.5, 45.5),
+        ("fedavg", 1, 55, 310.0, 1.1, 1.0, 1.0),
+        ("stc", 1, None, 290.0, 2.5, 47.0, 46.0),  # STC never reaches the target in seed 1
+        ("stc_pa", 1, 55, 250.0, 1.2, 47.5, 45.5),
+    ]
+)
+
+
+def _by_text(claims):
+    return {c["text"].split(": ", 1)[1]: c for c in claims}
+
+
+def test_all_claims_hold_on_a_good_table():
+    out = _by_text(C.verdicts(GOOD, "mnist", model="cnn3_mnist"))
+    assert [c["holds"] for c in out.values()] == [True] * 5
+    traffic = out["STC / STC-PA per-round traffic ≈ 45× below FedAvg (within 10%)"]
+    assert traffic["exact"] and "45.5–47.5×" in traffic["evidence"]
+    rounds = out["STC-PA reaches 90% in fewer rounds than STC and no later than FedAvg"]
+    assert "seed 1: FedAvg 55, STC —, STC-PA 55" in rounds["evidence"]  # ties FedAvg: allowed
+    assert out["STC oscillates more than FedAvg (non-IID, 2 shards)"]["paper"] == "Fig. 3"
+
+
+def test_each_threshold_and_direction():
+    # 45 x (1 +- 10 %) = 40.5 .. 49.5: 50 is outside, unless the tolerance grows
+    far = GOOD.assign(factor_up=GOOD.factor_up.where(GOOD.method == "fedavg", 50.0))
+    assert C.traffic(far, "mnist")["holds"] is False
+    assert C.traffic(far, "mnist", tolerance=0.2)["holds"] is True
+    assert C.traffic(GOOD[GOOD.method == "fedavg"], "mnist") is None  # nothing compressed
+    # STC-PA one round later than FedAvg in seed 0 -> fails
+    late = GOOD.copy()
+    late.loc[(late.method == "stc_pa") & (late.seed == 0), "rounds_to_target"] = 51
+    assert C.rounds(late, "mnist")["holds"] is False
+    # nobody reached the target in any seed -> inconclusive, says why
+    none = GOOD.assign(rounds_to_target=None)
+    r = C.rounds(none, "cifar10")
+    assert r["holds"] is None and "no method reached 90%" in r["evidence"]
+    # STC-PA not the lowest variance in one seed
+    var = GOOD.copy()
+    var.loc[(var.method == "fedavg") & (var.seed == 1), "variance"] = 100.0
+    v = C.variance(var, "mnist")
+    assert v["holds"] is False and "(1/2 seeds)" in v["evidence"] and v["paper"] == "Fig. 4"
+    # oscillation: STC-PA must be strictly below STC
+    osc = GOOD.copy()
+    osc.loc[(osc.method == "stc_pa") & (osc.seed == 0), "oscillation"] = 2.0
+    assert C.oscillation(osc, "mnist", "stc_pa", "stc", more=False)["holds"] is False
+    assert C.oscillation(GOOD, "cifar10", "stc", "fedavg", more=True)["paper"] == "Fig. 5"
+
+
+def test_bad_part():
+    with pytest.raises(FlkitError, match="mnist"):
+        C.verdicts(GOOD, "svhn")
+
+
+def test_record_qualitative_and_smoke(tmp_path):
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path / "cpu")
+    df = C.record(r, GOOD, "cifar10", qualitative="a 30-round run")
+    assert df.holds.tolist() == [True, None, None, None, None]  # traffic stays judged
+    assert "inconclusive at this preset (a 30-round run); at face value it holds" in df.evidence[1]
+    assert C.record(r, GOOD, "mnist").holds.tolist() == [True] * 5
+    s = Report("01_stc_projection", "smoke", 0, out_dir=tmp_path / "smoke")
+    df = C.record(s, GOOD, "mnist")
+    assert df.holds.tolist() == [True, None, None, None, None]  # the report's smoke rule
