@@ -49,16 +49,16 @@ def model_shapes(name: str, **kw) -> dict[str, tuple]:
     return {n: tuple(p.shape) for n, p in net.named_parameters() if n in names}
 
 
-def cases() -> list[tuple[str, dict, float, float]]:
-    toy = {"A": (2, 2), "B": (10, 10), "C": (4, 25)}
-    return [
-        ("toy model with a layer forced dense (density 0.5)", toy, 0.5, 1.0),
-        ("LeNet-5, s0 = 0.5", model_shapes("lenet5"), 0.5, 1.0),
-        ("LeNet-5, s0 = 0.9 (no layer dense)", model_shapes("lenet5"), 0.1, 1.0),
-        ("LeNet-5, s0 = 0.5, power 0.5", model_shapes("lenet5"), 0.5, 0.5),
-        ("AlexNet (CIFAR), s0 = 0.95", model_shapes("alexnet_cifar"), 0.05, 1.0),
-        ("ResNet-18 (CIFAR-100), s0 = 0.9", model_shapes("resnet18", num_classes=100), 0.1, 1.0),
-    ]
+def cases():
+    """(name, shapes, density, power) one at a time (big models are only built when reached)."""
+    yield "toy model with a layer forced dense (density 0.5)", {"A": (2, 2), "B": (10, 10),
+                                                                "C": (4, 25)}, 0.5, 1.0
+    lenet = model_shapes("lenet5")
+    yield "LeNet-5, s0 = 0.5", lenet, 0.5, 1.0
+    yield "LeNet-5, s0 = 0.9 (no layer dense)", lenet, 0.1, 1.0
+    yield "LeNet-5, s0 = 0.5, power 0.5", lenet, 0.5, 0.5
+    yield "AlexNet (CIFAR), s0 = 0.95", model_shapes("alexnet_cifar"), 0.05, 1.0
+    yield "ResNet-18 (CIFAR-100), s0 = 0.9", model_shapes("resnet18", num_classes=100), 0.1, 1.0
 
 
 def _explain(shapes, density, got, ref) -> tuple[bool, str]:

@@ -137,3 +137,26 @@ def noniid_curves(res, sparsity, column="client_acc_mean"):
                       title=f"non-IID, 2 classes per client (FedDIP+Prox at s = {sparsity:g})")
     ax.set(ylabel="mean client accuracy (%)")
     return fig
+
+
+def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"):
+    """Sliders for s0, s_p and lambda_max redrawing :func:`demo_figure` (live kernel; a batch run
+    shows the widget in its initial state). s0 can never exceed s_p: its slider stops at s_p."""
+    import ipywidgets as W
+    from IPython.display import display
+    sp = W.FloatSlider(value=s_p, min=0.05, max=0.99, step=0.01, description="s_p")
+    s0w = W.FloatSlider(value=min(s0, s_p), min=0.0, max=s_p, step=0.05, description="s0")
+    lam = W.FloatLogSlider(value=lambda_max, base=10, min=-5, max=-1, description="lambda_max")
+    out = W.Output()
+
+    def redraw(_=None):
+        s0w.max = sp.value
+        with out:
+            out.clear_output(wait=True)
+            demo_figure(demo, pruned_accuracy, T, min(s0w.value, sp.value), sp.value, lam.value,
+                        Q, variant)
+            plt.show()
+    for w in (sp, s0w, lam):
+        w.observe(redraw, "value")
+    display(W.VBox([W.HBox([s0w, sp, lam]), out]))
+    redraw()

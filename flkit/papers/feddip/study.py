@@ -217,16 +217,21 @@ def describe(P, seeds, info: dict) -> str:
 
 
 # --------------------------------------------------------------------------- interactive demo
-def demo_inputs(P, res: dict, seed: int, device="auto", n_test: int = 1000) -> dict:
-    """What the slider demo needs: the trained dense FedAvg model of the grid (seed `seed`), its
-    prunable tensors and a fixed test batch (accuracy of a pruned copy takes milliseconds)."""
+def demo_inputs(P, seed: int, device="auto", n_test: int = 1000, progress=True, out_dir=None) -> dict:
+    """What the slider demo needs: the dense FedAvg model of the first workload trained at the
+    preset (the same cached run the comparison uses), its prunable tensors and a fixed test batch
+    (the accuracy of a pruned copy then takes milliseconds)."""
     from ...prune import prunable_names
-    r = res[("fedavg", 0.0, seed)]
-    su = Setup.build(r.config)
+    from ...train import evaluate
+    cfg = config(P, P["workloads"][0], "fedavg", 0.0, seed, device)
+    su = Setup.build(cfg)
+    r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     state = {k: v.to(su.device) for k, v in r.final_state["model"].items()}
     names = prunable_names(su.model)
-    return {"model": su.model, "state": state, "names": names, "x": su.data.x_test[:n_test],
-            "y": su.data.y_test[:n_test], "layer": max(names, key=lambda n: state[n].numel())}
+    x, y = su.data.x_test[:n_test], su.data.y_test[:n_test]
+    return {"model": su.model, "state": state, "names": names, "x": x, "y": y,
+            "layer": max(names, key=lambda n: state[n].numel()),
+            "dense_acc": evaluate(su.model, state, x, y)[0]}
 
 
 def pruned_accuracy(demo: dict, sparsity: float) -> tuple[float, dict]:
@@ -247,3 +252,27 @@ def ablation_rows(P, ablations: dict, grid: dict) -> pd.DataFrame:
     rows += [{"label": label, "seed": seed, "final_acc": r.final()}
              for (label, seed), r in ablations.items()]
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- into the report
+def record_data(report, infos: list[dict]) -> None:
+    """Which data each workload used (the results must say when a reduced copy was used)."""
+    for info in infos:
+        report.number(f"{info['dataset']}: training images available", info["train_images"],
+                      note=f"of {info['full_train_images']:,} in the full set; source "
+                           f"{info['source']}{'; REDUCED COPY' if info['reduced'] else ''}")
+
+
+def record_grid(report, workload: str, grid: dict) -> None:
+    """Mean final accuracy of every method and sparsity, and the cumulative traffic."""
+    from . import numbers
+    df = final_rows(grid)
+    for (m, s), g in df.groupby(["method", "sparsity"]):
+        where = "dense" if m in DENSE else f"s = {s:g}"
+        report.number(f"{workload}: final top-1 accuracy, {LABELS[m]}, {where}",
+                      float(g.final_acc.mean() * 100), unit="%",
+                      note=f"mean of {len(g)} seed(s); paper's table not recoverable")
+        report.number(f"{workload}: cumulative traffic (exact), {LABELS[m]}, {where}",
+                      float(g.cum_bytes.mean() / 2 ** 20), unit="MiB")
+    if workload == "fmnist_lenet5":
+        report.number("LeNet-5 parameters", numbers.PARAMS["lenet5"], paper=numbers.PARAMS["lenet5"])
