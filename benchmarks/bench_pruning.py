@@ -6,6 +6,7 @@ epoch, batch 32). Writes benchmarks/results/pruning-<device>.json and prints a t
 
     python benchmarks/bench_pruning.py [--device cpu] [--repeats 5] [--backend auto]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,15 @@ from pathlib import Path
 import torch
 
 from flkit import data, models
-from flkit.prune import (erk_mask, global_magnitude_mask, layer_l2_penalty, mask_grads, masked,
-                         prunable_names, straight_through)
+from flkit.prune import (
+    erk_mask,
+    global_magnitude_mask,
+    layer_l2_penalty,
+    mask_grads,
+    masked,
+    prunable_names,
+    straight_through,
+)
 from flkit.state import broadcast_state, model_state
 from flkit.train import LocalSpec, choose_backend, train_clients
 from flkit.utils import resolve_device
@@ -50,9 +58,12 @@ def main(argv=None):
         "straight-through mask (DPF/FedDP)": {"param_transform": straight_through(mask95)},
         "straight-through + L2 penalty (FedDIP)": {
             "param_transform": straight_through(mask95),
-            "extra_loss": layer_l2_penalty(1e-3, mask95, names)},
-        "masked training (SNIP/FedDST, ERK)": {"param_transform": masked(erk),
-                                               "grad_transform": mask_grads(erk)},
+            "extra_loss": layer_l2_penalty(1e-3, mask95, names),
+        },
+        "masked training (SNIP/FedDST, ERK)": {
+            "param_transform": masked(erk),
+            "grad_transform": mask_grads(erk),
+        },
     }
     backend = choose_backend(net, a.backend)
     out = {}
@@ -62,11 +73,20 @@ def main(argv=None):
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t = time.perf_counter()
-            train_clients(net, start, ds.x_train, ds.y_train, parts, spec, list(range(a.clients)),
-                          backend=backend, **hooks)
+            train_clients(
+                net,
+                start,
+                ds.x_train,
+                ds.y_train,
+                parts,
+                spec,
+                list(range(a.clients)),
+                backend=backend,
+                **hooks,
+            )
             if dev.type == "cuda":
                 torch.cuda.synchronize()
-            if r:                                   # the first call warms up
+            if r:  # the first call warms up
                 times.append(time.perf_counter() - t)
         out[label] = statistics.median(times)
     dense = out["dense (FedAvg)"]
@@ -74,9 +94,16 @@ def main(argv=None):
     print("| local training | s / round (median) | vs dense |\n|---|---|---|")
     for label, s in out.items():
         print(f"| {label} | {s:.3f} | {s / dense:.2f}x |")
-    res = {"device": str(dev), "backend": backend, "threads": torch.get_num_threads(),
-           "platform": platform.platform(), "torch": torch.__version__, "repeats": a.repeats,
-           "seconds_per_round": out, "ratio_vs_dense": {k: v / dense for k, v in out.items()}}
+    res = {
+        "device": str(dev),
+        "backend": backend,
+        "threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "repeats": a.repeats,
+        "seconds_per_round": out,
+        "ratio_vs_dense": {k: v / dense for k, v in out.items()},
+    }
     folder = Path(__file__).resolve().parent / "results"
     folder.mkdir(exist_ok=True)
     (folder / f"pruning-{dev.type}.json").write_text(json.dumps(res, indent=2))

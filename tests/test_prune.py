@@ -1,5 +1,6 @@
 """flkit.prune: ERK densities, magnitude masks, schedules, SNIP, straight-through hooks — checked
 against hand computations on tiny examples."""
+
 import math
 
 import pytest
@@ -8,10 +9,22 @@ from torch import nn
 
 from flkit import models
 from flkit.methods.fedavg import proximal_loss
-from flkit.prune import (cubic_sparsity, erk_densities, erk_mask, global_magnitude_mask,
-                         incremental_lambda, information_loss, keep_counts,
-                         layerwise_magnitude_mask, masked, prunable_names, prune_and_regrow,
-                         snip_mask, snip_scores, straight_through)
+from flkit.prune import (
+    cubic_sparsity,
+    erk_densities,
+    erk_mask,
+    global_magnitude_mask,
+    incremental_lambda,
+    information_loss,
+    keep_counts,
+    layerwise_magnitude_mask,
+    masked,
+    prunable_names,
+    prune_and_regrow,
+    snip_mask,
+    snip_scores,
+    straight_through,
+)
 from flkit.state import model_state
 from flkit.train import LocalSpec, train_clients
 from flkit.utils import FlkitError
@@ -60,7 +73,7 @@ def test_global_magnitude_mask_exact_count_and_ties():
     m = global_magnitude_mask(t, 4 / 7)
     assert m["a"].tolist() == [True, False, True]
     assert m["b"].tolist() == [[False, True], [False, False]]
-    m3 = global_magnitude_mask(t, 3 / 7)          # the tie at 1 is cut by position: b[1,1] kept
+    m3 = global_magnitude_mask(t, 3 / 7)  # the tie at 1 is cut by position: b[1,1] kept
     assert m3["b"].tolist() == [[False, True], [False, True]]
     for s in (0.0, 0.2, 0.5, 0.9):
         mm = global_magnitude_mask(t, s)
@@ -88,8 +101,10 @@ def test_layerwise_mask_and_information_loss():
 
 
 def test_prune_and_regrow_counts_per_layer():
-    mask = {"w": torch.tensor([True, True, True, True, False, False, False, False]),
-            "v": torch.tensor([True, False, True, False])}
+    mask = {
+        "w": torch.tensor([True, True, True, True, False, False, False, False]),
+        "v": torch.tensor([True, False, True, False]),
+    }
     mag = {"w": torch.tensor([4.0, 1.0, 3.0, 2.0, 0, 0, 0, 0]), "v": torch.tensor([1.0, 0, 2.0, 0])}
     score = {"w": torch.tensor([9.0, 9, 9, 9, 1, 5, 3, 4]), "v": torch.tensor([0.0, 7, 0, 8])}
     new, moved = prune_and_regrow(mask, mag, score, 0.5)
@@ -113,7 +128,8 @@ def test_cubic_schedule_points():
 def test_lambda_paper_segment_boundaries():
     f = lambda t: incremental_lambda(t, 100, 1e-3, 4, "paper")  # noqa: E731
     assert [f(0), f(24), f(25), f(49), f(50), f(74), f(75), f(99)] == pytest.approx(
-        [0, 0, 2.5e-4, 2.5e-4, 5e-4, 5e-4, 7.5e-4, 7.5e-4])
+        [0, 0, 2.5e-4, 2.5e-4, 5e-4, 5e-4, 7.5e-4, 7.5e-4]
+    )
 
 
 def test_lambda_code_segment_boundaries():
@@ -167,19 +183,39 @@ def test_straight_through_update_by_hand(backend):
     net, x, y = _two_layer()
     st = model_state(net)
     w1, w2 = st["0.weight"], st["1.weight"]
-    mask = {"0.weight": torch.tensor([[True, False, True], [False, True, True]]),
-            "1.weight": torch.tensor([[True, False], [True, True]])}
+    mask = {
+        "0.weight": torch.tensor([[True, False, True], [False, True, True]]),
+        "1.weight": torch.tensor([[True, False], [True, True]]),
+    }
     lr = 0.3
     g1, g2 = _hand_grads(w1 * mask["0.weight"], w2 * mask["1.weight"], x, y)
     start = {n: v.unsqueeze(0) for n, v in st.items()}
-    res = train_clients(net, start, x, y, [torch.tensor([0])], LocalSpec(lr=lr, batch_size=1, steps=1),
-                        [0], param_transform=straight_through(mask), backend=backend)
+    res = train_clients(
+        net,
+        start,
+        x,
+        y,
+        [torch.tensor([0])],
+        LocalSpec(lr=lr, batch_size=1, steps=1),
+        [0],
+        param_transform=straight_through(mask),
+        backend=backend,
+    )
     assert torch.allclose(res.state["0.weight"][0], w1 - lr * g1)
     assert torch.allclose(res.state["1.weight"][0], w2 - lr * g2)
     # the pruned coordinates of the dense weights moved (error feedback), unlike masked training
     assert not torch.allclose(res.state["0.weight"][0][~mask["0.weight"]], w1[~mask["0.weight"]])
-    res2 = train_clients(net, start, x, y, [torch.tensor([0])], LocalSpec(lr=lr, batch_size=1, steps=1),
-                         [0], param_transform=masked(mask), backend=backend)
+    res2 = train_clients(
+        net,
+        start,
+        x,
+        y,
+        [torch.tensor([0])],
+        LocalSpec(lr=lr, batch_size=1, steps=1),
+        [0],
+        param_transform=masked(mask),
+        backend=backend,
+    )
     assert torch.equal(res2.state["0.weight"][0][~mask["0.weight"]], w1[~mask["0.weight"]])
 
 
@@ -194,11 +230,23 @@ def test_proximal_term_nonzero_after_one_step():
         v = prox(params, ctx)
         seen.append(float(v.detach().sum()))
         return v
+
     xx, yy = x.repeat(2, 1), torch.tensor([1, 0])
     spec = LocalSpec(lr=0.3, batch_size=1, steps=2)
-    one = train_clients(net, start, xx, yy, [torch.tensor([0, 1])], LocalSpec(lr=0.3, batch_size=1, steps=1),
-                        [0], extra_loss=proximal_loss(mu), backend="loop")
-    train_clients(net, start, xx, yy, [torch.tensor([0, 1])], spec, [0], extra_loss=record, backend="loop")
+    one = train_clients(
+        net,
+        start,
+        xx,
+        yy,
+        [torch.tensor([0, 1])],
+        LocalSpec(lr=0.3, batch_size=1, steps=1),
+        [0],
+        extra_loss=proximal_loss(mu),
+        backend="loop",
+    )
+    train_clients(
+        net, start, xx, yy, [torch.tensor([0, 1])], spec, [0], extra_loss=record, backend="loop"
+    )
     w1 = {n: v[0] for n, v in one.state.items()}
     expected = 0.5 * mu * sum(float(((w1[n] - st[n]) ** 2).sum()) for n in st)
     assert seen[0] == 0.0 and seen[1] > 0

@@ -5,7 +5,8 @@ PruneFL and FedDST are in :mod:`flkit.methods.pruning_dst`.
                 the dense w with the gradient taken at w * m (a straight-through mask,
                 :func:`flkit.prune.straight_through`), plus lambda_t * sum_z ||(w*m)_z||_2; every R
                 rounds (t mod R == 0, t = round - 1) the server recomputes a global magnitude mask
-                at the cubic schedule's s_t; the round-0 mask is a random ERK mask at density 1 - s0.
+                at the cubic schedule's s_t; the round-0 mask is a random ERK mask at
+                density 1 - s0.
 ``feddp``       FedDIP with lambda = 0.
 ``dpf``         FedDIP with s0 = 0 and lambda = 0 (no round-0 mask: dense first round).
 ``feddip_prox`` FedDIP plus (mu/2)||w - w_global||^2 against a frozen copy of the global model.
@@ -23,6 +24,7 @@ Golomb-coded positions (:func:`flkit.compress.message_size` "topk"/"exact"); ``o
 ``official_bits_down`` follow the official code's formula 32 * (1 - s) * P per client (P = all
 parameters, s as each method's code counts it), summed over the round's clients.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,10 +32,25 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from ..compress import DenseCodec, message_size
-from ..prune import (apply_mask, check_lambda, check_sparsity, cubic_sparsity, erk_mask,
-                     global_magnitude_mask, incremental_lambda, information_loss, layer_l2_penalty,
-                     mask_grads, mask_sparsity, masked, prunable_names, snip_mask, snip_scores,
-                     straight_through, zero_fraction)
+from ..prune import (
+    apply_mask,
+    check_lambda,
+    check_sparsity,
+    cubic_sparsity,
+    erk_mask,
+    global_magnitude_mask,
+    incremental_lambda,
+    information_loss,
+    layer_l2_penalty,
+    mask_grads,
+    mask_sparsity,
+    masked,
+    prunable_names,
+    snip_mask,
+    snip_scores,
+    straight_through,
+    zero_fraction,
+)
 from ..prune.schedules import LAMBDA_VARIANTS
 from ..state import broadcast_state
 from ..train import train_clients
@@ -72,6 +89,7 @@ def _sum_losses(fns):
 class PruningMethod(Method):
     """Shared parts: hyperparameter checks, schedules, training with hooks and the decayed
     learning rate, client gradients, and both communication accountings."""
+
     params: dict = {}
 
     # -- parameters
@@ -79,13 +97,17 @@ class PruningMethod(Method):
         hp = self.hp
         if "horizon" in hp:
             if hp["horizon"] is None:
-                raise FlkitError(f"method {self.name!r} needs horizon=T, the number of rounds its "
-                                 "schedules span (usually RunConfig.rounds); accepted: an integer >= 1")
+                raise FlkitError(
+                    f"method {self.name!r} needs horizon=T, the number of rounds its "
+                    "schedules span (usually RunConfig.rounds); accepted: an integer >= 1"
+                )
             _int_at_least("horizon", hp["horizon"], 1)
         self.s_p = check_sparsity("sparsity", hp["sparsity"])
         self.s_0 = check_sparsity("s0", hp["s0"]) if "s0" in hp else self.s_p
         if self.s_0 > self.s_p:
-            raise FlkitError(f"s0={self.s_0!r} exceeds sparsity={self.s_p!r}; accepted: s0 <= sparsity")
+            raise FlkitError(
+                f"s0={self.s_0!r} exceeds sparsity={self.s_p!r}; accepted: s0 <= sparsity"
+            )
         if "R" in hp:
             _int_at_least("R", hp["R"], 1)
         if "lambda_max" in hp:
@@ -101,13 +123,17 @@ class PruningMethod(Method):
         check_lr_decay(hp.get("lr_decay", 1.0))
         model = self.ctx.model
         self.prune_names = prunable_names(model, hp.get("prunable"))
-        self.shapes = {n: tuple(p.shape) for n, p in model.named_parameters() if n in self.prune_names}
+        self.shapes = {
+            n: tuple(p.shape) for n, p in model.named_parameters() if n in self.prune_names
+        }
         self.n_params = sum(p.numel() for p in model.parameters())
 
     # -- schedules
     def target(self, t: int) -> float:
         if t >= self.horizon:
-            raise FlkitError(f"round {t + 1} is past horizon={self.horizon}; accepted: horizon >= rounds")
+            raise FlkitError(
+                f"round {t + 1} is past horizon={self.horizon}; accepted: horizon >= rounds"
+            )
         return cubic_sparsity(t, self.horizon, self.s_0, self.s_p)
 
     def lam(self, t: int) -> float:
@@ -120,8 +146,17 @@ class PruningMethod(Method):
         ctx = self.ctx
         seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
         hooks = self.local_hooks(starts) if hooks is None else hooks
-        return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients],
-                             self.local_spec(rnd), seeds, backend=ctx.backend, **hooks)
+        return train_clients(
+            ctx.model,
+            starts,
+            ctx.x,
+            ctx.y,
+            [ctx.parts[c] for c in clients],
+            self.local_spec(rnd),
+            seeds,
+            backend=ctx.backend,
+            **hooks,
+        )
 
     def client_grads(self, stacked: dict, clients, rnd, full: bool) -> dict:
         """Each client's loss gradient at its (masked) model: on all its data (full=True, the mean
@@ -132,13 +167,16 @@ class PruningMethod(Method):
             ix = ctx.parts[c]
             if not full:
                 perm = torch.randperm(len(ix), generator=generator(ctx.seed, "grad-batch", rnd, c))
-                ix = ix[perm[:ctx.spec.batch_size].to(ix.device)]
-            leaves = {n: v[i].detach().clone().requires_grad_(n in names) for n, v in stacked.items()}
+                ix = ix[perm[: ctx.spec.batch_size].to(ix.device)]
+            leaves = {
+                n: v[i].detach().clone().requires_grad_(n in names) for n, v in stacked.items()
+            }
             total = [torch.zeros_like(leaves[n]) for n in names]
             for lo in range(0, len(ix), 4096):
-                b = ix[lo:lo + 4096]
-                loss = F.cross_entropy(functional_call(ctx.model, leaves, (ctx.x[b],)), ctx.y[b],
-                                       reduction="sum") / len(ix)
+                b = ix[lo : lo + 4096]
+                loss = F.cross_entropy(
+                    functional_call(ctx.model, leaves, (ctx.x[b],)), ctx.y[b], reduction="sum"
+                ) / len(ix)
                 for acc, g in zip(total, torch.autograd.grad(loss, [leaves[n] for n in names])):
                     acc.add_(g)
             for n, g in zip(names, total):
@@ -171,26 +209,47 @@ class PruningMethod(Method):
         return {n: tensors[n] for n in self.prune_names}
 
     def _base_metrics(self, t, model, mask, s_t, k):
-        return {"sparsity_target": s_t, "lr": self.local_spec(t + 1).lr,
-                "mask_sparsity": mask_sparsity(mask) if mask else 0.0,
-                "model_sparsity": zero_fraction(model, self.prune_names),
-                "official_bits_down": k * self.official_bits(s_t)}
+        return {
+            "sparsity_target": s_t,
+            "lr": self.local_spec(t + 1).lr,
+            "mask_sparsity": mask_sparsity(mask) if mask else 0.0,
+            "model_sparsity": zero_fraction(model, self.prune_names),
+            "official_bits_down": k * self.official_bits(s_t),
+        }
 
 
 # --------------------------------------------------------------------------- FedDIP family
 @register
 class FedDIP(PruningMethod):
-    """FedDIP (Long et al. 2023): dynamic pruning with error feedback + incremental regularisation."""
+    """FedDIP (Long et al. 2023): dynamic pruning with error feedback + incremental
+    regularisation."""
+
     name = "feddip"
-    params = {"horizon": None, "sparsity": 0.9, "s0": 0.5, "R": 5, "lambda_max": 1e-3, "Q": 20,
-              "lambda_variant": "code", "mask_order": "code", "round0": "server", "erk_power": 1.0,
-              "lr_decay": 1.0, "prunable": None}
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "s0": 0.5,
+        "R": 5,
+        "lambda_max": 1e-3,
+        "Q": 20,
+        "lambda_variant": "code",
+        "mask_order": "code",
+        "round0": "server",
+        "erk_power": 1.0,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
 
     def init_state(self, model_state):
         erk = None
         if self.s_0 > 0 and self.round0 == "server":
-            erk = erk_mask(self.shapes, 1.0 - self.s_0, generator(self.ctx.seed, "erk"),
-                           self.erk_power, device=self.ctx.x.device)
+            erk = erk_mask(
+                self.shapes,
+                1.0 - self.s_0,
+                generator(self.ctx.seed, "erk"),
+                self.erk_power,
+                device=self.ctx.x.device,
+            )
         return {"model": model_state, "mask": None, "erk": erk, "metrics": {}}
 
     def _training_mask(self, state, clients):
@@ -200,8 +259,16 @@ class FedDIP(PruningMethod):
             return None
         if self.round0 == "server":
             return state["erk"]
-        per = [erk_mask(self.shapes, 1.0 - self.s_0, generator(self.ctx.seed, "erk", c),
-                        self.erk_power, device=self.ctx.x.device) for c in clients]
+        per = [
+            erk_mask(
+                self.shapes,
+                1.0 - self.s_0,
+                generator(self.ctx.seed, "erk", c),
+                self.erk_power,
+                device=self.ctx.x.device,
+            )
+            for c in clients
+        ]
         return {n: torch.stack([m[n] for m in per]) for n in self.shapes}
 
     def client_update(self, state, clients, rnd):
@@ -222,10 +289,19 @@ class FedDIP(PruningMethod):
         keep = state["mask"] if self.mask_order == "code" else None
         sent = apply_mask(res.state, keep) if keep is not None else res.state
         z = float(zero_fraction(res.state, self.prune_names, stacked=True).mean())
-        metrics = {"lambda": lam, "official_bits_up": k * self.official_bits(z),
-                   "upload_zero_fraction": z}
-        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss,
-                             self.exact_bits(sent, stacked=True), extra={"metrics": metrics})
+        metrics = {
+            "lambda": lam,
+            "official_bits_up": k * self.official_bits(z),
+            "upload_zero_fraction": z,
+        }
+        return ClientUpdates(
+            clients,
+            res.state,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(sent, stacked=True),
+            extra={"metrics": metrics},
+        )
 
     def aggregate(self, state, updates, rnd):
         t, k = rnd - 1, len(updates.clients)
@@ -250,6 +326,7 @@ class FedDIP(PruningMethod):
 @register
 class FedDP(FedDIP):
     """FedDIP without regularisation (lambda = 0)."""
+
     name = "feddp"
     params = {**FedDIP.params, "lambda_max": 0.0}
 
@@ -257,6 +334,7 @@ class FedDP(FedDIP):
 @register
 class DPF(FedDIP):
     """Dynamic pruning with feedback (Lin et al. 2020) in FL: FedDIP with s0 = 0 and lambda = 0."""
+
     name = "dpf"
     params = {**FedDIP.params, "lambda_max": 0.0, "s0": 0.0}
 
@@ -265,6 +343,7 @@ class DPF(FedDIP):
 class FedDIPProx(FedDIP):
     """FedDIP plus the FedProx proximal term (mu/2)||w - w_global||^2 on the dense local weights,
     against the frozen global model the round started from (non-zero after the first step)."""
+
     name = "feddip_prox"
     params = {**FedDIP.params, "mu": 0.01}
 
@@ -275,6 +354,7 @@ class SNIP(PruningMethod):
     """SNIP (Lee et al. 2019): one mini-batch of client 0 at the initial weights scores every
     connection by |w * dL/dw|; the top (1 - sparsity) share is kept for the whole run (masked
     training: pruned weights stay exactly zero)."""
+
     name = "snip"
     params = {"sparsity": 0.9, "lr_decay": 1.0, "prunable": None}
 
@@ -282,7 +362,7 @@ class SNIP(PruningMethod):
         ctx = self.ctx
         ix = ctx.parts[0]
         perm = torch.randperm(len(ix), generator=generator(ctx.seed, "snip-batch"))
-        ix = ix[perm[:ctx.spec.batch_size].to(ix.device)]
+        ix = ix[perm[: ctx.spec.batch_size].to(ix.device)]
         scores = snip_scores(ctx.model, model_state, ctx.x[ix], ctx.y[ix], self.prune_names)
         mask = snip_mask(scores, self.s_p)
         return {"model": apply_mask(model_state, mask), "mask": mask, "metrics": {}}
@@ -293,8 +373,14 @@ class SNIP(PruningMethod):
         res = self.train(broadcast_state(state["model"], len(clients)), clients, rnd, hooks)
         s = mask_sparsity(mask)
         metrics = {"official_bits_up": len(clients) * self.official_bits(s)}
-        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss,
-                             self.exact_bits(res.state, stacked=True), extra={"metrics": metrics})
+        return ClientUpdates(
+            clients,
+            res.state,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(res.state, stacked=True),
+            extra={"metrics": metrics},
+        )
 
     def aggregate(self, state, updates, rnd):
         mask = state["mask"]
@@ -312,15 +398,24 @@ class PruneTrain(PruningMethod):
     unsquared norms of the prunable layers except the first and last (mask not enforced), then
     prunes again at s_t excluding the first and last layers; the server averages and prunes the
     global model the same way. s_t follows the cubic schedule from s0."""
+
     name = "prunetrain"
-    params = {"horizon": None, "sparsity": 0.9, "s0": 0.5, "coef": 0.01, "lr_decay": 1.0,
-              "prunable": None}
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "s0": 0.5,
+        "coef": 0.01,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
 
     def check_params(self):
         super().check_params()
         if len(self.prune_names) < 3:
-            raise FlkitError(f"prunetrain needs >= 3 prunable layers (first and last are kept out "
-                             f"of the penalty), got {self.prune_names}")
+            raise FlkitError(
+                f"prunetrain needs >= 3 prunable layers (first and last are kept out "
+                f"of the penalty), got {self.prune_names}"
+            )
         self.inner = self.prune_names[1:-1]
 
     def init_state(self, model_state):
@@ -328,15 +423,23 @@ class PruneTrain(PruningMethod):
 
     def client_update(self, state, clients, rnd):
         k, s_t = len(clients), self.target(rnd - 1)
-        start = apply_mask(state["model"], global_magnitude_mask(self._prunable(state["model"]), s_t))
+        start = apply_mask(
+            state["model"], global_magnitude_mask(self._prunable(state["model"]), s_t)
+        )
         hooks = {"extra_loss": layer_l2_penalty(self.coef, None, self.inner)}
         res = self.train(broadcast_state(start, k), clients, rnd, hooks)
         local = global_magnitude_mask({n: res.state[n] for n in self.inner}, s_t, stacked=True)
         sent = apply_mask(res.state, local)
         z = float(zero_fraction(sent, self.prune_names, stacked=True).mean())
         metrics = {"official_bits_up": k * self.official_bits(z), "upload_zero_fraction": z}
-        return ClientUpdates(clients, sent, res.samples.float(), res.train_loss,
-                             self.exact_bits(sent, stacked=True), extra={"metrics": metrics})
+        return ClientUpdates(
+            clients,
+            sent,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(sent, stacked=True),
+            extra={"metrics": metrics},
+        )
 
     def aggregate(self, state, updates, rnd):
         s_t = self.target(rnd - 1)
@@ -345,5 +448,3 @@ class PruneTrain(PruningMethod):
         model = apply_mask(avg, mask)
         metrics = self._base_metrics(rnd - 1, model, mask, s_t, len(updates.clients))
         return {**state, "model": model, "metrics": metrics}
-
-

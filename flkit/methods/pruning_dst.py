@@ -13,14 +13,25 @@ authors' code runs them; shared machinery in :mod:`flkit.methods.pruning`).
              mean gradient (at zero); the server averages and prunes every layer back to its ERK
              count by magnitude.
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from ..prune import (apply_mask, erk_densities, erk_mask, global_magnitude_mask, keep_counts,
-                     layerwise_magnitude_mask, mask_grads, mask_sparsity, masked, prune_and_regrow)
+from ..prune import (
+    apply_mask,
+    erk_densities,
+    erk_mask,
+    global_magnitude_mask,
+    keep_counts,
+    layerwise_magnitude_mask,
+    mask_grads,
+    mask_sparsity,
+    masked,
+    prune_and_regrow,
+)
 from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import derive_seed, generator
@@ -28,7 +39,7 @@ from . import register
 from .base import ClientUpdates, weighted_average
 from .pruning import PruningMethod, _int_at_least
 
-POSITION_BITS_PRUNEFL = 4     # the official code's cost of a downloaded mask position
+POSITION_BITS_PRUNEFL = 4  # the official code's cost of a downloaded mask position
 
 
 def _masked_hooks(mask):
@@ -38,8 +49,15 @@ def _masked_hooks(mask):
 @register
 class PruneFL(PruningMethod):
     name = "prunefl"
-    params = {"horizon": None, "sparsity": 0.9, "s0": 0.5, "R": 20, "init_rounds": 5,
-              "lr_decay": 1.0, "prunable": None}
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "s0": 0.5,
+        "R": 20,
+        "init_rounds": 5,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
 
     def check_params(self):
         super().check_params()
@@ -51,9 +69,17 @@ class PruneFL(PruningMethod):
         mask = None
         for r in range(self.init_rounds):
             hooks = _masked_hooks(mask) if mask else {}
-            state = train_clients(ctx.model, state, ctx.x, ctx.y, [ctx.parts[0]], ctx.spec,
-                                  [derive_seed(ctx.seed, "prunefl-init", r)], backend=ctx.backend,
-                                  **hooks).state
+            state = train_clients(
+                ctx.model,
+                state,
+                ctx.x,
+                ctx.y,
+                [ctx.parts[0]],
+                ctx.spec,
+                [derive_seed(ctx.seed, "prunefl-init", r)],
+                backend=ctx.backend,
+                **hooks,
+            ).state
             if (r + 1) % 5 == 0 or r == self.init_rounds - 1:
                 mask, state = self._mask_from_grads(state, self.s_0, r)
         if mask is None:
@@ -78,13 +104,16 @@ class PruneFL(PruningMethod):
         up = k * self.official_bits(s)
         extra = {}
         if (t + 1) % self.R == 0:
-            extra["grad_sq"] = {n: g ** 2 for n, g in
-                                self.client_grads(res.state, clients, rnd, full=False).items()}
+            extra["grad_sq"] = {
+                n: g**2 for n, g in self.client_grads(res.state, clients, rnd, full=False).items()
+            }
             dense_grad = 32 * sum(m.numel() for m in mask.values())
             bits = [b + dense_grad for b in bits]
             up += k * 32.0 * self.n_params
         extra["metrics"] = {"official_bits_up": up}
-        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, bits, extra=extra)
+        return ClientUpdates(
+            clients, res.state, res.samples.float(), res.train_loss, bits, extra=extra
+        )
 
     def aggregate(self, state, updates, rnd):
         t, k = rnd - 1, len(updates.clients)
@@ -101,8 +130,9 @@ class PruneFL(PruningMethod):
         metrics["sparsity_target"] = s_t
         metrics["reconfig"] = int(reconfig)
         if reconfig:
-            metrics["official_bits_down"] += k * POSITION_BITS_PRUNEFL * sum(
-                int(m.sum()) for m in mask.values())
+            metrics["official_bits_down"] += (
+                k * POSITION_BITS_PRUNEFL * sum(int(m.sum()) for m in mask.values())
+            )
         if t == 0:
             metrics["official_bits_down"] += state["official_init_down"]
         return {**state, "model": model, "mask": mask, "metrics": metrics}
@@ -111,16 +141,32 @@ class PruneFL(PruningMethod):
 @register
 class FedDST(PruningMethod):
     name = "feddst"
-    params = {"horizon": None, "sparsity": 0.9, "R": 20, "alpha": 0.5, "erk_power": 1.0,
-              "lr_decay": 1.0, "prunable": None}
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "R": 20,
+        "alpha": 0.5,
+        "erk_power": 1.0,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
 
     def init_state(self, model_state):
         density = 1.0 - self.s_p
-        mask = erk_mask(self.shapes, density, generator(self.ctx.seed, "erk"), self.erk_power,
-                        device=self.ctx.x.device)
+        mask = erk_mask(
+            self.shapes,
+            density,
+            generator(self.ctx.seed, "erk"),
+            self.erk_power,
+            device=self.ctx.x.device,
+        )
         self.counts = keep_counts(self.shapes, erk_densities(self.shapes, density, self.erk_power))
-        return {"model": apply_mask(model_state, mask), "erk": mask, "client_masks": {},
-                "metrics": {}}
+        return {
+            "model": apply_mask(model_state, mask),
+            "erk": mask,
+            "client_masks": {},
+            "metrics": {},
+        }
 
     def drop_fraction(self, t: int) -> float:
         """d_t = (alpha / 2) * (1 + cos(pi t / T))."""
@@ -138,8 +184,12 @@ class FedDST(PruningMethod):
             frac = self.drop_fraction(t)
             new_masks = []
             for i in range(k):
-                m, mv = prune_and_regrow(own[i], {n: starts[n][i] for n in self.shapes},
-                                         {n: grads[n][i] ** 2 for n in self.shapes}, frac)
+                m, mv = prune_and_regrow(
+                    own[i],
+                    {n: starts[n][i] for n in self.shapes},
+                    {n: grads[n][i] ** 2 for n in self.shapes},
+                    frac,
+                )
                 new_masks.append(m)
                 moved += sum(mv.values())
             stacked = {n: torch.stack([m[n] for m in new_masks]) for n in self.shapes}
@@ -147,15 +197,21 @@ class FedDST(PruningMethod):
         else:
             sent = res.state
         metrics = {"official_bits_up": k * self.official_bits(self.s_p), "moved": moved}
-        return ClientUpdates(clients, sent, res.samples.float(), res.train_loss,
-                             self.exact_bits(sent, stacked=True),
-                             extra={"metrics": metrics, "masks": dict(zip(clients, new_masks))})
+        return ClientUpdates(
+            clients,
+            sent,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(sent, stacked=True),
+            extra={"metrics": metrics, "masks": dict(zip(clients, new_masks))},
+        )
 
     def aggregate(self, state, updates, rnd):
         t, k = rnd - 1, len(updates.clients)
         if not hasattr(self, "counts"):
-            self.counts = keep_counts(self.shapes, erk_densities(self.shapes, 1.0 - self.s_p,
-                                                                 self.erk_power))
+            self.counts = keep_counts(
+                self.shapes, erk_densities(self.shapes, 1.0 - self.s_p, self.erk_power)
+            )
         avg = weighted_average(updates.state, updates.weights)
         mask = layerwise_magnitude_mask(self._prunable(avg), keep=self.counts)
         model = apply_mask(avg, mask)

@@ -3,12 +3,14 @@ global and layer-wise magnitude masks, prune-and-regrow, and the information los
 
 Conventions (shared by every function here):
 - a *mask* is ``{name: bool Tensor}``, True = weight kept; names not in the mask are never pruned;
-- *sparsity* = fraction of pruned (False) entries among the masked tensors, *density* = 1 - sparsity;
+- *sparsity* = fraction of pruned (False) entries among the masked tensors,
+  *density* = 1 - sparsity;
 - ``stacked=True`` means every tensor has a leading client dimension ``[K, ...]`` and each client
   gets its own mask (the same rule applied row by row).
 Exact counts are the point: a global magnitude mask at sparsity s prunes exactly round(s * total)
 entries, ties being broken by position (see :func:`global_magnitude_mask`).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +28,11 @@ Mask = dict[str, Tensor]
 DEFAULT_EXCLUDE = ("shortcut", "downsample")
 
 
-def prunable_names(model_or_state, include: Iterable[str] | str | None = None,
-                   exclude: Iterable[str] = DEFAULT_EXCLUDE) -> list[str]:
+def prunable_names(
+    model_or_state,
+    include: Iterable[str] | str | None = None,
+    exclude: Iterable[str] = DEFAULT_EXCLUDE,
+) -> list[str]:
     """Names of the prunable weight tensors: conv and linear weights (floating, >= 2 dims, name
     ending in 'weight'), minus names containing an ``exclude`` substring; biases and normalisation
     parameters are never prunable.
@@ -38,18 +43,28 @@ def prunable_names(model_or_state, include: Iterable[str] | str | None = None,
         items = [(n, p) for n, p in model_or_state.named_parameters()]
     else:
         items = list(model_or_state.items())
-    cands = [n for n, v in items if v.is_floating_point() and v.dim() >= 2 and n.endswith("weight")
-             and not any(e in n for e in exclude)]
+    cands = [
+        n
+        for n, v in items
+        if v.is_floating_point()
+        and v.dim() >= 2
+        and n.endswith("weight")
+        and not any(e in n for e in exclude)
+    ]
     if include is None:
         if not cands:
-            raise FlkitError("the model has no prunable tensor (conv/linear weight); "
-                             f"tensors: {[n for n, _ in items]}")
+            raise FlkitError(
+                "the model has no prunable tensor (conv/linear weight); "
+                f"tensors: {[n for n, _ in items]}"
+            )
         return cands
     pats = [include] if isinstance(include, str) else list(include)
     chosen = [n for n in cands if any(re.search(p, n) for p in pats)]
     if not chosen:
-        raise FlkitError(f"prunable selection {pats!r} matches no layer; accepted: patterns matching "
-                         f"some of {cands}")
+        raise FlkitError(
+            f"prunable selection {pats!r} matches no layer; accepted: patterns matching "
+            f"some of {cands}"
+        )
     return chosen
 
 
@@ -68,8 +83,10 @@ def check_mask(tensors: Mapping[str, Tensor], mask: Mapping[str, Tensor]) -> Non
             raise FlkitError(f"mask entry {n!r} names no tensor; accepted names: {sorted(tensors)}")
         t = tensors[n]
         if tuple(m.shape) != tuple(t.shape) and tuple(m.shape) != tuple(t.shape[1:]):
-            raise FlkitError(f"mask[{n!r}] has shape {tuple(m.shape)} but its tensor has shape "
-                             f"{tuple(t.shape)}; accepted: the tensor's shape (or without the client dim)")
+            raise FlkitError(
+                f"mask[{n!r}] has shape {tuple(m.shape)} but its tensor has shape "
+                f"{tuple(t.shape)}; accepted: the tensor's shape (or without the client dim)"
+            )
 
 
 def apply_mask(tensors: Mapping[str, Tensor], mask: Mapping[str, Tensor] | None) -> dict:
@@ -97,7 +114,9 @@ def zero_fraction(tensors: Mapping[str, Tensor], names: Iterable[str], stacked: 
 
 
 # --------------------------------------------------------------------------- ERK
-def erk_densities(shapes: Mapping[str, tuple], density: float, power: float = 1.0) -> dict[str, float]:
+def erk_densities(
+    shapes: Mapping[str, tuple], density: float, power: float = 1.0
+) -> dict[str, float]:
     """Erdős–Rényi–Kernel layer densities with total kept fraction ``density`` (= 1 - s0).
 
     Layer l of shape (d_1..d_k) gets density eps * r_l with r_l = (sum d_i / prod d_i) ** power and
@@ -132,8 +151,13 @@ def keep_counts(shapes: Mapping[str, tuple], densities: Mapping[str, float]) -> 
     return {k: int(math.floor(densities[k] * math.prod(s) + 1e-9)) for k, s in shapes.items()}
 
 
-def erk_mask(shapes: Mapping[str, tuple], density: float, generator: torch.Generator,
-             power: float = 1.0, device="cpu") -> Mask:
+def erk_mask(
+    shapes: Mapping[str, tuple],
+    density: float,
+    generator: torch.Generator,
+    power: float = 1.0,
+    device="cpu",
+) -> Mask:
     """A random mask with exactly keep_counts(erk_densities(...)) entries kept per layer, at
     uniformly random positions drawn from ``generator``."""
     dens = erk_densities(shapes, density, power)
@@ -142,7 +166,7 @@ def erk_mask(shapes: Mapping[str, tuple], density: float, generator: torch.Gener
     for k, s in shapes.items():
         n = math.prod(s)
         m = torch.zeros(n, dtype=torch.bool)
-        m[torch.randperm(n, generator=generator)[:counts[k]]] = True
+        m[torch.randperm(n, generator=generator)[: counts[k]]] = True
         out[k] = m.view(*s).to(device)
     return out
 
@@ -156,8 +180,12 @@ def _keep_smallest_out(scores: Tensor, n_prune: int) -> Tensor:
     return keep.scatter(-1, order, False)
 
 
-def global_magnitude_mask(tensors: Mapping[str, Tensor], sparsity: float, stacked: bool = False,
-                          scores: Mapping[str, Tensor] | None = None) -> Mask:
+def global_magnitude_mask(
+    tensors: Mapping[str, Tensor],
+    sparsity: float,
+    stacked: bool = False,
+    scores: Mapping[str, Tensor] | None = None,
+) -> Mask:
     """Global unstructured magnitude pruning: the round(sparsity * total) entries of smallest |w|
     over all given tensors together are pruned (False).
 
@@ -178,13 +206,17 @@ def global_magnitude_mask(tensors: Mapping[str, Tensor], sparsity: float, stacke
     for n in names:
         t = tensors[n]
         size = t[0].numel() if stacked else t.numel()
-        out[n] = keep[..., pos:pos + size].reshape(t.shape)
+        out[n] = keep[..., pos : pos + size].reshape(t.shape)
         pos += size
     return out
 
 
-def layerwise_magnitude_mask(tensors: Mapping[str, Tensor], sparsity: float | None = None,
-                             keep: Mapping[str, int] | None = None, stacked: bool = False) -> Mask:
+def layerwise_magnitude_mask(
+    tensors: Mapping[str, Tensor],
+    sparsity: float | None = None,
+    keep: Mapping[str, int] | None = None,
+    stacked: bool = False,
+) -> Mask:
     """Magnitude pruning inside each tensor: either the same ``sparsity`` per layer (round(s * n_l)
     pruned) or exactly ``keep[name]`` entries kept (e.g. back to ERK counts). Ties as in
     :func:`global_magnitude_mask`."""
@@ -207,8 +239,12 @@ def layerwise_magnitude_mask(tensors: Mapping[str, Tensor], sparsity: float | No
     return out
 
 
-def prune_and_regrow(mask: Mapping[str, Tensor], magnitude: Mapping[str, Tensor],
-                     grow_score: Mapping[str, Tensor], fraction: float) -> tuple[Mask, dict[str, int]]:
+def prune_and_regrow(
+    mask: Mapping[str, Tensor],
+    magnitude: Mapping[str, Tensor],
+    grow_score: Mapping[str, Tensor],
+    fraction: float,
+) -> tuple[Mask, dict[str, int]]:
     """One dynamic-sparse-training reconfiguration, per layer (FedDST / RigL style).
 
     In each layer, k = floor(fraction * active) active entries with the smallest |magnitude| are

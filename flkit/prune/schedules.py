@@ -2,6 +2,7 @@
 
 t is the 0-based global round (t = 0 .. T-1), T the number of rounds.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,16 +33,20 @@ def cubic_sparsity(t: int, T: int, s0: float, s_final: float) -> float:
 
 
 def check_lambda(lambda_max, Q) -> None:
-    if isinstance(lambda_max, bool) or not isinstance(lambda_max, (int, float)) \
-            or math.isnan(float(lambda_max)):
+    if (
+        isinstance(lambda_max, bool)
+        or not isinstance(lambda_max, (int, float))
+        or math.isnan(float(lambda_max))
+    ):
         raise FlkitError(f"lambda_max={lambda_max!r} must be a number >= 0")
     check_range("lambda_max", float(lambda_max), 0.0)
     if isinstance(Q, bool) or not isinstance(Q, int) or Q < 1:
         raise FlkitError(f"Q={Q!r} must be an integer >= 1 (number of lambda segments)")
 
 
-def incremental_lambda(t: int, T: int, lambda_max: float, Q: int, variant: str = "paper",
-                       lambda_0: float = 5e-4) -> float:
+def incremental_lambda(
+    t: int, T: int, lambda_max: float, Q: int, variant: str = "paper", lambda_0: float = 5e-4
+) -> float:
     """The regularisation coefficient of round t.
 
     variant="paper": the T rounds are cut into Q equal segments; segment i (0-based, rounds
@@ -66,4 +71,4 @@ def incremental_lambda(t: int, T: int, lambda_max: float, Q: int, variant: str =
 def decayed_lr(lr0: float, t: int, decay: float) -> float:
     """eta_t = lr0 * decay^t (per global round, constant inside a round)."""
     check_range("lr_decay", decay, 0.0, 1.0, low_open=True)
-    return lr0 * decay ** t
+    return lr0 * decay**t

@@ -3,6 +3,7 @@
 For a multiplicative mask c = 1 on each prunable weight, |dL/dc| = |w * dL/dw|; scores are
 normalised by their total and the top (1 - s) fraction is kept globally.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -15,8 +16,9 @@ from torch.func import functional_call
 from .masks import Mask, global_magnitude_mask
 
 
-def snip_scores(model: nn.Module, params: Mapping[str, Tensor], x: Tensor, y: Tensor,
-                names: Iterable[str]) -> dict[str, Tensor]:
+def snip_scores(
+    model: nn.Module, params: Mapping[str, Tensor], x: Tensor, y: Tensor, names: Iterable[str]
+) -> dict[str, Tensor]:
     """|w * dL/dw| / sum of all scores, L = mean cross-entropy of ``model`` with ``params`` (a
     state dict) on the batch (x, y); one tensor per prunable name."""
     names = list(names)
@@ -29,5 +31,6 @@ def snip_scores(model: nn.Module, params: Mapping[str, Tensor], x: Tensor, y: Te
 
 
 def snip_mask(scores: Mapping[str, Tensor], sparsity: float) -> Mask:
-    """Keep the largest (1 - sparsity) share of the scores globally (exact count, ties by position)."""
+    """Keep the largest (1 - sparsity) share of the scores globally (exact count, ties by
+    position)."""
     return global_magnitude_mask(dict(scores), sparsity, scores=dict(scores))
