@@ -24,6 +24,7 @@ personalised per client overrides `evaluate`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -124,8 +125,16 @@ class Method:
     def train(self, starts: dict, clients: list[int], rnd: int):
         ctx = self.ctx
         seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
-        return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients], ctx.spec,
-                             seeds, backend=ctx.backend, **self.local_hooks_for(starts))
+        return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients],
+                             self.local_spec(rnd), seeds, backend=ctx.backend, **self.local_hooks_for(starts))
+
+    def local_spec(self, rnd: int) -> LocalSpec:
+        """Round rnd's local SGD settings: the run's spec, with lr * lr_decay^(rnd-1) for methods
+        that take an ``lr_decay`` parameter (a per-round decay, constant inside a round)."""
+        decay = self.hp.get("lr_decay", 1.0)
+        if decay == 1.0:
+            return self.ctx.spec
+        return dataclasses.replace(self.ctx.spec, lr=self.ctx.spec.lr * decay ** (rnd - 1))
 
     def local_hooks_for(self, starts):
         return self.local_hooks(starts)

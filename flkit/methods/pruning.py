@@ -1,0 +1,450 @@
+"""Federated pruning (FedDIP paper family): FedDIP, FedDP, DPF, FedDIP+Prox, SNIP, PruneTrain.
+PruneFL and FedDST are in :mod:`flkit.methods.pruning_dst`.
+
+``feddip``      dynamic pruning with error feedback: local training sees w * m, the SGD step updates
+                the dense w with the gradient taken at w * m (a straight-through mask,
+                :func:`flkit.prune.straight_through`), plus lambda_t * sum_z ||(w*m)_z||_2; every R
+                rounds (t mod R == 0, t = round - 1) the server recomputes a global magnitude mask
+                at the cubic schedule's s_t; the round-0 mask is a random ERK mask at
+                density 1 - s0.
+``feddp``       FedDIP with lambda = 0.
+``dpf``         FedDIP with s0 = 0 and lambda = 0 (no round-0 mask: dense first round).
+``feddip_prox`` FedDIP plus (mu/2)||w - w_global||^2 against a frozen copy of the global model.
+``snip``        one-shot SNIP mask before training, fixed; masked local training.
+``prunetrain``  the FedDIP authors' FL adaptation of PruneTrain (see :class:`PruneTrain`).
+
+Options the paper leaves open: ``mask_order`` "code" (the new mask is computed from the average
+already multiplied by the old mask: masks only shrink) or "dense" (from the dense average:
+pruned weights whose error feedback grew large can come back); ``round0`` "server" (one seeded ERK
+mask for everybody) or "client" (each client draws its own ERK mask in round 0).
+
+Communication, both in the history: ``bits_up``/``bits_down`` (the run loop's bytes columns) count
+exactly what a sparse message costs: per tensor the cheaper of dense float32 and float32 values plus
+Golomb-coded positions (:func:`flkit.compress.message_size` "topk"/"exact"); ``official_bits_up``/
+``official_bits_down`` follow the official code's formula 32 * (1 - s) * P per client (P = all
+parameters, s as each method's code counts it), summed over the round's clients.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from ..compress import DenseCodec, message_size
+from ..prune import (
+    apply_mask,
+    check_lambda,
+    check_sparsity,
+    cubic_sparsity,
+    erk_mask,
+    global_magnitude_mask,
+    incremental_lambda,
+    information_loss,
+    layer_l2_penalty,
+    mask_grads,
+    mask_sparsity,
+    masked,
+    prunable_names,
+    snip_mask,
+    snip_scores,
+    straight_through,
+    zero_fraction,
+)
+from ..prune.schedules import LAMBDA_VARIANTS
+from ..state import broadcast_state
+from ..train import train_clients
+from ..utils import FlkitError, check_choice, check_range, derive_seed, generator
+from .registry import register
+from .base import ClientUpdates, Method, weighted_average
+from .fedavg import check_lr_decay, proximal_loss
+
+MASK_ORDERS = ("code", "dense")
+ROUND0_MASKS = ("server", "client")
+
+
+def _int_at_least(name, v, low):
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise FlkitError(f"{name}={v!r} must be an integer >= {low}")
+
+
+def sparse_bits(t: torch.Tensor) -> int:
+    """Exact bits of one tensor sent sparsely: the cheaper of dense float32 and float32 values of
+    the non-zeros plus their Golomb-coded positions."""
+    n = t.numel()
+    nz = t.reshape(-1) != 0
+    k = int(nz.sum())
+    if k == 0:
+        return 0
+    dense = 32 * n
+    if k == n:
+        return dense
+    return min(dense, message_size("topk", n, k, counter="exact", positions=nz.cpu()).bits)
+
+
+def _sum_losses(fns):
+    return lambda params, ctx: sum(f(params, ctx) for f in fns)
+
+
+class PruningMethod(Method):
+    """Shared parts: hyperparameter checks, schedules, training with hooks and the decayed
+    learning rate, client gradients, and both communication accountings."""
+
+    params: dict = {}
+
+    # -- parameters
+    def check_params(self):
+        hp = self.hp
+        if "horizon" in hp:
+            if hp["horizon"] is None:
+                raise FlkitError(
+                    f"method {self.name!r} needs horizon=T, the number of rounds its "
+                    "schedules span (usually RunConfig.rounds); accepted: an integer >= 1"
+                )
+            _int_at_least("horizon", hp["horizon"], 1)
+        self.s_p = check_sparsity("sparsity", hp["sparsity"])
+        self.s_0 = check_sparsity("s0", hp["s0"]) if "s0" in hp else self.s_p
+        if self.s_0 > self.s_p:
+            raise FlkitError(
+                f"s0={self.s_0!r} exceeds sparsity={self.s_p!r}; accepted: s0 <= sparsity"
+            )
+        if "R" in hp:
+            _int_at_least("R", hp["R"], 1)
+        if "lambda_max" in hp:
+            check_lambda(hp["lambda_max"], hp["Q"])
+            check_choice("lambda_variant", hp["lambda_variant"], LAMBDA_VARIANTS)
+        if "mask_order" in hp:
+            check_choice("mask_order", hp["mask_order"], MASK_ORDERS)
+        if "round0" in hp:
+            check_choice("round0", hp["round0"], ROUND0_MASKS)
+        for key in ("mu", "coef", "alpha"):
+            if key in hp:
+                check_range(key, hp[key], 0)
+        check_lr_decay(hp.get("lr_decay", 1.0))
+        model = self.ctx.model
+        self.prune_names = prunable_names(model, hp.get("prunable"))
+        self.shapes = {
+            n: tuple(p.shape) for n, p in model.named_parameters() if n in self.prune_names
+        }
+        self.n_params = sum(p.numel() for p in model.parameters())
+
+    # -- schedules
+    def target(self, t: int) -> float:
+        if t >= self.horizon:
+            raise FlkitError(
+                f"round {t + 1} is past horizon={self.horizon}; accepted: horizon >= rounds"
+            )
+        return cubic_sparsity(t, self.horizon, self.s_0, self.s_p)
+
+    def lam(self, t: int) -> float:
+        if not self.hp.get("lambda_max"):
+            return 0.0
+        return incremental_lambda(t, self.horizon, self.lambda_max, self.Q, self.lambda_variant)
+
+    # -- training
+    def train(self, starts, clients, rnd, hooks=None):
+        ctx = self.ctx
+        seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
+        hooks = self.local_hooks(starts) if hooks is None else hooks
+        return train_clients(
+            ctx.model,
+            starts,
+            ctx.x,
+            ctx.y,
+            [ctx.parts[c] for c in clients],
+            self.local_spec(rnd),
+            seeds,
+            backend=ctx.backend,
+            **hooks,
+        )
+
+    def client_grads(self, stacked: dict, clients, rnd, full: bool) -> dict:
+        """Each client's loss gradient at its (masked) model: on all its data (full=True, the mean
+        gradient) or on one seeded mini-batch of the local batch size. {name: [K, ...]}."""
+        ctx, names = self.ctx, self.prune_names
+        out = {n: [] for n in names}
+        for i, c in enumerate(clients):
+            ix = ctx.parts[c]
+            if not full:
+                perm = torch.randperm(len(ix), generator=generator(ctx.seed, "grad-batch", rnd, c))
+                ix = ix[perm[: ctx.spec.batch_size].to(ix.device)]
+            leaves = {
+                n: v[i].detach().clone().requires_grad_(n in names) for n, v in stacked.items()
+            }
+            total = [torch.zeros_like(leaves[n]) for n in names]
+            for lo in range(0, len(ix), 4096):
+                b = ix[lo : lo + 4096]
+                loss = F.cross_entropy(
+                    functional_call(ctx.model, leaves, (ctx.x[b],)), ctx.y[b], reduction="sum"
+                ) / len(ix)
+                for acc, g in zip(total, torch.autograd.grad(loss, [leaves[n] for n in names])):
+                    acc.add_(g)
+            for n, g in zip(names, total):
+                out[n].append(g)
+        return {n: torch.stack(v) for n, v in out.items()}
+
+    # -- communication
+    def official_bits(self, sparsity: float) -> float:
+        """The official code's cost of one model at `sparsity`: 32 * (1 - s) * P bits."""
+        return 32.0 * (1.0 - sparsity) * self.n_params
+
+    def exact_bits(self, tensors: dict, stacked: bool) -> list[int] | int:
+        """Exact sparse message bits (prunable tensors sparse, the rest dense float32)."""
+        names = self.prune_names
+        rest = {n: v for n, v in tensors.items() if n not in names}
+        if not stacked:
+            dense = DenseCodec().encode(rest)[1] if rest else 0
+            return int(dense + sum(sparse_bits(tensors[n]) for n in names))
+        k = next(iter(tensors.values())).shape[0]
+        dense = list(DenseCodec().encode(rest, stacked=True)[1]) if rest else [0] * k
+        return [int(dense[i] + sum(sparse_bits(tensors[n][i]) for n in names)) for i in range(k)]
+
+    def downlink_bits(self, state, clients):
+        return [self.exact_bits(state["model"], stacked=False)] * len(clients)
+
+    def round_metrics(self, state, updates):
+        return {**state.get("metrics", {}), **updates.extra.get("metrics", {})}
+
+    def _prunable(self, tensors):
+        return {n: tensors[n] for n in self.prune_names}
+
+    def _base_metrics(self, t, model, mask, s_t, k):
+        return {
+            "sparsity_target": s_t,
+            "lr": self.local_spec(t + 1).lr,
+            "mask_sparsity": mask_sparsity(mask) if mask else 0.0,
+            "model_sparsity": zero_fraction(model, self.prune_names),
+            "official_bits_down": k * self.official_bits(s_t),
+        }
+
+
+# --------------------------------------------------------------------------- FedDIP family
+@register
+class FedDIP(PruningMethod):
+    """FedDIP (Long et al. 2023): dynamic pruning with error feedback + incremental
+    regularisation."""
+
+    name = "feddip"
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "s0": 0.5,
+        "R": 5,
+        "lambda_max": 1e-3,
+        "Q": 20,
+        "lambda_variant": "code",
+        "mask_order": "code",
+        "round0": "server",
+        "erk_power": 1.0,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
+
+    def init_state(self, model_state):
+        erk = None
+        if self.s_0 > 0 and self.round0 == "server":
+            erk = erk_mask(
+                self.shapes,
+                1.0 - self.s_0,
+                generator(self.ctx.seed, "erk"),
+                self.erk_power,
+                device=self.ctx.x.device,
+            )
+        return {"model": model_state, "mask": None, "erk": erk, "metrics": {}}
+
+    def _training_mask(self, state, clients):
+        if state["mask"] is not None:
+            return state["mask"]
+        if self.s_0 == 0:
+            return None
+        if self.round0 == "server":
+            return state["erk"]
+        per = [
+            erk_mask(
+                self.shapes,
+                1.0 - self.s_0,
+                generator(self.ctx.seed, "erk", c),
+                self.erk_power,
+                device=self.ctx.x.device,
+            )
+            for c in clients
+        ]
+        return {n: torch.stack([m[n] for m in per]) for n in self.shapes}
+
+    def client_update(self, state, clients, rnd):
+        k = len(clients)
+        mask, lam = self._training_mask(state, clients), self.lam(rnd - 1)
+        hooks, losses = {}, []
+        if mask is not None:
+            hooks["param_transform"] = straight_through(mask)
+        if lam > 0:
+            losses.append(layer_l2_penalty(lam, mask, self.prune_names))
+        if self.hp.get("mu", 0) > 0:
+            losses.append(proximal_loss(self.mu))
+        if losses:
+            hooks["extra_loss"] = _sum_losses(losses)
+        starts = broadcast_state(state["model"], k)
+        res = self.train(starts, clients, rnd, hooks)
+        # in the code order the server keeps only w * m, so that is all a client needs to send
+        keep = state["mask"] if self.mask_order == "code" else None
+        sent = apply_mask(res.state, keep) if keep is not None else res.state
+        z = float(zero_fraction(res.state, self.prune_names, stacked=True).mean())
+        metrics = {
+            "lambda": lam,
+            "official_bits_up": k * self.official_bits(z),
+            "upload_zero_fraction": z,
+        }
+        return ClientUpdates(
+            clients,
+            res.state,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(sent, stacked=True),
+            extra={"metrics": metrics},
+        )
+
+    def aggregate(self, state, updates, rnd):
+        t, k = rnd - 1, len(updates.clients)
+        s_t = self.target(t)
+        avg = weighted_average(updates.state, updates.weights)
+        old = state["mask"]
+        info, regrown = float("nan"), 0
+        if t % self.R == 0:
+            pre = apply_mask(avg, old) if (self.mask_order == "code" and old is not None) else avg
+            new = global_magnitude_mask(self._prunable(pre), s_t)
+            info = information_loss(self._prunable(pre), new)
+            if old is not None:
+                regrown = int(sum(int((new[n] & ~old[n]).sum()) for n in new))
+        else:
+            new = old
+        model = apply_mask(avg, new)
+        metrics = self._base_metrics(t, model, new, s_t, k)
+        metrics.update(info_loss=info, reconfig=int(t % self.R == 0), mask_regrown=regrown)
+        return {**state, "model": model, "mask": new, "metrics": metrics}
+
+
+@register
+class FedDP(FedDIP):
+    """FedDIP without regularisation (lambda = 0)."""
+
+    name = "feddp"
+    params = {**FedDIP.params, "lambda_max": 0.0}
+
+
+@register
+class DPF(FedDIP):
+    """Dynamic pruning with feedback (Lin et al. 2020) in FL: FedDIP with s0 = 0 and lambda = 0."""
+
+    name = "dpf"
+    params = {**FedDIP.params, "lambda_max": 0.0, "s0": 0.0}
+
+
+@register
+class FedDIPProx(FedDIP):
+    """FedDIP plus the FedProx proximal term (mu/2)||w - w_global||^2 on the dense local weights,
+    against the frozen global model the round started from (non-zero after the first step)."""
+
+    name = "feddip_prox"
+    params = {**FedDIP.params, "mu": 0.01}
+
+
+# --------------------------------------------------------------------------- SNIP
+@register
+class SNIP(PruningMethod):
+    """SNIP (Lee et al. 2019): one mini-batch of client 0 at the initial weights scores every
+    connection by |w * dL/dw|; the top (1 - sparsity) share is kept for the whole run (masked
+    training: pruned weights stay exactly zero)."""
+
+    name = "snip"
+    params = {"sparsity": 0.9, "lr_decay": 1.0, "prunable": None}
+
+    def init_state(self, model_state):
+        ctx = self.ctx
+        ix = ctx.parts[0]
+        perm = torch.randperm(len(ix), generator=generator(ctx.seed, "snip-batch"))
+        ix = ix[perm[: ctx.spec.batch_size].to(ix.device)]
+        scores = snip_scores(ctx.model, model_state, ctx.x[ix], ctx.y[ix], self.prune_names)
+        mask = snip_mask(scores, self.s_p)
+        return {"model": apply_mask(model_state, mask), "mask": mask, "metrics": {}}
+
+    def client_update(self, state, clients, rnd):
+        mask = state["mask"]
+        hooks = {"param_transform": masked(mask), "grad_transform": mask_grads(mask)}
+        res = self.train(broadcast_state(state["model"], len(clients)), clients, rnd, hooks)
+        s = mask_sparsity(mask)
+        metrics = {"official_bits_up": len(clients) * self.official_bits(s)}
+        return ClientUpdates(
+            clients,
+            res.state,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(res.state, stacked=True),
+            extra={"metrics": metrics},
+        )
+
+    def aggregate(self, state, updates, rnd):
+        mask = state["mask"]
+        model = apply_mask(weighted_average(updates.state, updates.weights), mask)
+        s = mask_sparsity(mask)
+        metrics = self._base_metrics(rnd - 1, model, mask, s, len(updates.clients))
+        return {**state, "model": model, "metrics": metrics}
+
+
+# --------------------------------------------------------------------------- PruneTrain
+@register
+class PruneTrain(PruningMethod):
+    """PruneTrain as the FedDIP authors adapt it to FL: every client magnitude-prunes the
+    downloaded model globally at s_t (all prunable layers), trains with CE + coef * sum of the
+    unsquared norms of the prunable layers except the first and last (mask not enforced), then
+    prunes again at s_t excluding the first and last layers; the server averages and prunes the
+    global model the same way. s_t follows the cubic schedule from s0."""
+
+    name = "prunetrain"
+    params = {
+        "horizon": None,
+        "sparsity": 0.9,
+        "s0": 0.5,
+        "coef": 0.01,
+        "lr_decay": 1.0,
+        "prunable": None,
+    }
+
+    def check_params(self):
+        super().check_params()
+        if len(self.prune_names) < 3:
+            raise FlkitError(
+                f"prunetrain needs >= 3 prunable layers (first and last are kept out "
+                f"of the penalty), got {self.prune_names}"
+            )
+        self.inner = self.prune_names[1:-1]
+
+    def init_state(self, model_state):
+        return {"model": model_state, "metrics": {}}
+
+    def client_update(self, state, clients, rnd):
+        k, s_t = len(clients), self.target(rnd - 1)
+        start = apply_mask(
+            state["model"], global_magnitude_mask(self._prunable(state["model"]), s_t)
+        )
+        hooks = {"extra_loss": layer_l2_penalty(self.coef, None, self.inner)}
+        res = self.train(broadcast_state(start, k), clients, rnd, hooks)
+        local = global_magnitude_mask({n: res.state[n] for n in self.inner}, s_t, stacked=True)
+        sent = apply_mask(res.state, local)
+        z = float(zero_fraction(sent, self.prune_names, stacked=True).mean())
+        metrics = {"official_bits_up": k * self.official_bits(z), "upload_zero_fraction": z}
+        return ClientUpdates(
+            clients,
+            sent,
+            res.samples.float(),
+            res.train_loss,
+            self.exact_bits(sent, stacked=True),
+            extra={"metrics": metrics},
+        )
+
+    def aggregate(self, state, updates, rnd):
+        s_t = self.target(rnd - 1)
+        avg = weighted_average(updates.state, updates.weights)
+        mask = global_magnitude_mask({n: avg[n] for n in self.inner}, s_t)
+        model = apply_mask(avg, mask)
+        metrics = self._base_metrics(rnd - 1, model, mask, s_t, len(updates.clients))
+        return {**state, "model": model, "metrics": metrics}

@@ -1,0 +1,377 @@
+"""Experiment drivers of notebook 02 (FedDIP): configs from the preset, runs through
+:func:`flkit.experiment.run` (cached on disk by config), result tables as DataFrames.
+
+    P = presets.load("02_feddip", "cpu")
+    info = check_data(P, "fmnist_lenet5")                 # refuses reduced copies at `paper`
+    res = run_grid(P, "fmnist_lenet5", seeds=[0, 1])      # {(method, sparsity, seed): RunResult}
+    final_table(res)                                      # rows methods, columns sparsities
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ... import data as data_mod
+from ...experiment import RunConfig, Setup, run
+from ...utils import FlkitError, check_choice
+
+# workload -> (dataset, model, dataset options); the paper's three pairs
+WORKLOADS = {
+    "fmnist_lenet5": ("fmnist", "lenet5", {"normalize": "none"}),
+    "cifar10_alexnet": ("cifar10", "alexnet_cifar", {}),
+    "cifar100_resnet18": ("cifar100", "resnet18", {}),
+}
+FULL_TRAIN_SIZE = {"fmnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}
+LABELS = {
+    "fedavg": "FedAvg",
+    "fedprox": "FedProx",
+    "snip": "SNIP",
+    "prunetrain": "PruneTrain",
+    "prunefl": "PruneFL",
+    "feddst": "FedDST",
+    "dpf": "DPF",
+    "feddp": "FedDP",
+    "feddip": "FedDIP",
+    "feddip_prox": "FedDIP+Prox",
+}
+DENSE = ("fedavg", "fedprox")
+
+
+def seeds_of(P: dict, seed: int = 0) -> list[int]:
+    n = int(P["seeds"])
+    if n < 1:
+        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
+    return [int(seed) + i for i in range(n)]
+
+
+def method_params(P: dict, method: str, sparsity: float, rounds: int, **over) -> dict:
+    """The method's hyperparameters from the preset (schedules span the run's rounds)."""
+    check_choice("method", method, tuple(LABELS))
+    mp = {"lr_decay": float(P["lr_decay"])}
+    if method == "fedprox":
+        mp["mu"] = float(P["mu"])
+    if method in DENSE:
+        return {**mp, **over}
+    mp["sparsity"] = float(sparsity)
+    if method != "snip":
+        mp["horizon"] = int(rounds)
+    if method in ("feddip", "feddp", "dpf", "feddip_prox"):
+        mp.update(
+            R=int(P["R"]),
+            Q=int(P["Q"]),
+            lambda_variant=P["lambda_variant"],
+            mask_order=P["mask_order"],
+            round0=P["round0"],
+        )
+        if method != "dpf":
+            mp["s0"] = float(P["s0"])
+        if method in ("feddip", "feddip_prox"):
+            mp["lambda_max"] = float(P["lambda_max"])
+        if method == "feddip_prox":
+            mp["mu"] = float(P["mu"])
+    elif method == "prunetrain":
+        mp.update(s0=float(P["s0"]), coef=float(P["prunetrain_coef"]))
+    elif method == "prunefl":
+        mp.update(
+            s0=float(P["s0"]), R=int(P["R_baselines"]), init_rounds=int(P["prunefl_init_rounds"])
+        )
+    elif method == "feddst":
+        mp.update(R=int(P["R_baselines"]), alpha=float(P["feddst_alpha"]))
+    mp.update(over)
+    return mp
+
+
+def config(
+    P: dict,
+    workload: str,
+    method: str,
+    sparsity: float,
+    seed: int,
+    device="auto",
+    noniid: bool = False,
+    **over,
+) -> RunConfig:
+    """RunConfig of one method at one target sparsity (IID, or 2 classes per client)."""
+    check_choice("workload", workload, tuple(WORKLOADS))
+    dataset, model, ds_kw = WORKLOADS[workload]
+    ds_kw = dict(ds_kw)
+    for split in ("train", "test"):
+        if int(P[f"{split}_subset"]):
+            ds_kw[f"{split}_subset"] = int(P[f"{split}_subset"])
+    rounds = int(P["noniid_rounds"] if noniid else P["rounds"])
+    part = (
+        dict(partition="classes_per_client", partition_kwargs={"classes": 2})
+        if noniid
+        else dict(partition="iid")
+    )
+    return RunConfig(
+        method=method,
+        dataset=dataset,
+        model=model,
+        num_clients=int(P["clients"]),
+        clients_per_round=int(P["per_round"]),
+        local_epochs=int(P["local_epochs"]),
+        batch_size=int(P["batch_size"]),
+        lr=float(P["lr"]),
+        weight_decay=float(P["weight_decay"]),
+        rounds=rounds,
+        eval_every=int(P["eval_every"]),
+        per_client_eval=noniid,
+        method_params=method_params(P, method, sparsity, rounds, **over),
+        dataset_kwargs=ds_kw,
+        seed=int(seed),
+        device=device,
+        **part,
+    )
+
+
+def check_data(P, workload: str, device="auto") -> dict:
+    """Which data a workload uses; FlkitError when the preset requires the full training set
+    (``require_full_data``) and only a reduced copy is available, unless ``allow_reduced_data``."""
+    dataset, _, ds_kw = WORKLOADS[workload]
+    ds = data_mod.load(dataset, device="cpu", **ds_kw)
+    n, full = len(ds.y_train), FULL_TRAIN_SIZE[dataset]
+    info = {
+        "workload": workload,
+        "dataset": dataset,
+        "train_images": n,
+        "full_train_images": full,
+        "test_images": len(ds.y_test),
+        "source": str(ds.meta.get("source", "?")),
+        "reduced": n < full,
+    }
+    if info["reduced"] and P["require_full_data"] and not P["allow_reduced_data"]:
+        raise FlkitError(
+            f"preset {getattr(P, 'name', '?')!r} needs the full {dataset} training set ({full:,} "
+            f"images) but the copy found has {n:,} ({info['source']}); install the "
+            "full dataset, or "
+            "pass allow_reduced_data=True to run on it anyway (the results then record it)"
+        )
+    return info
+
+
+def _runs(cfgs, progress, out_dir):
+    out, su = {}, {}
+    for key, cfg in cfgs:
+        base = (cfg.dataset, cfg.seed, cfg.partition)
+        if base not in su:
+            su[base] = Setup.build(cfg)
+        out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su[base])
+    return out
+
+
+def run_grid(P, workload: str, seeds, device="auto", progress=True, out_dir=None) -> dict:
+    """Every method at every target sparsity and seed: {(method, sparsity, seed): RunResult}
+    (FedAvg is dense: its key has sparsity 0.0)."""
+    cfgs = []
+    for seed in seeds:
+        for m in P["methods"]:
+            for s in [0.0] if m in DENSE else P["sparsities"]:
+                cfgs.append(((m, float(s), seed), config(P, workload, m, s, seed, device)))
+    return _runs(cfgs, progress, out_dir)
+
+
+def run_noniid(P, seeds, device="auto", progress=True, out_dir=None) -> dict:
+    """FedAvg, FedProx, FedDIP+Prox on 2 classes per client: {(method, sparsity, seed): ...}."""
+    s = float(P["noniid_sparsity"])
+    cfgs = [
+        (
+            (m, 0.0 if m in DENSE else s, seed),
+            config(P, P["workloads"][0], m, s, seed, device, noniid=True),
+        )
+        for seed in seeds
+        for m in P["noniid_methods"]
+    ]
+    return _runs(cfgs, progress, out_dir)
+
+
+def run_ablations(P, seeds, device="auto", progress=True, out_dir=None) -> dict:
+    """FedDIP at the most extreme sparsity with R in ``ablation_R`` and both mask orders:
+    {(label, seed): RunResult} (s0 and lambda ablations come from the main grid)."""
+    s, w = max(P["sparsities"]), P["workloads"][0]
+    cfgs = []
+    for seed in seeds:
+        for r in P["ablation_R"]:
+            cfgs.append(((f"R={r}", seed), config(P, w, "feddip", s, seed, device, R=int(r))))
+        other = "dense" if P["mask_order"] == "code" else "code"
+        cfgs.append(
+            (
+                (f"mask from {other} average", seed),
+                config(P, w, "feddip", s, seed, device, mask_order=other),
+            )
+        )
+    return _runs(cfgs, progress, out_dir)
+
+
+# --------------------------------------------------------------------------- tables
+def final_rows(res: dict, column: str = "test_accuracy") -> pd.DataFrame:
+    """One row per run: method, sparsity, seed, final and best accuracy, realised sparsity,
+    cumulative traffic under both accountings."""
+    rows = []
+    for key, r in res.items():
+        h = r.history
+        m, s, seed = key if len(key) == 3 else (key[0], None, key[1])
+        rows.append(
+            {
+                "method": m,
+                "sparsity": s,
+                "seed": seed,
+                "final_acc": r.final(column),
+                "best_acc": float(h[column].max()),
+                "final_sparsity": float(h["model_sparsity"].iloc[-1])
+                if "model_sparsity" in h
+                else 0.0,
+                "cum_bytes": float(h["cum_bytes_up"].iloc[-1] + h["cum_bytes_down"].iloc[-1]),
+                "cum_bytes_down": float(h["cum_bytes_down"].iloc[-1]),
+                "cum_bytes_up": float(h["cum_bytes_up"].iloc[-1]),
+                "official_mbit_up": _official(r, "up"),
+                "official_mbit_down": _official(r, "down"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _official(r, way: str) -> float:
+    """Cumulative official-formula traffic in mebibits (dense methods: 32 bits x P x clients)."""
+    h = r.history
+    col = f"official_bits_{way}"
+    if col in h:
+        return float(h[col].sum()) / 2**20
+    return float(h[f"bytes_{way}"].sum()) * 8 / 2**20
+
+
+def final_table(res: dict, column: str = "test_accuracy") -> pd.DataFrame:
+    """Final top-1 accuracy (%), mean ± std over seeds: rows methods, columns target sparsity;
+    FedAvg (dense) is repeated in every column."""
+    df = final_rows(res, column)
+    order = [m for m in LABELS if m in set(df.method)]
+    sp = sorted(s for s in df.sparsity.unique() if s > 0)
+    out = pd.DataFrame(index=[LABELS[m] for m in order], columns=[f"s = {s:g}" for s in sp])
+    for m in order:
+        for s in sp:
+            g = df[(df.method == m) & ((df.sparsity == s) | (df.sparsity == 0.0))]
+            if len(g):
+                std = g.final_acc.std(ddof=0) * 100
+                out.loc[LABELS[m], f"s = {s:g}"] = f"{g.final_acc.mean() * 100:.1f} ± {std:.1f}"
+    return out
+
+
+def mean_final(
+    res: dict, method: str, sparsity: float | None = None, column: str = "test_accuracy"
+) -> float:
+    """Mean final accuracy over seeds of one method (dense methods: any sparsity)."""
+    df = final_rows(res, column)
+    g = df[df.method == method]
+    if sparsity is not None and method not in DENSE:
+        g = g[g.sparsity == sparsity]
+    if not len(g):
+        raise FlkitError(f"no run of {method!r} at sparsity {sparsity!r} in these results")
+    return float(g.final_acc.mean())
+
+
+def describe(P, seeds, info: dict) -> str:
+    """Markdown: what this preset runs and which data it used."""
+    return (
+        f"**Preset `{getattr(P, 'name', '?')}`**: seeds {list(seeds)}; {P['clients']} clients, "
+        f"{P['per_round']} per round, {P['rounds']} rounds, {P['local_epochs']} local epoch(s), "
+        f"batch {P['batch_size']}, lr {P['lr']} x {P['lr_decay']}^t, weight decay "
+        f"{P['weight_decay']}; s0 = {P['s0']}, R = {P['R']}, lambda_max = {P['lambda_max']}, "
+        f"Q = {P['Q']} ({P['lambda_variant']} variant), mask order `{P['mask_order']}`, round-0 "
+        f"mask `{P['round0']}`. Data: {info['dataset']} with {info['train_images']:,} of "
+        f"{info['full_train_images']:,} training images available"
+        f"{' (reduced copy)' if info['reduced'] else ''}, training subset "
+        f"{P['train_subset'] or 'all'}, test subset {P['test_subset'] or 'all'}."
+    )
+
+
+# --------------------------------------------------------------------------- interactive demo
+def demo_inputs(
+    P, seed: int, device="auto", n_test: int = 1000, progress=True, out_dir=None
+) -> dict:
+    """What the slider demo needs: the dense FedAvg model of the first workload trained at the
+    preset (the same cached run the comparison uses), its prunable tensors and a fixed test batch
+    (the accuracy of a pruned copy then takes milliseconds)."""
+    from ...prune import prunable_names
+    from ...train import evaluate
+
+    cfg = config(P, P["workloads"][0], "fedavg", 0.0, seed, device)
+    su = Setup.build(cfg)
+    r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+    state = {k: v.to(su.device) for k, v in r.final_state["model"].items()}
+    names = prunable_names(su.model)
+    x, y = su.data.x_test[:n_test], su.data.y_test[:n_test]
+    return {
+        "model": su.model,
+        "state": state,
+        "names": names,
+        "x": x,
+        "y": y,
+        "layer": max(names, key=lambda n: state[n].numel()),
+        "dense_acc": evaluate(su.model, state, x, y)[0],
+    }
+
+
+def pruned_accuracy(demo: dict, sparsity: float) -> tuple[float, dict]:
+    """Test accuracy of the demo model after global magnitude pruning at `sparsity`, and the
+    mask."""
+    from ...prune import apply_mask, global_magnitude_mask
+    from ...train import evaluate
+
+    mask = global_magnitude_mask({n: demo["state"][n] for n in demo["names"]}, sparsity)
+    acc, _ = evaluate(demo["model"], apply_mask(demo["state"], mask), demo["x"], demo["y"])
+    return acc, mask
+
+
+def ablation_rows(P, ablations: dict, grid: dict) -> pd.DataFrame:
+    """Final accuracies of the ablation runs beside FedDIP's default from the grid."""
+    s = max(P["sparsities"])
+    rows = [
+        {
+            "label": f"R={P['R']}, mask from {P['mask_order']} average (default)",
+            "seed": seed,
+            "final_acc": r.final(),
+        }
+        for (m, sp, seed), r in grid.items()
+        if m == "feddip" and sp == s and seed in {k[1] for k in ablations}
+    ]
+    rows += [
+        {"label": label, "seed": seed, "final_acc": r.final()}
+        for (label, seed), r in ablations.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- into the report
+def record_data(report, infos: list[dict]) -> None:
+    """Which data each workload used (the results must say when a reduced copy was used)."""
+    for info in infos:
+        report.number(
+            f"{info['dataset']}: training images available",
+            info["train_images"],
+            note=f"of {info['full_train_images']:,} in the full set; source "
+            f"{info['source']}{'; REDUCED COPY' if info['reduced'] else ''}",
+        )
+
+
+def record_grid(report, workload: str, grid: dict) -> None:
+    """Mean final accuracy of every method and sparsity, and the cumulative traffic."""
+    from . import numbers
+
+    df = final_rows(grid)
+    for (m, s), g in df.groupby(["method", "sparsity"]):
+        where = "dense" if m in DENSE else f"s = {s:g}"
+        report.number(
+            f"{workload}: final top-1 accuracy, {LABELS[m]}, {where}",
+            float(g.final_acc.mean() * 100),
+            unit="%",
+            note=f"mean of {len(g)} seed(s); paper's table not recoverable",
+        )
+        report.number(
+            f"{workload}: cumulative traffic (exact), {LABELS[m]}, {where}",
+            float(g.cum_bytes.mean() / 2**20),
+            unit="MiB",
+        )
+    if workload == "fmnist_lenet5":
+        report.number(
+            "LeNet-5 parameters", numbers.PARAMS["lenet5"], paper=numbers.PARAMS["lenet5"]
+        )
