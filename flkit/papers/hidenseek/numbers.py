@@ -36,3 +36,16 @@ SETTINGS = {
     "lr": {"hidenseek": 10, "fedavg": 0.001, "fedmask": 0.001, "signed": 0.001, "bnnavg": 0.01},
     "momentum": 0.9, "seeds": 3, "alphas": (0.1, 1, 10), "active_clients": (10, 20, 40),
 }
+
+
+def accuracy_gain_text(task: str) -> str:
+    """What the text says about HideNseek minus FedMask on one of our task names."""
+    if task == "femnist":
+        return f"{ACC_GAIN_EMNIST} (EMNIST)"
+    if task == "mnist_a0.1":
+        return f"{ACC_GAIN_MNIST_01}"
+    return f"{ACC_GAIN_RANGE_MILD[0]}-{ACC_GAIN_RANGE_MILD[1]} (HAR, MNIST alpha 1 and 10)"
+
+
+def range_text(r) -> str:
+    return f"{r[0]}-{r[1]}"

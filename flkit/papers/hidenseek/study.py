@@ -86,34 +86,34 @@ def collect(P, jobs, device="auto", progress=True) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def seeds(P) -> list[int]:
-    return list(range(int(P["seeds"])))
+def seeds(P, first: int = 0) -> list[int]:
+    return [first + i for i in range(int(P["seeds"]))]
 
 
-def main_runs(P, device="auto", progress=True) -> pd.DataFrame:
+def main_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Every method on every task and seed (Table 1, Figs. 2-3, Tables 2-3)."""
-    jobs = [(t, m, s, {}, {}) for t in tasks(P) for m in P["methods"] for s in seeds(P)]
+    jobs = [(t, m, s, {}, {}) for t in tasks(P) for m in P["methods"] for s in seeds(P, seed)]
     return collect(P, jobs, device, progress)
 
 
-def active_runs(P, device="auto", progress=True) -> pd.DataFrame:
+def active_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
     jobs = [("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
-            for m in ("hidenseek", "fedmask") for k in P["active_clients"] for s in seeds(P)]
+            for m in ("hidenseek", "fedmask") for k in P["active_clients"] for s in seeds(P, seed)]
     return collect(P, jobs, device, progress)
 
 
-def keep_ratio_runs(P, device="auto", progress=True) -> pd.DataFrame:
+def keep_ratio_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
     jobs = [(f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
-            for a in P["alphas"] for r in (P["small_keep_ratio"], P["keep_ratio"]) for s in seeds(P)]
+            for a in P["alphas"] for r in (P["small_keep_ratio"], P["keep_ratio"]) for s in seeds(P, seed)]
     return collect(P, jobs, device, progress)
 
 
-def eps_runs(P, device="auto", progress=True) -> pd.DataFrame:
+def eps_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation."""
     jobs = [("har", "hidenseek", s, {"eps": e}, {"eps": e})
-            for e in [P["eps"], *P["eps_grid"]] for s in seeds(P)]
+            for e in [P["eps"], *P["eps_grid"]] for s in seeds(P, seed)]
     return collect(P, jobs, device, progress)
 
 
@@ -173,6 +173,21 @@ def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.Dat
         for n in layers:
             rows.append({"keep_ratio": float(r), "layer": n, "kept": int(keep[n].sum()),
                          "channels": keep[n].numel(), "weight_fraction": kept_w / total})
+    return pd.DataFrame(rows)
+
+
+def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
+    """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
+    client regenerate them) and HideNseek's structural mask (1 byte per channel / node)."""
+    rows = []
+    for name, kw, shape in (("mlp_har", {}, (1152,)),
+                            ("vgg9", {"num_classes": 10, "width": float(P["vgg_width"])}, (1, 28, 28))):
+        torch.manual_seed(derive_seed(seed, "init"))
+        model = models.build(name, **kw)
+        keep = synflow_group_mask(model, shape, float(P["keep_ratio"]), default_prunable(model),
+                                  int(P["prune_iterations"]))
+        rows.append({"model": name, "weights_as_floats_MiB": 4 * models.count_params(model) / MIB,
+                     "weights_as_seed_bytes": 8, "structural_mask_bytes": sum(k.numel() for k in keep.values())})
     return pd.DataFrame(rows)
 
 
