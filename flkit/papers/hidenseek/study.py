@@ -45,7 +45,8 @@ def config(P, task: str, method: str, seed: int, device: str = "auto", clients_p
     if method == "hidenseek":
         mp.update(prune_iterations=int(P["prune_iterations"]))
     mp.update(method_over)
-    common = dict(method=method, lr=LR[method], momentum=0.9, local_epochs=int(P["local_epochs"]),
+    epochs = int(P["har_epochs"] if family == "har" else P["local_epochs"])
+    common = dict(method=method, lr=LR[method], momentum=0.9, local_epochs=epochs,
                   batch_size=int(P["batch_size"]), eval_every=int(P["eval_every"]), seed=seed,
                   device=device, method_params=mp)
     if family == "har":
