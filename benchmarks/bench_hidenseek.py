@@ -7,6 +7,7 @@ Workloads: HAR MLP (1152-512-256-128-6), 3 clients x 5 epochs x their HAR data (
 VGG9 on MNIST-shaped data, 4 clients x 1 epoch x 128 samples (batch 32). Writes
 benchmarks/results/hidenseek-<device>.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +43,15 @@ def supermask_hooks(model):
     names = [n for n, p in model.named_parameters() if n.endswith("weight") and p.dim() > 1]
     head = names[-1]
     frozen = {n: p.detach() for n, p in model.named_parameters() if n in names[:-1]}
-    scales = {n: (0.001 if n.startswith(head.rsplit(".", 1)[0]) else 0.0)
-              for n, _ in model.named_parameters() if n not in frozen}
-    return {"param_transform": supermask_transform(frozen, None, "sign"),
-            "grad_transform": scaled_grads(scales)}
+    scales = {
+        n: (0.001 if n.startswith(head.rsplit(".", 1)[0]) else 0.0)
+        for n, _ in model.named_parameters()
+        if n not in frozen
+    }
+    return {
+        "param_transform": supermask_transform(frozen, None, "sign"),
+        "grad_transform": scaled_grads(scales),
+    }
 
 
 def workload(name, device):
@@ -78,9 +84,13 @@ def main():
         model, x, y, parts, spec, shape = workload(name, device)
         dense = _round_seconds(model, x, y, parts, spec, {}, args.repeats)
         sign = _round_seconds(model, x, y, parts, spec, supermask_hooks(model), args.repeats)
-        out["rows"].append({"workload": name, "fedavg_s": dense, "supermask_s": sign, "ratio": sign / dense})
-        print(f"{name:12s} FedAvg {dense:7.3f} s/round  sign supermask {sign:7.3f} s/round  "
-              f"ratio {sign / dense:.2f}")
+        out["rows"].append(
+            {"workload": name, "fedavg_s": dense, "supermask_s": sign, "ratio": sign / dense}
+        )
+        print(
+            f"{name:12s} FedAvg {dense:7.3f} s/round  sign supermask {sign:7.3f} s/round  "
+            f"ratio {sign / dense:.2f}"
+        )
     model = models.build("vgg9", num_classes=10).to(device)
     for dtype in () if args.no_pruning else (torch.float32, torch.float64):
         t0 = time.perf_counter()

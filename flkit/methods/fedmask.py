@@ -11,6 +11,7 @@ clients holding it and turns it back into a score: logit(clip(mean, eps, 1 - eps
 arctanh(clip(mean, -1 + eps, 1 - eps)) (Signed). A client's model is the server's mask times its
 own pruning mask, with its own BatchNorm statistics.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +30,13 @@ from .personal import bits_updates, client_copies, scatter_rows, uniform_latents
 class FedMask(_FrozenFeatures):
     name = "fedmask"
     kind = "binary"
-    params = {"local_test_frac": 0.25, "keep_ratio": 0.8, "prune_layers": None, "sparsity": 1e-4,
-              "eps": 1e-6}
+    params = {
+        "local_test_frac": 0.25,
+        "keep_ratio": 0.8,
+        "prune_layers": None,
+        "sparsity": 1e-4,
+        "eps": 1e-6,
+    }
 
     def check_params(self):
         self._check_common()
@@ -49,12 +55,21 @@ class FedMask(_FrozenFeatures):
     def init_state(self, model_state):
         scores = uniform_latents(model_state, self.masked, self.ctx.seed)
         n = len(self.ctx.parts)
-        prune = {n_: torch.ones((n, *model_state[n_].shape), dtype=torch.bool,
-                                device=model_state[n_].device) for n_ in self.prunable}
-        return {"model": self._global_model(model_state, scores), "scores": scores,
-                "client": {**client_copies(model_state, self.buffer_names, n), **{"prune/" + k: v
-                                                                                  for k, v in prune.items()}},
-                "pruned": torch.zeros(n, dtype=torch.bool)}
+        prune = {
+            n_: torch.ones(
+                (n, *model_state[n_].shape), dtype=torch.bool, device=model_state[n_].device
+            )
+            for n_ in self.prunable
+        }
+        return {
+            "model": self._global_model(model_state, scores),
+            "scores": scores,
+            "client": {
+                **client_copies(model_state, self.buffer_names, n),
+                **{"prune/" + k: v for k, v in prune.items()},
+            },
+            "pruned": torch.zeros(n, dtype=torch.bool),
+        }
 
     def _global_model(self, base, scores):
         return {**base, **{n: self.w0[n] * quantise(scores[n], self.kind) for n in self.masked}}
@@ -63,19 +78,25 @@ class FedMask(_FrozenFeatures):
         return {n: state["client"]["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
 
     def _hooks(self, prune):
-        hooks = {"param_transform": supermask_transform(self.w0, None, self.kind, per_client=prune),
-                 "grad_transform": scaled_grads(self.grad_scales)}
+        hooks = {
+            "param_transform": supermask_transform(self.w0, None, self.kind, per_client=prune),
+            "grad_transform": scaled_grads(self.grad_scales),
+        }
         if self.kind == "binary" and self.sparsity > 0:
             coef, names = self.sparsity, self.masked
 
             def l1(params, ctx):
                 return coef * sum(torch.sigmoid(params[n]).flatten(1).sum(1) for n in names)
+
             hooks["extra_loss"] = l1
         return hooks
 
     def _one_shot_prune(self, scores: dict) -> dict:
-        """Per client: keep the top keep_ratio fraction of the prunable layers' scores (together)."""
-        rank = {n: (scores[n] if self.kind == "binary" else scores[n].abs()).flatten(1) for n in self.prunable}
+        """Per client: keep the top keep_ratio of the prunable layers' scores, ranked together."""
+        rank = {
+            n: (scores[n] if self.kind == "binary" else scores[n].abs()).flatten(1)
+            for n in self.prunable
+        }
         flat = torch.cat(list(rank.values()), dim=1)
         keep = int(round(self.keep_ratio * flat.shape[1]))
         top = flat.topk(keep, dim=1).indices
@@ -95,26 +116,46 @@ class FedMask(_FrozenFeatures):
             sub = {n: v[new] for n, v in starts.items()}
             prune = self._prune_masks(state, idx[new])
             spec = dataclasses.replace(self.ctx.spec, epochs=1, steps=None)
-            res = train_once(self, sub, [clients[i] for i in new], rnd, self._hooks(prune), spec, "prune-epoch")
+            res = train_once(
+                self, sub, [clients[i] for i in new], rnd, self._hooks(prune), spec, "prune-epoch"
+            )
             kept = self._one_shot_prune({n: res.state[n] for n in self.prunable})
             pos = torch.as_tensor(new, device=dev)
             for n, v in res.state.items():
                 starts[n] = starts[n].index_copy(0, pos, v)
-            client_state = scatter_rows({"prune/" + n: client_state["prune/" + n] for n in self.prunable},
-                                        [clients[i] for i in new], {"prune/" + n: kept[n] for n in kept})
+            client_state = scatter_rows(
+                {"prune/" + n: client_state["prune/" + n] for n in self.prunable},
+                [clients[i] for i in new],
+                {"prune/" + n: kept[n] for n in kept},
+            )
             client_state = {**state["client"], **client_state}
         prune = {n: client_state["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
         res = train_once(self, starts, clients, rnd, self._hooks(prune), self.ctx.spec, "batches")
         votes = {n: quantise(res.state[n], self.kind) for n in self.masked}
         holders = {n: prune[n] if n in prune else None for n in self.masked}
-        client_state = {**client_state, **scatter_rows({n: client_state[n] for n in held}, clients,
-                                                       {n: res.state[n] for n in held})}
+        client_state = {
+            **client_state,
+            **scatter_rows(
+                {n: client_state[n] for n in held}, clients, {n: res.state[n] for n in held}
+            ),
+        }
         pruned = state["pruned"].clone()
         pruned[list(clients)] = True
-        kept_entries = [self.entries - sum(int((p[i] == 0).sum()) for p in prune.values())
-                        for i in range(len(clients))]
-        up = bits_updates(clients, votes, self.client_sizes(clients), res.train_loss, 0,
-                          client=client_state, pruned=pruned, holders=holders, prune_epochs=len(new))
+        kept_entries = [
+            self.entries - sum(int((p[i] == 0).sum()) for p in prune.values())
+            for i in range(len(clients))
+        ]
+        up = bits_updates(
+            clients,
+            votes,
+            self.client_sizes(clients),
+            res.train_loss,
+            0,
+            client=client_state,
+            pruned=pruned,
+            holders=holders,
+            prune_epochs=len(new),
+        )
         up.bits_up = [8 * k for k in kept_entries]
         return up
 
@@ -131,10 +172,17 @@ class FedMask(_FrozenFeatures):
                 new = torch.logit(mean.clamp(self.eps, 1 - self.eps))
             else:
                 new = torch.atanh(mean.clamp(-1 + self.eps, 1 - self.eps))
-            scores[n] = torch.where(den > 0, new, state["scores"][n].double()).to(state["scores"][n].dtype)
+            scores[n] = torch.where(den > 0, new, state["scores"][n].double()).to(
+                state["scores"][n].dtype
+            )
         # the clients' pruning masks and BN statistics are stored back for them, not aggregated
-        return {**state, "scores": scores, "model": self._global_model(state["model"], scores),
-                "client": updates.extra["client"], "pruned": updates.extra["pruned"]}
+        return {
+            **state,
+            "scores": scores,
+            "model": self._global_model(state["model"], scores),
+            "client": updates.extra["client"],
+            "pruned": updates.extra["pruned"],
+        }
 
     def downlink_bits(self, state, clients):
         return [8 * self.entries] * len(clients)

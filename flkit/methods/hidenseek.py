@@ -13,14 +13,24 @@ Message sizes follow the paper's PyTorch accounting: 1 byte per sign / binary en
 float; the one-time download of the frozen weights (or their seed) and of the structural mask is
 not a per-round cost (see `one_time_bytes`).
 """
+
 from __future__ import annotations
 
 import torch
 
 from ..model_zoo.binary import binarize_activations
-from ..prune import (classifier_layer, default_prunable, hard_sign, resolve_layers, scaled_grads,
-                     sign_ste, structural_masks, supermask_transform, synflow_group_mask,
-                     weight_layers)
+from ..prune import (
+    classifier_layer,
+    default_prunable,
+    hard_sign,
+    resolve_layers,
+    scaled_grads,
+    sign_ste,
+    structural_masks,
+    supermask_transform,
+    synflow_group_mask,
+    weight_layers,
+)
 from ..prune.supermask import SURROGATES, bnn_sign_ste
 from ..state import broadcast_state
 from ..train import train_clients
@@ -28,14 +38,14 @@ from ..utils import FlkitError, check_choice, check_range, derive_seed
 from . import register
 from .base import weighted_average
 from .fedavg import FedAvg
-from .personal import (LocalSplitMethod, bits_updates, client_copies, scatter_rows,
-                       uniform_latents)
+from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
 
 NORMALIZE = ("sampled", "all")
 
 
-def arctanh_aggregate(signs: torch.Tensor, weights: torch.Tensor, eps: float = 1e-6,
-                      total: float | None = None) -> torch.Tensor:
+def arctanh_aggregate(
+    signs: torch.Tensor, weights: torch.Tensor, eps: float = 1e-6, total: float | None = None
+) -> torch.Tensor:
     """HideNseek's server step: arctanh(clip(sum_k (n_k / n) s_k, -1 + eps, 1 - eps)).
 
     signs: [K, ...] in {-1, +1}; weights: [K] sample counts, normalised inside by n = their sum
@@ -45,7 +55,9 @@ def arctanh_aggregate(signs: torch.Tensor, weights: torch.Tensor, eps: float = 1
         raise FlkitError(f"eps={eps!r} must be a number in (0, 1)")
     check_range("eps", eps, 0, 1, low_open=True, high_open=True)
     if signs.shape[0] != weights.shape[0]:
-        raise FlkitError(f"{signs.shape[0]} sign tensors but {weights.shape[0]} weights; give one per client")
+        raise FlkitError(
+            f"{signs.shape[0]} sign tensors but {weights.shape[0]} weights; give one per client"
+        )
     w = weights.to(torch.float64)
     n = w.sum() if total is None else torch.as_tensor(float(total), dtype=torch.float64)
     if not bool(n > 0):
@@ -74,17 +86,28 @@ class _FrozenFeatures(LocalSplitMethod):
         check_range("keep_ratio", self.keep_ratio, 0, 1, low_open=True)
         check_range("eps", self.eps, 0, 1, low_open=True, high_open=True)
         if self.ctx.spec.weight_decay:
-            raise FlkitError(f"weight_decay={self.ctx.spec.weight_decay!r}: per-tensor learning rates are "
-                             "gradient scalings, exact only for plain SGD; accepted: 0")
+            raise FlkitError(
+                f"weight_decay={self.ctx.spec.weight_decay!r}: per-tensor learning rates are "
+                "gradient scalings, exact only for plain SGD; accepted: 0"
+            )
 
 
 @register
 class HideNseek(_FrozenFeatures):
-    """RunConfig.lr is the latent scores' learning rate (the paper's 10); head_lr the classifier's."""
+    """RunConfig.lr: the latent scores' learning rate (paper: 10); head_lr: the classifier's."""
+
     name = "hidenseek"
-    params = {"local_test_frac": 0.25, "keep_ratio": 0.8, "prune_layers": None, "prune_iterations": 100,
-              "group_score": "l2", "eps": 1e-6, "normalize": "sampled", "head_lr": 0.01,
-              "surrogate": "tanh"}
+    params = {
+        "local_test_frac": 0.25,
+        "keep_ratio": 0.8,
+        "prune_layers": None,
+        "prune_iterations": 100,
+        "group_score": "l2",
+        "eps": 1e-6,
+        "normalize": "sampled",
+        "head_lr": 0.01,
+        "surrogate": "tanh",
+    }
 
     def check_params(self):
         self._check_common()
@@ -100,16 +123,23 @@ class HideNseek(_FrozenFeatures):
         self._layout()
         model = ctx.model
         shape = tuple(ctx.x.shape[1:])
-        self.group_keep = synflow_group_mask(model, shape, self.keep_ratio, self.layers,
-                                             self.prune_iterations, self.group_score)
+        self.group_keep = synflow_group_mask(
+            model, shape, self.keep_ratio, self.layers, self.prune_iterations, self.group_score
+        )
         masks = structural_masks(model, self.group_keep, shape)
         self.masks = {n: masks[n].to(self.w0[n].dtype) for n in self.feat if n in masks}
-        self.kept = {n: int(self.masks[n].sum()) if n in self.masks else self.w0[n].numel() for n in self.feat}
+        self.kept = {
+            n: int(self.masks[n].sum()) if n in self.masks else self.w0[n].numel()
+            for n in self.feat
+        }
         self.sign_entries = sum(self.kept.values())
         self.client_held = self.head_names + self.buffer_names
         scale = self.head_lr / ctx.spec.lr
-        self.grad_scales = {n: (scale if n in self.head_names else 0.0)
-                            for n in self.param_names if n not in self.feat}
+        self.grad_scales = {
+            n: (scale if n in self.head_names else 0.0)
+            for n in self.param_names
+            if n not in self.feat
+        }
 
     def weight_fraction(self) -> float:
         """Fraction of the pruned layers' weights that survive server pruning."""
@@ -119,8 +149,11 @@ class HideNseek(_FrozenFeatures):
     def one_time_bytes(self) -> dict:
         """Not per round: the frozen weights as floats (or only a seed) and the structural mask."""
         dense = sum(p.numel() for p in self.ctx.model.parameters())
-        return {"weights_float": 4 * dense, "weights_seed": 8,
-                "structural_mask": sum(k.numel() for k in self.group_keep.values())}
+        return {
+            "weights_float": 4 * dense,
+            "weights_seed": 8,
+            "structural_mask": sum(k.numel() for k in self.group_keep.values()),
+        }
 
     # -- state
     def _global_model(self, base: dict, latent: dict) -> dict:
@@ -132,13 +165,18 @@ class HideNseek(_FrozenFeatures):
     def init_state(self, model_state):
         latent = uniform_latents(model_state, self.feat, self.ctx.seed)
         n = len(self.ctx.parts)
-        return {"model": self._global_model(model_state, latent), "latent": latent,
-                "client": client_copies(model_state, self.client_held, n)}
+        return {
+            "model": self._global_model(model_state, latent),
+            "latent": latent,
+            "client": client_copies(model_state, self.client_held, n),
+        }
 
     # -- client side
     def local_hooks(self, starts):
-        return {"param_transform": supermask_transform(self.w0, self.masks, "sign", self.surrogate),
-                "grad_transform": scaled_grads(self.grad_scales)}
+        return {
+            "param_transform": supermask_transform(self.w0, self.masks, "sign", self.surrogate),
+            "grad_transform": scaled_grads(self.grad_scales),
+        }
 
     def client_update(self, state, clients, rnd):
         k = len(clients)
@@ -148,23 +186,42 @@ class HideNseek(_FrozenFeatures):
         res = self.train(starts, clients, rnd)
         signs = {n: hard_sign(res.state[n]) for n in self.feat}
         held = scatter_rows(state["client"], clients, {n: res.state[n] for n in self.client_held})
-        return bits_updates(clients, signs, self.client_sizes(clients), res.train_loss,
-                            8 * self.sign_entries, client=held)
+        return bits_updates(
+            clients,
+            signs,
+            self.client_sizes(clients),
+            res.train_loss,
+            8 * self.sign_entries,
+            client=held,
+        )
 
     # -- server side
     def aggregate(self, state, updates, rnd):
         total = float(self.sizes.sum()) if self.normalize == "all" else None
-        latent = {n: arctanh_aggregate(updates.state[n], updates.weights, self.eps, total) for n in self.feat}
+        latent = {
+            n: arctanh_aggregate(updates.state[n], updates.weights, self.eps, total)
+            for n in self.feat
+        }
         # what clients hold is stored back for them, never averaged or broadcast
-        return {**state, "latent": latent, "model": self._global_model(state["model"], latent),
-                "client": updates.extra["client"]}
+        return {
+            **state,
+            "latent": latent,
+            "model": self._global_model(state["model"], latent),
+            "client": updates.extra["client"],
+        }
 
     def downlink_bits(self, state, clients):
         return [8 * self.sign_entries] * len(clients)
 
     def round_metrics(self, state, updates):
-        return {"saturated": float(torch.cat([v.abs().flatten() for v in state["latent"].values()])
-                                   .ge(7.0).float().mean())}
+        return {
+            "saturated": float(
+                torch.cat([v.abs().flatten() for v in state["latent"].values()])
+                .ge(7.0)
+                .float()
+                .mean()
+            )
+        }
 
     def client_models(self, state):
         for k in range(len(self.test_parts)):
@@ -174,6 +231,7 @@ class HideNseek(_FrozenFeatures):
 @register
 class FedAvgSplit(FedAvg, LocalSplitMethod):
     """FedAvg of the whole model (an upper bound), scored on the clients' local test splits."""
+
     name = "fedavg_split"
     params = {"local_test_frac": 0.25}
 
@@ -192,9 +250,10 @@ class FedAvgSplit(FedAvg, LocalSplitMethod):
 
 @register
 class BNNAvg(FedAvgSplit):
-    """Latent real weights, binarised (times a fixed per-layer scale, mean |w0|) in the forward pass;
+    """Latent real weights, binarised (times a fixed per-layer scale, mean |w0|) when used;
     hidden activations binarised by sign; clients upload signs, the server averages them (sample
     weighted) into the next latent weights. Real: BN parameters, biases; 1 byte per parameter."""
+
     name = "bnnavg"
 
     def __init__(self, ctx, **params):
@@ -210,6 +269,7 @@ class BNNAvg(FedAvgSplit):
 
         def binarise(params, ctx):
             return {**params, **{n: bnn_sign_ste(params[n]) * scale[n] for n in scale}}
+
         return {"param_transform": binarise}
 
     def client_update(self, state, clients, rnd):
@@ -222,7 +282,10 @@ class BNNAvg(FedAvgSplit):
         return [8 * self._n_params()] * len(clients)
 
     def client_models(self, state):
-        model = {**state["model"], **{n: hard_sign(state["model"][n]) * self.scale[n] for n in self.bin}}
+        model = {
+            **state["model"],
+            **{n: hard_sign(state["model"][n]) * self.scale[n] for n in self.bin},
+        }
         for k in range(len(self.test_parts)):
             yield k, model
 
@@ -231,8 +294,24 @@ def train_once(method, starts, clients, rnd, hooks, spec, stream):
     """One extra local training call (e.g. FedMask's pruning epoch) with its own batch seeds."""
     ctx = method.ctx
     seeds = [derive_seed(ctx.seed, stream, rnd, c) for c in clients]
-    return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients], spec, seeds,
-                         backend=ctx.backend, **hooks)
+    return train_clients(
+        ctx.model,
+        starts,
+        ctx.x,
+        ctx.y,
+        [ctx.parts[c] for c in clients],
+        spec,
+        seeds,
+        backend=ctx.backend,
+        **hooks,
+    )
 
 
-__all__ = ["arctanh_aggregate", "HideNseek", "FedAvgSplit", "BNNAvg", "sign_ste", "weighted_average"]
+__all__ = [
+    "arctanh_aggregate",
+    "HideNseek",
+    "FedAvgSplit",
+    "BNNAvg",
+    "sign_ste",
+    "weighted_average",
+]

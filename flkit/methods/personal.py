@@ -7,6 +7,7 @@ test-size-weighted mean over ALL clients of each client's accuracy on its own te
 own model (its personalised model where the method has one), i.e. correct / total over the union of
 the local test parts. The dataset's global test set is not used.
 """
+
 from __future__ import annotations
 
 import time
@@ -23,13 +24,15 @@ from .base import ClientUpdates, Method, RoundLog
 
 class LocalSplitMethod(Method):
     """Base: carves the local test splits and evaluates `client_models(state)` on them."""
+
     params = {"local_test_frac": 0.25}
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
         check_range("local_test_frac", self.local_test_frac, 0, 1, low_open=True, high_open=True)
-        ctx.parts, self.test_parts = local_split(ctx.parts, ctx.y, self.local_test_frac,
-                                                 derive_seed(ctx.seed, "local-test"))
+        ctx.parts, self.test_parts = local_split(
+            ctx.parts, ctx.y, self.local_test_frac, derive_seed(ctx.seed, "local-test")
+        )
         self.sizes = torch.tensor([len(p) for p in ctx.parts], dtype=torch.float32)
         self.buffer_names = [n for n, _ in ctx.model.named_buffers()]
 
@@ -66,7 +69,9 @@ class LocalSplitMethod(Method):
             return correct / n, loss / n
         yt = torch.cat(list(self.test_parts))
         counts = torch.bincount(cy[yt], minlength=per_class).float()
-        acc_c = torch.where(counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan")))
+        acc_c = torch.where(
+            counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan"))
+        )
         return correct / n, loss / n, acc_c
 
     # -- helpers for the methods of this family
@@ -82,8 +87,9 @@ class LocalSplitMethod(Method):
         new_state = self.aggregate(state, updates, rnd)
         w = updates.weights / updates.weights.sum()
         metrics = {"train_seconds": train_s, **self.round_metrics(new_state, updates)}
-        return new_state, RoundLog(list(updates.bits_up), list(down),
-                                   float((w * updates.train_loss).sum()), metrics)
+        return new_state, RoundLog(
+            list(updates.bits_up), list(down), float((w * updates.train_loss).sum()), metrics
+        )
 
 
 def uniform_latents(state: dict, names, seed: int) -> dict:
@@ -110,4 +116,6 @@ def scatter_rows(stacked: dict, clients, rows: dict) -> dict:
 
 
 def bits_updates(clients, state, weights, loss, bits_each, **extra) -> ClientUpdates:
-    return ClientUpdates(list(clients), state, weights, loss, [int(bits_each)] * len(clients), extra)
+    return ClientUpdates(
+        list(clients), state, weights, loss, [int(bits_each)] * len(clients), extra
+    )

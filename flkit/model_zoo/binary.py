@@ -1,4 +1,5 @@
 """Binarised activations for binary neural networks (BNNAvg): sign forward, hard-tanh backward."""
+
 from __future__ import annotations
 
 import copy
@@ -13,6 +14,7 @@ class SignActivation(nn.Hardtanh):
 
     def forward(self, x):
         from ..prune.supermask import bnn_sign_ste
+
         return bnn_sign_ste(x)
 
 

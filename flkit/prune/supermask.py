@@ -10,6 +10,7 @@ per weight; the forward pass uses w0 * m * q(latent):
 - binarised weights (BNN): q = sign(w), gradient passed where |w| <= 1 (hard-tanh).
 Each quantiser returns exactly q in the forward pass (q + (f - f.detach()) adds an exact zero).
 """
+
 from __future__ import annotations
 
 from typing import Callable, Mapping
@@ -30,7 +31,7 @@ def hard_sign(x: torch.Tensor) -> torch.Tensor:
 def sign_ste(latent: torch.Tensor, surrogate: str = "tanh") -> torch.Tensor:
     """sign(latent) forward; backward grad * (1 - tanh^2(latent)) ("tanh") or * (1 - latent^2)."""
     check_choice("surrogate", surrogate, SURROGATES)
-    f = torch.tanh(latent) if surrogate == "tanh" else latent - latent ** 3 / 3
+    f = torch.tanh(latent) if surrogate == "tanh" else latent - latent**3 / 3
     return hard_sign(latent).detach() + (f - f.detach())
 
 
@@ -53,6 +54,7 @@ class _MaskedSign(torch.autograd.Function):
     """frozen * sign(latent) with the tanh (or literal) surrogate gradient, as one fused op: the
     same values and gradients as frozen * sign_ste(latent), with fewer passes over the weights
     (the element-wise work is a large share of a small model's local step)."""
+
     generate_vmap_rule = True
 
     @staticmethod
@@ -73,8 +75,10 @@ class _MaskedSign(torch.autograd.Function):
         return grad * torch.addcmul(frozen, frozen * t, t, value=-1), None, None, None
 
 
-def masked_sign(latent: torch.Tensor, frozen: torch.Tensor, surrogate: str = "tanh") -> torch.Tensor:
-    """frozen * sign(latent) forward, gradient frozen * surrogate'(latent) (no gradient to frozen)."""
+def masked_sign(
+    latent: torch.Tensor, frozen: torch.Tensor, surrogate: str = "tanh"
+) -> torch.Tensor:
+    """frozen * sign(latent) forward; gradient frozen * surrogate'(latent), none to frozen."""
     return _MaskedSign.apply(latent, frozen, -frozen, surrogate == "literal")
 
 
@@ -88,15 +92,21 @@ def classifier_layer(model: nn.Module) -> str:
     linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     want = getattr(model, "num_classes", None)
     if not linears or (want is not None and linears[-1][1].out_features != want):
-        raise FlkitError(f"model {getattr(model, 'flkit_name', type(model).__name__)!r} has no classifier "
-                         f"layer (a last nn.Linear with num_classes={want} outputs); a supermask method needs "
-                         "one: accepted models end in a Linear classifier, e.g. 'vgg9', 'mlp_har'")
+        raise FlkitError(
+            f"model {getattr(model, 'flkit_name', type(model).__name__)!r} has no classifier "
+            f"layer (a last nn.Linear with num_classes={want} outputs); a supermask method needs "
+            "one: accepted models end in a Linear classifier, e.g. 'vgg9', 'mlp_har'"
+        )
     return linears[-1][0]
 
 
-def supermask_transform(frozen: Mapping[str, torch.Tensor], masks: Mapping[str, torch.Tensor] | None = None,
-                        kind: str = "sign", surrogate: str = "tanh",
-                        per_client: Mapping[str, torch.Tensor] | None = None) -> Callable:
+def supermask_transform(
+    frozen: Mapping[str, torch.Tensor],
+    masks: Mapping[str, torch.Tensor] | None = None,
+    kind: str = "sign",
+    surrogate: str = "tanh",
+    per_client: Mapping[str, torch.Tensor] | None = None,
+) -> Callable:
     """param_transform for the engine: the parameter slots named in `frozen` hold latent scores and
     are replaced by frozen[name] * mask * q(latent); other parameters pass through unchanged.
 
@@ -112,20 +122,27 @@ def supermask_transform(frozen: Mapping[str, torch.Tensor], masks: Mapping[str, 
         out = dict(params)
         pick = None
         for n, w0 in frozen.items():
-            eff = _MaskedSign.apply(params[n], w0, negative[n], surrogate == "literal") if kind == "sign" else w0 * binary_ste(params[n])
+            eff = (
+                _MaskedSign.apply(params[n], w0, negative[n], surrogate == "literal")
+                if kind == "sign"
+                else w0 * binary_ste(params[n])
+            )
             if per_client is not None and n in per_client:
                 if pick is None:
                     pick = torch.as_tensor(ctx["clients"], device=eff.device)
                 eff = eff * per_client[n][pick]
             out[n] = eff
         return out
+
     return transform
 
 
 def scaled_grads(scales: Mapping[str, float]) -> Callable:
     """grad_transform giving tensor n the learning rate scales[n] * spec.lr (0 freezes it).
 
-    Exact for SGD with momentum and no weight decay: the momentum buffer is linear in the gradient."""
+    Exact for SGD with momentum, no weight decay: the momentum buffer is linear in the gradient."""
+
     def transform(grads, params, ctx):
         return {n: g * scales[n] if n in scales else g for n, g in grads.items()}
+
     return transform

@@ -10,6 +10,7 @@ all-ones input through a copy of the network with every parameter and buffer rep
 absolute value (the "linearised" network). Because |s * w| = |w|, the saliency of a sign equals the
 ordinary SynFlow saliency of the weight: the initial signs never influence pruning.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,12 +36,16 @@ def resolve_layers(model: nn.Module, layers) -> list[str]:
         layers = [layers]
     layers = list(layers or [])
     if not layers:
-        raise FlkitError(f"layers={layers!r} selects no prunable layer; accepted: a non-empty list of "
-                         f"{', '.join(known)}")
+        raise FlkitError(
+            f"layers={layers!r} selects no prunable layer; accepted: a non-empty list of "
+            f"{', '.join(known)}"
+        )
     bad = [n for n in layers if n not in known]
     if bad:
-        raise FlkitError(f"prunable layer(s) {bad} match no Conv2d/Linear layer of the model; "
-                         f"accepted: {', '.join(known)}")
+        raise FlkitError(
+            f"prunable layer(s) {bad} match no Conv2d/Linear layer of the model; "
+            f"accepted: {', '.join(known)}"
+        )
     return layers
 
 
@@ -53,7 +58,9 @@ def default_prunable(model: nn.Module) -> list[str]:
         return convs[-4:]
     hidden = list(layers)[:-1]
     if not hidden:
-        raise FlkitError("the model has a single weight layer: nothing before the classifier to prune")
+        raise FlkitError(
+            "the model has a single weight layer: nothing before the classifier to prune"
+        )
     return hidden[:2]
 
 
@@ -70,8 +77,14 @@ def _row_mask(keep: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return keep.view(-1, *[1] * (weight.dim() - 1)).to(weight.dtype)
 
 
-def synflow_scores(model: nn.Module, input_shape, group_keep: dict | None = None,
-                   dtype=torch.float64, _net=None, _abs=None) -> dict[str, torch.Tensor]:
+def synflow_scores(
+    model: nn.Module,
+    input_shape,
+    group_keep: dict | None = None,
+    dtype=torch.float64,
+    _net=None,
+    _abs=None,
+) -> dict[str, torch.Tensor]:
     """Per-weight saliency |dR/dw * w| of every Conv2d / Linear weight, {layer name: tensor}.
 
     group_keep {layer: bool[out]} zeroes removed channels / nodes first (their saliency is 0)."""
@@ -94,11 +107,14 @@ def synflow_scores(model: nn.Module, input_shape, group_keep: dict | None = None
     with torch.enable_grad():
         r = net(torch.ones((1, *input_shape), dtype=params[0].dtype, device=dev)).sum()
         grads = torch.autograd.grad(r, params)
-    return {n: (g * p).detach().abs() for (n, p), g in zip(((n, m.weight) for n, m in layers.items()), grads)}
+    return {
+        n: (g * p).detach().abs()
+        for (n, p), g in zip(((n, m.weight) for n, m in layers.items()), grads)
+    }
 
 
 def group_scores(weight: torch.Tensor, saliency: torch.Tensor, kind: str = "l2") -> torch.Tensor:
-    """Score of each output channel / node: ||w_i * S_i||_2 ("l2", the paper's) or sum_i S_i ("sum")."""
+    """Score per output channel / node: ||w_i * S_i||_2 ("l2", the paper) or sum_i S_i ("sum")."""
     check_choice("group score", kind, GROUP_SCORES)
     w, s = weight.reshape(weight.shape[0], -1), saliency.reshape(saliency.shape[0], -1)
     return (w * s).norm(dim=1) if kind == "l2" else s.sum(1)
@@ -116,8 +132,15 @@ def strict_keep(scores: torch.Tensor, keep_fraction: float) -> torch.Tensor:
     return scores > tau
 
 
-def synflow_group_mask(model: nn.Module, input_shape, keep_ratio: float, layers, iterations: int = 100,
-                       score: str = "l2", dtype=torch.float32) -> dict[str, torch.Tensor]:
+def synflow_group_mask(
+    model: nn.Module,
+    input_shape,
+    keep_ratio: float,
+    layers,
+    iterations: int = 100,
+    score: str = "l2",
+    dtype=torch.float32,
+) -> dict[str, torch.Tensor]:
     """HideNseek's server-side pruning: {layer name: bool tensor over its output channels / nodes}.
 
     Iteration k = 1..iterations re-scores the network with the current mask and keeps the top
@@ -133,11 +156,16 @@ def synflow_group_mask(model: nn.Module, input_shape, keep_ratio: float, layers,
     net = _linearised(model, dtype)
     mods = weight_layers(net)
     absw = {n: m.weight.detach().clone() for n, m in mods.items()}
-    keep = {n: torch.ones(mods[n].weight.shape[0], dtype=torch.bool, device=absw[n].device) for n in layers}
+    keep = {
+        n: torch.ones(mods[n].weight.shape[0], dtype=torch.bool, device=absw[n].device)
+        for n in layers
+    }
     sizes = [keep[n].numel() for n in layers]
     for k in range(1, iterations + 1):
         sal = synflow_scores(model, input_shape, keep, dtype, _net=net, _abs=absw)
-        g = torch.cat([group_scores(absw[n] * _row_mask(keep[n], absw[n]), sal[n], score) for n in layers])
+        g = torch.cat(
+            [group_scores(absw[n] * _row_mask(keep[n], absw[n]), sal[n], score) for n in layers]
+        )
         new = strict_keep(g, keep_ratio ** (k / iterations)) & torch.cat([keep[n] for n in layers])
         keep = dict(zip(layers, new.split(sizes)))
     return keep
@@ -159,9 +187,14 @@ def structural_masks(model: nn.Module, group_keep: dict, input_shape) -> dict[st
         def fn(_m, inp, _out):
             x = inp[0]
             alive_in[name] = (x.abs().flatten(2).amax(2) if x.dim() > 2 else x.abs())[0] > 0
+
         return fn
-    watched = {n: m for n, m in mods.items()
-               if isinstance(m, (nn.Conv2d, nn.Linear, nn.modules.batchnorm._BatchNorm))}
+
+    watched = {
+        n: m
+        for n, m in mods.items()
+        if isinstance(m, (nn.Conv2d, nn.Linear, nn.modules.batchnorm._BatchNorm))
+    }
     handles = [m.register_forward_hook(hook(n)) for n, m in watched.items()]
     try:
         dev = next(net.parameters()).device
@@ -181,8 +214,12 @@ def structural_masks(model: nn.Module, group_keep: dict, input_shape) -> dict[st
         if bool(rows.all()) and bool(cols.all()):
             continue
         shape = (-1, cols.numel()) + (1,) * (m.weight.dim() - 2)
-        out[f"{n}.weight"] = (rows.view(shape[0], 1, *shape[2:]) & cols.view(1, *shape[1:])).expand(
-            m.weight.shape).clone().to(m.weight.device)
+        out[f"{n}.weight"] = (
+            (rows.view(shape[0], 1, *shape[2:]) & cols.view(1, *shape[1:]))
+            .expand(m.weight.shape)
+            .clone()
+            .to(m.weight.device)
+        )
         if m.bias is not None and not bool(rows.all()):
             out[f"{n}.bias"] = rows.to(m.weight.device)
     return out
@@ -193,6 +230,8 @@ def weight_fraction(model: nn.Module, masks: dict, layers=None) -> float:
     mods = weight_layers(model)
     names = list(layers) if layers is not None else list(mods)
     total = sum(mods[n].weight.numel() for n in names)
-    kept = sum(int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
-               for n in names)
+    kept = sum(
+        int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
+        for n in names
+    )
     return kept / total

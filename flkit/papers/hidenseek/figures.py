@@ -1,12 +1,18 @@
 """Figures of notebook 04 from result tables (they never train)."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 ORDER = ("FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek")
-COLORS = {"FedAvg": "tab:gray", "BNNAvg": "tab:purple", "FedMask": "tab:blue", "Signed": "tab:orange",
-          "HideNseek": "tab:red"}
+COLORS = {
+    "FedAvg": "tab:gray",
+    "BNNAvg": "tab:purple",
+    "FedMask": "tab:blue",
+    "Signed": "tab:orange",
+    "HideNseek": "tab:red",
+}
 
 
 def curves(runs: pd.DataFrame, tasks, title: str = ""):
@@ -32,7 +38,11 @@ def curves(runs: pd.DataFrame, tasks, title: str = ""):
 
 def traffic(byt: pd.DataFrame, task: str):
     """Upload and download MiB per client per round for one task (Table 2 as bars)."""
-    t = byt[byt.task == task].set_index("method").reindex([m for m in ORDER if m in set(byt.method)])
+    t = (
+        byt[byt.task == task]
+        .set_index("method")
+        .reindex([m for m in ORDER if m in set(byt.method)])
+    )
     fig, ax = plt.subplots(figsize=(6, 3))
     x = range(len(t))
     ax.bar([i - 0.2 for i in x], t["up_MiB"], width=0.4, label="upload")
@@ -60,8 +70,15 @@ def active_lines(act: pd.DataFrame):
     """Accuracy vs clients per round (Table 4 as lines)."""
     fig, ax = plt.subplots(figsize=(5, 3))
     for m, g in act.groupby("method"):
-        ax.errorbar(g["active"], g["mean"], yerr=g["std"].fillna(0), label=m, color=COLORS.get(m),
-                    marker="o", capsize=3)
+        ax.errorbar(
+            g["active"],
+            g["mean"],
+            yerr=g["std"].fillna(0),
+            label=m,
+            color=COLORS.get(m),
+            marker="o",
+            capsize=3,
+        )
     ax.set_xlabel("clients per round")
     ax.set_ylabel("accuracy (%)")
     ax.legend()
@@ -76,7 +93,9 @@ def pruning_demo(grid: pd.DataFrame, ratio: float):
     fig, ax = plt.subplots(figsize=(5, 2.8))
     ax.bar(g["layer"], g["channels"], color="lightgray", label="channels")
     ax.bar(g["layer"], g["kept"], color="tab:red", label="kept")
-    ax.set_title(f"p_r = {r:g}: {100 * g['weight_fraction'].iloc[0]:.1f} % of the pruned layers' weights kept")
+    ax.set_title(
+        f"p_r = {r:g}: {100 * g['weight_fraction'].iloc[0]:.1f} % of pruned layers' weights kept"
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

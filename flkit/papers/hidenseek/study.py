@@ -2,7 +2,7 @@
 flkit.experiment.run (cached on disk, resumable), results as DataFrames.
 
     P = presets.load("04_hidenseek", "cpu")
-    runs = main_runs(P)                   # long table: task, method, seed, round, accuracy, bytes, time
+    runs = main_runs(P)   # long table: task, method, seed, round, accuracy, bytes, time
     accuracy_table(runs)                  # Table 1: final accuracy, mean and std over seeds
 
 Measures, fixed before any run: accuracy = the test-size-weighted mean over all clients of each
@@ -10,6 +10,7 @@ client's accuracy on its own local test split with its own model, at the last ro
 of the last three evaluations); bytes = per participating client per round, MiB; time = the sum
 over rounds of the measured local-training seconds (one-shot pruning epochs included).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -21,11 +22,16 @@ from ...methods.hidenseek import arctanh_aggregate
 from ...prune import default_prunable, structural_masks, synflow_group_mask, weight_layers
 from ...utils import check_choice, configure_threads, derive_seed, generator
 
-LABELS = {"fedavg_split": "FedAvg", "bnnavg": "BNNAvg", "fedmask": "FedMask", "signed": "Signed",
-          "hidenseek": "HideNseek"}
+LABELS = {
+    "fedavg_split": "FedAvg",
+    "bnnavg": "BNNAvg",
+    "fedmask": "FedMask",
+    "signed": "Signed",
+    "hidenseek": "HideNseek",
+}
 LR = {"fedavg_split": 0.001, "bnnavg": 0.01, "fedmask": 0.001, "signed": 0.001, "hidenseek": 10.0}
 LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
-MIB = 2 ** 20
+MIB = 2**20
 
 
 def tasks(P) -> list[str]:
@@ -33,8 +39,15 @@ def tasks(P) -> list[str]:
     return ["har", "femnist"] + [f"mnist_a{a:g}" for a in P["alphas"]]
 
 
-def config(P, task: str, method: str, seed: int, device: str = "auto", clients_per_round=None,
-           **method_over) -> RunConfig:
+def config(
+    P,
+    task: str,
+    method: str,
+    seed: int,
+    device: str = "auto",
+    clients_per_round=None,
+    **method_over,
+) -> RunConfig:
     """The RunConfig of one method on one task at the preset's scale."""
     check_choice("method", method, tuple(LABELS))
     family = task.split("_")[0]
@@ -46,24 +59,54 @@ def config(P, task: str, method: str, seed: int, device: str = "auto", clients_p
         mp.update(prune_iterations=int(P["prune_iterations"]))
     mp.update(method_over)
     epochs = int(P["har_epochs"] if family == "har" else P["local_epochs"])
-    common = dict(method=method, lr=LR[method], momentum=0.9, local_epochs=epochs,
-                  batch_size=int(P["batch_size"]), eval_every=int(P["eval_every"]), seed=seed,
-                  device=device, method_params=mp)
+    common = dict(
+        method=method,
+        lr=LR[method],
+        momentum=0.9,
+        local_epochs=epochs,
+        batch_size=int(P["batch_size"]),
+        eval_every=int(P["eval_every"]),
+        seed=seed,
+        device=device,
+        method_params=mp,
+    )
     if family == "har":
-        return RunConfig(dataset="har", model="mlp_har", partition="natural", num_clients=P["har_clients"],
-                         clients_per_round=clients_per_round or P["har_per_round"], rounds=P["har_rounds"],
-                         dataset_kwargs={"flatten": True, "split": "pooled"}, **common)
+        return RunConfig(
+            dataset="har",
+            model="mlp_har",
+            partition="natural",
+            num_clients=P["har_clients"],
+            clients_per_round=clients_per_round or P["har_per_round"],
+            rounds=P["har_rounds"],
+            dataset_kwargs={"flatten": True, "split": "pooled"},
+            **common,
+        )
     vgg = {"width": float(P["vgg_width"])}
     if family == "femnist":
-        return RunConfig(dataset="femnist", model="vgg9", partition="natural", model_kwargs=vgg,
-                         num_clients=P["femnist_clients"], rounds=P["femnist_rounds"],
-                         clients_per_round=clients_per_round or P["femnist_per_round"], **common)
+        return RunConfig(
+            dataset="femnist",
+            model="vgg9",
+            partition="natural",
+            model_kwargs=vgg,
+            num_clients=P["femnist_clients"],
+            rounds=P["femnist_rounds"],
+            clients_per_round=clients_per_round or P["femnist_per_round"],
+            **common,
+        )
     alpha = float(task.split("_a")[1])
     ds = {"train_subset": int(P["mnist_subset"])} if P["mnist_subset"] else {}
-    return RunConfig(dataset="mnist", model="vgg9", partition="dirichlet", model_kwargs=vgg,
-                     partition_kwargs={"alpha": alpha, "min_samples": 20}, num_clients=P["mnist_clients"],
-                     clients_per_round=clients_per_round or P["mnist_per_round"], rounds=P["mnist_rounds"],
-                     dataset_kwargs=ds, **common)
+    return RunConfig(
+        dataset="mnist",
+        model="vgg9",
+        partition="dirichlet",
+        model_kwargs=vgg,
+        partition_kwargs={"alpha": alpha, "min_samples": 20},
+        num_clients=P["mnist_clients"],
+        clients_per_round=clients_per_round or P["mnist_per_round"],
+        rounds=P["mnist_rounds"],
+        dataset_kwargs=ds,
+        **common,
+    )
 
 
 def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
@@ -99,22 +142,33 @@ def main_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
 
 def active_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
-    jobs = [("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
-            for m in ("hidenseek", "fedmask") for k in P["active_clients"] for s in seeds(P, seed)]
+    jobs = [
+        ("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
+        for m in ("hidenseek", "fedmask")
+        for k in P["active_clients"]
+        for s in seeds(P, seed)
+    ]
     return collect(P, jobs, device, progress)
 
 
 def keep_ratio_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
-    jobs = [(f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
-            for a in P["alphas"] for r in (P["small_keep_ratio"], P["keep_ratio"]) for s in seeds(P, seed)]
+    jobs = [
+        (f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
+        for a in P["alphas"]
+        for r in (P["small_keep_ratio"], P["keep_ratio"])
+        for s in seeds(P, seed)
+    ]
     return collect(P, jobs, device, progress)
 
 
 def eps_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation."""
-    jobs = [("har", "hidenseek", s, {"eps": e}, {"eps": e})
-            for e in [P["eps"], *P["eps_grid"]] for s in seeds(P, seed)]
+    jobs = [
+        ("har", "hidenseek", s, {"eps": e}, {"eps": e})
+        for e in [P["eps"], *P["eps_grid"]]
+        for s in seeds(P, seed)
+    ]
     return collect(P, jobs, device, progress)
 
 
@@ -137,18 +191,31 @@ def accuracy_table(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
 def bytes_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Table 2: MiB per participating client per round, upload and download."""
     g = runs.groupby(["task", "method"])[["bytes_up_client", "bytes_down_client"]].mean() / MIB
-    return g.rename(columns={"bytes_up_client": "up_MiB", "bytes_down_client": "down_MiB"}).reset_index()
+    return g.rename(
+        columns={"bytes_up_client": "up_MiB", "bytes_down_client": "down_MiB"}
+    ).reset_index()
 
 
 def time_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Table 3: seconds of local training per run (sum over rounds), mean over seeds, and per round."""
-    per_run = runs.groupby(["task", "method", "seed"])["train_seconds"].agg(["sum", "mean"]).reset_index()
-    return per_run.groupby(["task", "method"])[["sum", "mean"]].mean().rename(
-        columns={"sum": "total_s", "mean": "per_round_s"}).reset_index()
+    """Table 3: local-training seconds per run (sum over rounds) and per round, mean over seeds."""
+    per_run = (
+        runs.groupby(["task", "method", "seed"])["train_seconds"].agg(["sum", "mean"]).reset_index()
+    )
+    return (
+        per_run.groupby(["task", "method"])[["sum", "mean"]]
+        .mean()
+        .rename(columns={"sum": "total_s", "mean": "per_round_s"})
+        .reset_index()
+    )
 
 
-def relative_to(table: pd.DataFrame, column: str, ref: str = "FedMask", method: str = "HideNseek",
-                kind: str = "diff") -> pd.Series:
+def relative_to(
+    table: pd.DataFrame,
+    column: str,
+    ref: str = "FedMask",
+    method: str = "HideNseek",
+    kind: str = "diff",
+) -> pd.Series:
     """Per task: method minus ref ("diff", points) or 1 - method / ref ("saving", %)."""
     piv = table.pivot(index="task", columns="method", values=column)
     if kind == "diff":
@@ -169,11 +236,20 @@ def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.Dat
         keep = synflow_group_mask(model, (1, 28, 28), float(r), layers, int(P["demo_iterations"]))
         masks = structural_masks(model, keep, (1, 28, 28))
         total = sum(mods[n].weight.numel() for n in layers)
-        kept_w = sum(int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
-                     for n in layers)
+        kept_w = sum(
+            int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
+            for n in layers
+        )
         for n in layers:
-            rows.append({"keep_ratio": float(r), "layer": n, "kept": int(keep[n].sum()),
-                         "channels": keep[n].numel(), "weight_fraction": kept_w / total})
+            rows.append(
+                {
+                    "keep_ratio": float(r),
+                    "layer": n,
+                    "kept": int(keep[n].sum()),
+                    "channels": keep[n].numel(),
+                    "weight_fraction": kept_w / total,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -181,14 +257,27 @@ def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
     """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
     client regenerate them) and HideNseek's structural mask (1 byte per channel / node)."""
     rows = []
-    for name, kw, shape in (("mlp_har", {}, (1152,)),
-                            ("vgg9", {"num_classes": 10, "width": float(P["vgg_width"])}, (1, 28, 28))):
+    for name, kw, shape in (
+        ("mlp_har", {}, (1152,)),
+        ("vgg9", {"num_classes": 10, "width": float(P["vgg_width"])}, (1, 28, 28)),
+    ):
         torch.manual_seed(derive_seed(seed, "init"))
         model = models.build(name, **kw)
-        keep = synflow_group_mask(model, shape, float(P["keep_ratio"]), default_prunable(model),
-                                  int(P["prune_iterations"]))
-        rows.append({"model": name, "weights_as_floats_MiB": 4 * models.count_params(model) / MIB,
-                     "weights_as_seed_bytes": 8, "structural_mask_bytes": sum(k.numel() for k in keep.values())})
+        keep = synflow_group_mask(
+            model,
+            shape,
+            float(P["keep_ratio"]),
+            default_prunable(model),
+            int(P["prune_iterations"]),
+        )
+        rows.append(
+            {
+                "model": name,
+                "weights_as_floats_MiB": 4 * models.count_params(model) / MIB,
+                "weights_as_seed_bytes": 8,
+                "structural_mask_bytes": sum(k.numel() for k in keep.values()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -208,4 +297,3 @@ def aggregate_votes(signs, weights, rule: str = "arctanh", eps: float = 1e-6) ->
         return arctanh_aggregate(signs, weights, eps)
     w = weights / weights.sum()
     return (w.view(-1, 1) * signs).sum(0)
-
