@@ -227,7 +227,7 @@ def test_fedmask_prunes_once_per_client_keeping_top_fraction():
     assert log2.metrics["prune_epochs"] == 1  # client 0 does not prune again
     assert torch.equal(state["client"]["prune/0.weight"][0], first)
     assert state["client"]["prune/0.weight"][3].all()  # never took part: nothing pruned
-    assert log2.bits_up[0] == 8 * (total - (total - kept) + 12 * 4 - 0)
+    assert log2.bits_up[0] == 8 * (kept + 4 * 12)  # kept prunable entries + classifier mask
 
 
 def test_one_shot_pruning_ranks_scores_together():

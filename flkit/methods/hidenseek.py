@@ -25,7 +25,6 @@ from ..prune import (
     hard_sign,
     resolve_layers,
     scaled_grads,
-    sign_ste,
     structural_masks,
     supermask_transform,
     synflow_group_mask,
@@ -36,7 +35,6 @@ from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import FlkitError, check_choice, check_range, derive_seed
 from . import register
-from .base import weighted_average
 from .fedavg import FedAvg
 from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
 
@@ -312,6 +310,4 @@ __all__ = [
     "HideNseek",
     "FedAvgSplit",
     "BNNAvg",
-    "sign_ste",
-    "weighted_average",
 ]
