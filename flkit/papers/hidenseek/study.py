@@ -19,7 +19,13 @@ import torch
 from ... import models
 from ...experiment import RunConfig, run
 from ...methods.hidenseek import arctanh_aggregate
-from ...prune import default_prunable, structural_masks, synflow_group_mask, weight_layers
+from ...prune import (
+    default_prunable,
+    structural_masks,
+    weight_fraction,
+    synflow_group_mask,
+    weight_layers,
+)
 from ...utils import check_choice, configure_threads, derive_seed, generator
 
 LABELS = {
@@ -255,7 +261,8 @@ def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.Dat
 
 def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
     """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
-    client regenerate them) and HideNseek's structural mask (1 byte per channel / node)."""
+    client regenerate them) and HideNseek's structural mask (1 byte per channel / node); with the
+    channels kept and the realised fraction of the pruned layers' weights at the preset's p_r."""
     rows = []
     for name, kw, shape in (
         ("mlp_har", {}, (1152,)),
@@ -263,16 +270,17 @@ def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
     ):
         torch.manual_seed(derive_seed(seed, "init"))
         model = models.build(name, **kw)
+        layers = default_prunable(model)
         keep = synflow_group_mask(
-            model,
-            shape,
-            float(P["keep_ratio"]),
-            default_prunable(model),
-            int(P["prune_iterations"]),
+            model, shape, float(P["keep_ratio"]), layers, int(P["prune_iterations"])
         )
+        masks = structural_masks(model, keep, shape)
         rows.append(
             {
                 "model": name,
+                "groups_kept": sum(int(k.sum()) for k in keep.values())
+                / sum(k.numel() for k in keep.values()),
+                "weight_fraction": weight_fraction(model, masks, layers),
                 "weights_as_floats_MiB": 4 * models.count_params(model) / MIB,
                 "weights_as_seed_bytes": 8,
                 "structural_mask_bytes": sum(k.numel() for k in keep.values()),
