@@ -31,6 +31,7 @@ from .datasets.files import CorruptDataError  # noqa: F401  (re-exported)
 from .utils import FlkitError, check_choice, resolve_device
 
 DATASETS = ("mnist", "fmnist", "cifar10", "cifar100", "svhn", "femnist", "har", "shakespeare", "synthetic")
+GROUPED = ("femnist", "har", "shakespeare", "synthetic")  # datasets with natural client ids
 DOWNLOADABLE = ("mnist", "fmnist", "cifar10", "cifar100", "svhn")  # through torchvision
 
 # (mean, std) per channel of the [0, 1]-scaled inputs; "standard" = the dataset's usual statistics.
@@ -272,8 +273,10 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         'leaf' (FEMNIST only: (255 - x) / 255) or a (mean, std) pair; HAR: 'standard' = per-channel
         standardisation with training statistics, 'none' = raw signals;
       coarse (cifar100): use the 20 superclasses as labels;  flatten (har): x as (N, 1152);
-      split (har): 'official' (default; the official split is by subject) or 'per_subject' (pool
-        train+test, split each subject 75/25 stratified by label: HideNseek's local test sets);
+      split (har): 'official' (default; the official split is by subject), 'per_subject' (pool
+        train+test, split each subject 75/25 stratified by label: HideNseek's local test sets) or
+        'pooled' (all 10,299 windows are training data and the test set is empty: for methods that
+        draw each client's local test split themselves, flkit.methods.personal);
       synthetic: alpha=1, beta=1, num_clients=30, dim=60, classes=10, iid=False, train_frac=0.9.
     """
     check_choice("dataset", name, DATASETS)
@@ -322,10 +325,13 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         arr = dict(x_train=raw["x_train"], y_train=raw["y_train"], g_train=raw["subject_train"],
                    x_test=raw["x_test"], y_test=raw["y_test"], g_test=raw["subject_test"])
         split = kwargs.get("split", "official")
-        check_choice("split (har)", split, ("official", "per_subject"))
+        check_choice("split (har)", split, ("official", "per_subject", "pooled"))
         if split == "per_subject":
             arr = _shaping.har_per_subject(arr, seed)
             meta["split"] = f"official train+test pooled, each subject split 75/25 stratified by label (seed {seed})"
+        elif split == "pooled":
+            arr = _shaping.har_per_subject(arr, seed, test_frac=0.0)
+            meta["split"] = "official train+test pooled as training data; empty test set"
         stats_src = arr["x_train"]
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
         x_train, x_test = _tensor(arr["x_train"], dev, torch.float32), _tensor(arr["x_test"], dev, torch.float32)

@@ -59,6 +59,10 @@ class RunConfig:
         check_choice("dataset", self.dataset, data.DATASETS)
         check_choice("model", self.model, models.MODELS)
         check_choice("partition", self.partition, PARTITIONS)
+        if self.partition == "natural" and self.dataset not in data.GROUPED:
+            raise FlkitError(f"dataset {self.dataset!r} has no natural groups (client ids), so "
+                             f"partition='natural' cannot split it; datasets with groups: "
+                             f"{', '.join(data.GROUPED)}; or use 'dirichlet', 'iid', 'shards'")
         check_choice("backend", self.backend, BACKENDS)
         for name in ("num_clients", "clients_per_round", "batch_size", "rounds", "eval_every"):
             check_range(name, getattr(self, name), 1)

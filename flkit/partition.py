@@ -230,3 +230,27 @@ def summary(parts, labels, num_classes: int) -> dict:
     return {"clients": len(parts), "size_min": int(sizes.min()), "size_mean": float(sizes.mean()),
             "size_max": int(sizes.max()), "classes_per_client_mean": float((counts > 0).sum(1).double().mean()),
             "label_entropy_mean": float(ent.mean())}
+
+
+def local_split(parts, labels, test_frac: float, seed: int) -> tuple[list[Tensor], list[Tensor]]:
+    """Split every client's samples into a local train and a local test part, stratified by label:
+    round(test_frac * n_c) of each class c go to test, but every client keeps >= 1 training sample.
+    Seeded per client (stream "local-split"), so adding clients does not change the others' splits."""
+    if isinstance(test_frac, bool) or not isinstance(test_frac, (int, float)):
+        raise FlkitError(f"test_frac={test_frac!r} must be a number in [0, 1)")
+    check_range("test_frac", float(test_frac), 0, 1, high_open=True)
+    y = _labels_np(labels)
+    train, test = [], []
+    for i, p in enumerate(parts):
+        dev = p.device if isinstance(p, Tensor) else torch.device("cpu")
+        ix = np.asarray(p.detach().cpu() if isinstance(p, Tensor) else p, dtype=np.int64)
+        rng = numpy_rng(seed, "local-split", i)
+        is_test = np.zeros(len(ix), dtype=bool)
+        for c in np.unique(y[ix]):
+            pos = np.flatnonzero(y[ix] == c)
+            is_test[rng.permutation(pos)[:int(round(test_frac * len(pos)))]] = True
+        if is_test.all():
+            is_test[rng.integers(len(ix))] = False
+        train.append(torch.as_tensor(ix[~is_test]).to(dev))
+        test.append(torch.as_tensor(ix[is_test]).to(dev))
+    return train, test

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 PARAMETER_FREE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.Softmax,
-                  nn.LogSoftmax, nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
+                  nn.LogSoftmax, nn.Hardtanh, nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
                   nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool1d, nn.Flatten, nn.Dropout, nn.Identity)
 
 

@@ -6,7 +6,8 @@ Adding a family is one line here: ``from . import <family>``. The family module 
 """
 from __future__ import annotations
 
-from . import fedavg, pruning, pruning_dst, stc  # noqa: F401  (each family registers its methods on import)
+# each family registers its methods on import
+from . import fedavg, fedmask, hidenseek, personal, pruning, pruning_dst, stc  # noqa: F401
 from .base import ClientUpdates, Method, RoundLog, RunContext, weighted_average
 from .fedavg import FedAvg, FedProx
 from .registry import REGISTRY, get, names, register

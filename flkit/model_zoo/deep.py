@@ -41,7 +41,7 @@ def build_vgg11_star(num_classes, in_channels, *, image_size=32):
 
 # --------------------------------------------------------------------------------- HideNseek
 def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine=True,
-               init="kaiming_relu"):
+               init="kaiming_relu", width=1.0):
     """HideNseek's VGG9 with BatchNorm (the HideNseek paper; widths = the FedMA VGG-9 layout):
     ConvBlock(32) -> ConvBlock(64) -> MaxPool -> ConvBlock(128) -> ConvBlock(128) -> MaxPool ->
     ConvBlock(256) -> ConvBlock(256) -> MaxPool -> flatten (256x3x3 = 2304 for 28x28) ->
@@ -54,20 +54,25 @@ def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine
     them). BN affine parameters are trainable by default (``bn_affine=False`` drops them;
     HideNseek freezes them at gamma=1, beta=0, which is the method's job). ``init``:
     "kaiming_relu" (default, the paper's) or "pytorch".
-    62 classes: 1,124,640 conv + 1,728 BN + 1,179,648 + 262,144 + 31,744 + 62 = 2,599,966."""
+    62 classes: 1,124,640 conv + 1,728 BN + 1,179,648 + 262,144 + 31,744 + 62 = 2,599,966.
+    ``width`` scales every conv and hidden FC width (0.5: 16-32-64-64-128-128, FC 256; a CPU-sized
+    VGG9 for reduced runs)."""
     check_choice("init", init, INITS)
+    check_range("width", width, 0, None, low_open=True)
     layers, c = [], in_channels
     for v in (32, 64, "M", 128, 128, "M", 256, 256, "M"):
         if v == "M":
             layers.append(nn.MaxPool2d(2, 2))
         else:
+            v = max(1, int(round(v * width)))
             layers += [nn.Conv2d(c, v, 3, padding=1, bias=False), nn.BatchNorm2d(v, affine=bn_affine),
                        nn.ReLU()]
             c = v
     features = nn.Sequential(*layers)
     n = flat_dim(features, in_channels, image_size, "vgg9")
-    classifier = nn.Sequential(nn.Linear(n, 512, bias=bias), nn.ReLU(), nn.Linear(512, 512, bias=bias),
-                               nn.ReLU(), nn.Linear(512, num_classes))
+    fc = max(1, int(round(512 * width)))
+    classifier = nn.Sequential(nn.Linear(n, fc, bias=bias), nn.ReLU(), nn.Linear(fc, fc, bias=bias),
+                               nn.ReLU(), nn.Linear(fc, num_classes))
     model = SeqNet(features, classifier)
     if init == "kaiming_relu":
         kaiming_relu_uniform_(model)

@@ -1,5 +1,14 @@
-"""Pruning building blocks: masks (ERK, magnitude, prune-and-regrow), schedules (cubic sparsity,
-incremental lambda), SNIP scores, and the engine hooks for masked and straight-through training."""
+"""Pruning building blocks.
+
+* masks: ERK densities and random masks, global and layer-wise magnitude masks, prune-and-regrow,
+  information loss of a mask;
+* schedules: cubic sparsity, incremental regularisation lambda_t, decayed learning rate;
+* snip: SNIP connection sensitivity;
+* hooks: engine hooks for masked and straight-through (error feedback) training, layer-wise L2;
+* synflow: data-free iterative SynFlow saliency, structured group scores and masks;
+* supermask: sign / binary supermask transforms and their straight-through estimators.
+"""
+# ruff: noqa: F401  (re-exports)
 
 from .hooks import layer_l2_penalty, mask_grads, masked, straight_through
 from .masks import (
@@ -20,3 +29,24 @@ from .masks import (
 )
 from .schedules import LAMBDA_VARIANTS, check_lambda, cubic_sparsity, decayed_lr, incremental_lambda
 from .snip import snip_mask, snip_scores
+from .supermask import (
+    binary_ste,
+    bnn_sign_ste,
+    classifier_layer,
+    hard_sign,
+    quantise,
+    scaled_grads,
+    sign_ste,
+    supermask_transform,
+)
+from .synflow import (
+    default_prunable,
+    group_scores,
+    resolve_layers,
+    strict_keep,
+    structural_masks,
+    synflow_group_mask,
+    synflow_scores,
+    weight_fraction,
+    weight_layers,
+)

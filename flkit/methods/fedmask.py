@@ -1,0 +1,206 @@
+"""FedMask (Li et al., SenSys 2021) and Signed (its sign-supermask variant from HideNseek).
+
+Every weight (classifier included) stays frozen at its random initialisation; clients learn a
+latent score per weight. FedMask's mask is binary, 1[sigmoid(score) > 0.5], with an L1 sparsity
+term on sigmoid(score); Signed's is a sign, sign(score), through tanh. The first time a client
+takes part it trains one extra local epoch and then prunes, for good, all but the top `keep_ratio`
+fraction of its scores in the prunable layers (ranked together; FedMask by score, Signed by
+|score|): data-dependent, unstructured and per client. Clients upload their quantised masks at
+the positions they kept; the server takes, per position, the sample-weighted mean over the
+clients holding it and turns it back into a score: logit(clip(mean, eps, 1 - eps)) (FedMask) or
+arctanh(clip(mean, -1 + eps, 1 - eps)) (Signed). A client's model is the server's mask times its
+own pruning mask, with its own BatchNorm statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..prune import quantise, scaled_grads, supermask_transform
+from ..state import broadcast_state
+from ..utils import check_range
+from .registry import register
+from .hidenseek import _FrozenFeatures, train_once
+from .personal import bits_updates, client_copies, scatter_rows, uniform_latents
+
+
+@register
+class FedMask(_FrozenFeatures):
+    name = "fedmask"
+    kind = "binary"
+    params = {
+        "local_test_frac": 0.25,
+        "keep_ratio": 0.8,
+        "prune_layers": None,
+        "sparsity": 1e-4,
+        "eps": 1e-6,
+    }
+
+    def check_params(self):
+        self._check_common()
+        check_range("sparsity", self.sparsity, 0)
+
+    def __init__(self, ctx, **params):
+        super().__init__(ctx, **params)
+        self._layout()
+        self.masked = self.feat + [f"{self.head}.weight"]
+        sd = ctx.model.state_dict()
+        self.w0 = {n: sd[n].detach().clone() for n in self.masked}
+        self.prunable = [f"{n}.weight" for n in self.layers]
+        self.grad_scales = {n: 0.0 for n in self.param_names if n not in self.masked}
+        self.entries = sum(v.numel() for v in self.w0.values())
+
+    def init_state(self, model_state):
+        scores = uniform_latents(model_state, self.masked, self.ctx.seed)
+        n = len(self.ctx.parts)
+        prune = {
+            n_: torch.ones(
+                (n, *model_state[n_].shape), dtype=torch.bool, device=model_state[n_].device
+            )
+            for n_ in self.prunable
+        }
+        return {
+            "model": self._global_model(model_state, scores),
+            "scores": scores,
+            "client": {
+                **client_copies(model_state, self.buffer_names, n),
+                **{"prune/" + k: v for k, v in prune.items()},
+            },
+            "pruned": torch.zeros(n, dtype=torch.bool),
+        }
+
+    def _global_model(self, base, scores):
+        return {**base, **{n: self.w0[n] * quantise(scores[n], self.kind) for n in self.masked}}
+
+    def _prune_masks(self, state, idx):
+        return {n: state["client"]["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
+
+    def _hooks(self, prune):
+        hooks = {
+            "param_transform": supermask_transform(self.w0, None, self.kind, per_client=prune),
+            "grad_transform": scaled_grads(self.grad_scales),
+        }
+        if self.kind == "binary" and self.sparsity > 0:
+            coef, names = self.sparsity, self.masked
+
+            def l1(params, ctx):
+                return coef * sum(torch.sigmoid(params[n]).flatten(1).sum(1) for n in names)
+
+            hooks["extra_loss"] = l1
+        return hooks
+
+    def _one_shot_prune(self, scores: dict) -> dict:
+        """Per client: keep the top keep_ratio of the prunable layers' scores, ranked together."""
+        rank = {
+            n: (scores[n] if self.kind == "binary" else scores[n].abs()).flatten(1)
+            for n in self.prunable
+        }
+        flat = torch.cat(list(rank.values()), dim=1)
+        keep = int(round(self.keep_ratio * flat.shape[1]))
+        top = flat.topk(keep, dim=1).indices
+        kept = torch.zeros_like(flat, dtype=torch.bool).scatter_(1, top, True)
+        sizes = [v.shape[1] for v in rank.values()]
+        return {n: m.view_as(scores[n]) for n, m in zip(self.prunable, kept.split(sizes, dim=1))}
+
+    def client_update(self, state, clients, rnd):
+        dev = self.ctx.x.device
+        idx = torch.as_tensor(clients, device=dev)
+        held = [n for n in state["client"] if not n.startswith("prune/")]
+        starts = broadcast_state({**state["model"], **state["scores"]}, len(clients))
+        starts.update({n: state["client"][n][idx].clone() for n in held})
+        client_state = dict(state["client"])
+        new = [i for i, c in enumerate(clients) if not bool(state["pruned"][c])]
+        if new:  # first participation: one local epoch, then the one-shot pruning
+            sub = {n: v[new] for n, v in starts.items()}
+            prune = self._prune_masks(state, idx[new])
+            spec = dataclasses.replace(self.ctx.spec, epochs=1, steps=None)
+            res = train_once(
+                self, sub, [clients[i] for i in new], rnd, self._hooks(prune), spec, "prune-epoch"
+            )
+            kept = self._one_shot_prune({n: res.state[n] for n in self.prunable})
+            pos = torch.as_tensor(new, device=dev)
+            for n, v in res.state.items():
+                starts[n] = starts[n].index_copy(0, pos, v)
+            client_state = scatter_rows(
+                {"prune/" + n: client_state["prune/" + n] for n in self.prunable},
+                [clients[i] for i in new],
+                {"prune/" + n: kept[n] for n in kept},
+            )
+            client_state = {**state["client"], **client_state}
+        prune = {n: client_state["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
+        res = train_once(self, starts, clients, rnd, self._hooks(prune), self.ctx.spec, "batches")
+        votes = {n: quantise(res.state[n], self.kind) for n in self.masked}
+        holders = {n: prune[n] if n in prune else None for n in self.masked}
+        client_state = {
+            **client_state,
+            **scatter_rows(
+                {n: client_state[n] for n in held}, clients, {n: res.state[n] for n in held}
+            ),
+        }
+        pruned = state["pruned"].clone()
+        pruned[list(clients)] = True
+        kept_entries = [
+            self.entries - sum(int((p[i] == 0).sum()) for p in prune.values())
+            for i in range(len(clients))
+        ]
+        up = bits_updates(
+            clients,
+            votes,
+            self.client_sizes(clients),
+            res.train_loss,
+            0,
+            client=client_state,
+            pruned=pruned,
+            holders=holders,
+            prune_epochs=len(new),
+        )
+        up.bits_up = [8 * k for k in kept_entries]
+        return up
+
+    def aggregate(self, state, updates, rnd):
+        w = updates.weights.double().to(self.ctx.x.device)
+        scores = {}
+        for n in self.masked:
+            v, h = updates.state[n].double(), updates.extra["holders"][n]
+            h = torch.ones_like(v) if h is None else h.double()
+            wv = w.view(-1, *[1] * (v.dim() - 1))
+            den = (wv * h).sum(0)
+            mean = (wv * h * v).sum(0) / den.clamp(min=1e-300)
+            if self.kind == "binary":
+                new = torch.logit(mean.clamp(self.eps, 1 - self.eps))
+            else:
+                new = torch.atanh(mean.clamp(-1 + self.eps, 1 - self.eps))
+            scores[n] = torch.where(den > 0, new, state["scores"][n].double()).to(
+                state["scores"][n].dtype
+            )
+        # the clients' pruning masks and BN statistics are stored back for them, not aggregated
+        return {
+            **state,
+            "scores": scores,
+            "model": self._global_model(state["model"], scores),
+            "client": updates.extra["client"],
+            "pruned": updates.extra["pruned"],
+        }
+
+    def downlink_bits(self, state, clients):
+        return [8 * self.entries] * len(clients)
+
+    def round_metrics(self, state, updates):
+        return {"prune_epochs": updates.extra["prune_epochs"]}
+
+    def client_models(self, state):
+        for k in range(len(self.test_parts)):
+            own = {n: v[k] for n, v in state["client"].items() if not n.startswith("prune/")}
+            model = {**state["model"], **own}
+            for n in self.prunable:
+                model[n] = model[n] * state["client"]["prune/" + n][k].to(model[n].dtype)
+            yield k, model
+
+
+@register
+class Signed(FedMask):
+    name = "signed"
+    kind = "sign"
+    params = {**FedMask.params, "sparsity": 0.0}

@@ -1,0 +1,313 @@
+"""HideNseek (Vallapuram et al. 2022) and the whole-model baselines it is compared with.
+
+hidenseek     server prunes whole channels / nodes once at initialisation (data-free SynFlow
+              saliency, flkit.prune.synflow_group_mask); clients learn a global sign supermask
+              over the frozen weights (latent scores, straight-through sign) and keep a personal
+              real-valued classifier and their own BatchNorm statistics; the server aggregates the
+              uploaded signs with arctanh(clip(weighted mean sign)).
+fedavg_split  FedAvg scored like the others, on each client's local test split.
+bnnavg        FedAvg of a binary network: weights and hidden activations binarised by sign, real
+              latent weights trained through the hard-tanh straight-through estimator.
+
+Message sizes follow the paper's PyTorch accounting: 1 byte per sign / binary entry, 4 bytes per
+float; the one-time download of the frozen weights (or their seed) and of the structural mask is
+not a per-round cost (see `one_time_bytes`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..model_zoo.binary import binarize_activations
+from ..prune import (
+    classifier_layer,
+    default_prunable,
+    hard_sign,
+    resolve_layers,
+    scaled_grads,
+    structural_masks,
+    supermask_transform,
+    synflow_group_mask,
+    weight_layers,
+)
+from ..prune.supermask import SURROGATES, bnn_sign_ste
+from ..state import broadcast_state
+from ..train import train_clients
+from ..utils import FlkitError, check_choice, check_range, derive_seed
+from .registry import register
+from .fedavg import FedAvg
+from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
+
+NORMALIZE = ("sampled", "all")
+
+
+def arctanh_aggregate(
+    signs: torch.Tensor, weights: torch.Tensor, eps: float = 1e-6, total: float | None = None
+) -> torch.Tensor:
+    """HideNseek's server step: arctanh(clip(sum_k (n_k / n) s_k, -1 + eps, 1 - eps)).
+
+    signs: [K, ...] in {-1, +1}; weights: [K] sample counts, normalised inside by n = their sum
+    (the sampled clients) or by `total` (e.g. all clients' samples, the literal reading).
+    Clipping keeps unanimous votes finite: |result| <= arctanh(1 - eps) (7.25 for eps = 1e-6)."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise FlkitError(f"eps={eps!r} must be a number in (0, 1)")
+    check_range("eps", eps, 0, 1, low_open=True, high_open=True)
+    if signs.shape[0] != weights.shape[0]:
+        raise FlkitError(
+            f"{signs.shape[0]} sign tensors but {weights.shape[0]} weights; give one per client"
+        )
+    w = weights.to(torch.float64)
+    n = w.sum() if total is None else torch.as_tensor(float(total), dtype=torch.float64)
+    if not bool(n > 0):
+        raise FlkitError("the aggregation weights sum to 0; give positive sample counts")
+    p = (w / n).to(signs.device).view(-1, *[1] * (signs.dim() - 1))
+    mean = (p * signs.to(torch.float64)).sum(0).clamp(-1 + eps, 1 - eps)
+    return torch.atanh(mean).to(signs.dtype if signs.is_floating_point() else torch.float32)
+
+
+class _FrozenFeatures(LocalSplitMethod):
+    """Names shared by the methods that freeze weights: the classifier (last Linear), the feature
+    extractor's weights (every other Conv2d / Linear weight) and the prunable layers."""
+
+    def _layout(self):
+        model = self.ctx.model
+        self.head = classifier_layer(model)
+        self.head_names = [n for n, _ in model.named_parameters() if n.startswith(self.head + ".")]
+        self.feat = [f"{n}.weight" for n in weight_layers(model) if n != self.head]
+        if not self.feat:
+            raise FlkitError("the model has no weight layer before its classifier: nothing to mask")
+        layers = self.prune_layers if self.prune_layers is not None else default_prunable(model)
+        self.layers = resolve_layers(model, layers)
+        self.w0 = {n: model.state_dict()[n].detach().clone() for n in self.feat}
+
+    def _check_common(self):
+        check_range("keep_ratio", self.keep_ratio, 0, 1, low_open=True)
+        check_range("eps", self.eps, 0, 1, low_open=True, high_open=True)
+        if self.ctx.spec.weight_decay:
+            raise FlkitError(
+                f"weight_decay={self.ctx.spec.weight_decay!r}: per-tensor learning rates are "
+                "gradient scalings, exact only for plain SGD; accepted: 0"
+            )
+
+
+@register
+class HideNseek(_FrozenFeatures):
+    """RunConfig.lr: the latent scores' learning rate (paper: 10); head_lr: the classifier's."""
+
+    name = "hidenseek"
+    params = {
+        "local_test_frac": 0.25,
+        "keep_ratio": 0.8,
+        "prune_layers": None,
+        "prune_iterations": 100,
+        "group_score": "l2",
+        "eps": 1e-6,
+        "normalize": "sampled",
+        "head_lr": 0.01,
+        "surrogate": "tanh",
+    }
+
+    def check_params(self):
+        self._check_common()
+        if isinstance(self.prune_iterations, bool) or not isinstance(self.prune_iterations, int):
+            raise FlkitError(f"prune_iterations={self.prune_iterations!r} must be an integer >= 1")
+        check_range("prune_iterations", self.prune_iterations, 1)
+        check_choice("normalize", self.normalize, NORMALIZE)
+        check_choice("surrogate", self.surrogate, SURROGATES)
+        check_range("head_lr", self.head_lr, 0, None, low_open=True)
+
+    def __init__(self, ctx, **params):
+        super().__init__(ctx, **params)
+        self._layout()
+        model = ctx.model
+        shape = tuple(ctx.x.shape[1:])
+        self.group_keep = synflow_group_mask(
+            model, shape, self.keep_ratio, self.layers, self.prune_iterations, self.group_score
+        )
+        masks = structural_masks(model, self.group_keep, shape)
+        self.masks = {n: masks[n].to(self.w0[n].dtype) for n in self.feat if n in masks}
+        self.kept = {
+            n: int(self.masks[n].sum()) if n in self.masks else self.w0[n].numel()
+            for n in self.feat
+        }
+        self.sign_entries = sum(self.kept.values())
+        self.client_held = self.head_names + self.buffer_names
+        scale = self.head_lr / ctx.spec.lr
+        self.grad_scales = {
+            n: (scale if n in self.head_names else 0.0)
+            for n in self.param_names
+            if n not in self.feat
+        }
+
+    def weight_fraction(self) -> float:
+        """Fraction of the pruned layers' weights that survive server pruning."""
+        names = [f"{n}.weight" for n in self.layers]
+        return sum(self.kept[n] for n in names) / sum(self.w0[n].numel() for n in names)
+
+    def one_time_bytes(self) -> dict:
+        """Not per round: the frozen weights as floats (or only a seed) and the structural mask."""
+        dense = sum(p.numel() for p in self.ctx.model.parameters())
+        return {
+            "weights_float": 4 * dense,
+            "weights_seed": 8,
+            "structural_mask": sum(k.numel() for k in self.group_keep.values()),
+        }
+
+    # -- state
+    def _global_model(self, base: dict, latent: dict) -> dict:
+        out = dict(base)
+        for n in self.feat:
+            out[n] = self.w0[n] * hard_sign(latent[n]) * self.masks.get(n, 1.0)
+        return out
+
+    def init_state(self, model_state):
+        latent = uniform_latents(model_state, self.feat, self.ctx.seed)
+        n = len(self.ctx.parts)
+        return {
+            "model": self._global_model(model_state, latent),
+            "latent": latent,
+            "client": client_copies(model_state, self.client_held, n),
+        }
+
+    # -- client side
+    def local_hooks(self, starts):
+        return {
+            "param_transform": supermask_transform(self.w0, self.masks, "sign", self.surrogate),
+            "grad_transform": scaled_grads(self.grad_scales),
+        }
+
+    def client_update(self, state, clients, rnd):
+        k = len(clients)
+        idx = torch.as_tensor(clients, device=self.ctx.x.device)
+        starts = broadcast_state({**state["model"], **state["latent"]}, k)
+        starts.update({n: v[idx].clone() for n, v in state["client"].items()})
+        res = self.train(starts, clients, rnd)
+        signs = {n: hard_sign(res.state[n]) for n in self.feat}
+        held = scatter_rows(state["client"], clients, {n: res.state[n] for n in self.client_held})
+        return bits_updates(
+            clients,
+            signs,
+            self.client_sizes(clients),
+            res.train_loss,
+            8 * self.sign_entries,
+            client=held,
+        )
+
+    # -- server side
+    def aggregate(self, state, updates, rnd):
+        total = float(self.sizes.sum()) if self.normalize == "all" else None
+        latent = {
+            n: arctanh_aggregate(updates.state[n], updates.weights, self.eps, total)
+            for n in self.feat
+        }
+        # what clients hold is stored back for them, never averaged or broadcast
+        return {
+            **state,
+            "latent": latent,
+            "model": self._global_model(state["model"], latent),
+            "client": updates.extra["client"],
+        }
+
+    def downlink_bits(self, state, clients):
+        return [8 * self.sign_entries] * len(clients)
+
+    def round_metrics(self, state, updates):
+        return {
+            "saturated": float(
+                torch.cat([v.abs().flatten() for v in state["latent"].values()])
+                .ge(7.0)
+                .float()
+                .mean()
+            )
+        }
+
+    def client_models(self, state):
+        for k in range(len(self.test_parts)):
+            yield k, {**state["model"], **{n: v[k] for n, v in state["client"].items()}}
+
+
+@register
+class FedAvgSplit(FedAvg, LocalSplitMethod):
+    """FedAvg of the whole model (an upper bound), scored on the clients' local test splits."""
+
+    name = "fedavg_split"
+    params = {"local_test_frac": 0.25}
+
+    def client_update(self, state, clients, rnd):
+        up = super().client_update(state, clients, rnd)
+        up.weights = self.client_sizes(clients)
+        up.bits_up = [32 * self._n_params()] * len(clients)
+        return up
+
+    def _n_params(self):
+        return sum(p.numel() for p in self.ctx.model.parameters())
+
+    def downlink_bits(self, state, clients):
+        return [32 * self._n_params()] * len(clients)
+
+
+@register
+class BNNAvg(FedAvgSplit):
+    """Latent real weights, binarised (times a fixed per-layer scale, mean |w0|) when used;
+    hidden activations binarised by sign; clients upload signs, the server averages them (sample
+    weighted) into the next latent weights. Real: BN parameters, biases; 1 byte per parameter."""
+
+    name = "bnnavg"
+
+    def __init__(self, ctx, **params):
+        super().__init__(ctx, **params)
+        classifier_layer(ctx.model)
+        ctx.model = binarize_activations(ctx.model)
+        sd = ctx.model.state_dict()
+        self.bin = [f"{n}.weight" for n in weight_layers(ctx.model)]
+        self.scale = {n: sd[n].abs().mean() for n in self.bin}
+
+    def local_hooks(self, starts):
+        scale = self.scale
+
+        def binarise(params, ctx):
+            return {**params, **{n: bnn_sign_ste(params[n]) * scale[n] for n in scale}}
+
+        return {"param_transform": binarise}
+
+    def client_update(self, state, clients, rnd):
+        up = super().client_update(state, clients, rnd)
+        up.state = {**up.state, **{n: hard_sign(up.state[n]) for n in self.bin}}
+        up.bits_up = [8 * self._n_params()] * len(clients)
+        return up
+
+    def downlink_bits(self, state, clients):
+        return [8 * self._n_params()] * len(clients)
+
+    def client_models(self, state):
+        model = {
+            **state["model"],
+            **{n: hard_sign(state["model"][n]) * self.scale[n] for n in self.bin},
+        }
+        for k in range(len(self.test_parts)):
+            yield k, model
+
+
+def train_once(method, starts, clients, rnd, hooks, spec, stream):
+    """One extra local training call (e.g. FedMask's pruning epoch) with its own batch seeds."""
+    ctx = method.ctx
+    seeds = [derive_seed(ctx.seed, stream, rnd, c) for c in clients]
+    return train_clients(
+        ctx.model,
+        starts,
+        ctx.x,
+        ctx.y,
+        [ctx.parts[c] for c in clients],
+        spec,
+        seeds,
+        backend=ctx.backend,
+        **hooks,
+    )
+
+
+__all__ = [
+    "arctanh_aggregate",
+    "HideNseek",
+    "FedAvgSplit",
+    "BNNAvg",
+]

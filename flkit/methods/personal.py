@@ -1,0 +1,121 @@
+"""Methods scored on per-client local test splits, and the frozen-weight bookkeeping shared by the
+supermask methods (HideNseek, FedMask, Signed) and BNNAvg.
+
+Every client splits its data once (stratified by label, seeded, `local_test_frac`) into a local
+training part, the only data it trains on, and a local test part. The reported accuracy is the
+test-size-weighted mean over ALL clients of each client's accuracy on its own test part with its
+own model (its personalised model where the method has one), i.e. correct / total over the union of
+the local test parts. The dataset's global test set is not used.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from ..partition import local_split
+from ..state import broadcast_state
+from ..utils import FlkitError, check_range, derive_seed, generator
+from .base import ClientUpdates, Method, RoundLog
+
+
+class LocalSplitMethod(Method):
+    """Base: carves the local test splits and evaluates `client_models(state)` on them."""
+
+    params = {"local_test_frac": 0.25}
+
+    def __init__(self, ctx, **params):
+        super().__init__(ctx, **params)
+        check_range("local_test_frac", self.local_test_frac, 0, 1, low_open=True, high_open=True)
+        ctx.parts, self.test_parts = local_split(
+            ctx.parts, ctx.y, self.local_test_frac, derive_seed(ctx.seed, "local-test")
+        )
+        self.sizes = torch.tensor([len(p) for p in ctx.parts], dtype=torch.float32)
+        self.buffer_names = [n for n, _ in ctx.model.named_buffers()]
+
+    # -- the model each client is scored with
+    def client_models(self, state: dict):
+        """Yield (client, {name: tensor}) for every client; default: the global model for all."""
+        for k in range(len(self.test_parts)):
+            yield k, state["model"]
+
+    @torch.no_grad()
+    def evaluate(self, state, x, y, per_class=None):
+        """Test-size-weighted mean of the clients' local-test accuracies (x, y are not used)."""
+        model, cx, cy = self.ctx.model, self.ctx.x, self.ctx.y
+        was = model.training
+        model.eval()
+        correct, loss, n = 0, 0.0, 0
+        hits = torch.zeros(self.ctx.num_classes, device=cy.device)
+        try:
+            for k, tensors in self.client_models(state):
+                ix = self.test_parts[k]
+                if len(ix) == 0:
+                    continue
+                out = functional_call(model, dict(tensors), (cx[ix],))
+                pred = out.argmax(1)
+                correct += int((pred == cy[ix]).sum())
+                loss += float(F.cross_entropy(out, cy[ix], reduction="sum"))
+                n += len(ix)
+                hits.index_add_(0, cy[ix], (pred == cy[ix]).float())
+        finally:
+            model.train(was)
+        if n == 0:
+            raise FlkitError("no client has local test samples; raise local_test_frac")
+        if per_class is None:
+            return correct / n, loss / n
+        yt = torch.cat(list(self.test_parts))
+        counts = torch.bincount(cy[yt], minlength=per_class).float()
+        acc_c = torch.where(
+            counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan"))
+        )
+        return correct / n, loss / n, acc_c
+
+    # -- helpers for the methods of this family
+    def client_sizes(self, clients) -> torch.Tensor:
+        return self.sizes[list(clients)].to(self.ctx.x.device)
+
+    def round(self, state, clients, rnd):
+        """As Method.round, with the local training time (seconds) in the round's metrics."""
+        t0 = time.perf_counter()
+        down = self.downlink_bits(state, clients)
+        updates = self.client_update(state, clients, rnd)
+        train_s = time.perf_counter() - t0
+        new_state = self.aggregate(state, updates, rnd)
+        w = updates.weights / updates.weights.sum()
+        metrics = {"train_seconds": train_s, **self.round_metrics(new_state, updates)}
+        return new_state, RoundLog(
+            list(updates.bits_up), list(down), float((w * updates.train_loss).sum()), metrics
+        )
+
+
+def uniform_latents(state: dict, names, seed: int) -> dict:
+    """Latent scores ~ U(-1, 1), one seeded stream per tensor (shared by every supermask method)."""
+    out = {}
+    for n in names:
+        v = state[n]
+        u = torch.rand(v.shape, generator=generator(seed, "latent", n), dtype=torch.float32)
+        out[n] = (2 * u - 1).to(device=v.device, dtype=v.dtype)
+    return out
+
+
+def client_copies(state: dict, names, num_clients: int) -> dict:
+    """Per-client copies [N, ...] of the named entries (client-held state)."""
+    return broadcast_state({n: state[n] for n in names}, num_clients)
+
+
+def scatter_rows(stacked: dict, clients, rows: dict) -> dict:
+    """A copy of {name: Tensor[N, ...]} with the rows of `clients` replaced."""
+    if not stacked:
+        return {}
+    idx = torch.as_tensor(list(clients), device=next(iter(stacked.values())).device)
+    return {n: v.index_copy(0, idx, rows[n].to(v.dtype)) for n, v in stacked.items()}
+
+
+def bits_updates(clients, state, weights, loss, bits_each, **extra) -> ClientUpdates:
+    return ClientUpdates(
+        list(clients), state, weights, loss, [int(bits_each)] * len(clients), extra
+    )

@@ -1,0 +1,307 @@
+"""Experiment drivers of notebook 04 (HideNseek): configs from the preset, runs through
+flkit.experiment.run (cached on disk, resumable), results as DataFrames.
+
+    P = presets.load("04_hidenseek", "cpu")
+    runs = main_runs(P)   # long table: task, method, seed, round, accuracy, bytes, time
+    accuracy_table(runs)                  # Table 1: final accuracy, mean and std over seeds
+
+Measures, fixed before any run: accuracy = the test-size-weighted mean over all clients of each
+client's accuracy on its own local test split with its own model, at the last round (and the mean
+of the last three evaluations); bytes = per participating client per round, MiB; time = the sum
+over rounds of the measured local-training seconds (one-shot pruning epochs included).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from ... import models
+from ...experiment import RunConfig, run
+from ...methods.hidenseek import arctanh_aggregate
+from ...prune import (
+    default_prunable,
+    structural_masks,
+    weight_fraction,
+    synflow_group_mask,
+    weight_layers,
+)
+from ...utils import check_choice, configure_threads, derive_seed, generator
+
+LABELS = {
+    "fedavg_split": "FedAvg",
+    "bnnavg": "BNNAvg",
+    "fedmask": "FedMask",
+    "signed": "Signed",
+    "hidenseek": "HideNseek",
+}
+LR = {"fedavg_split": 0.001, "bnnavg": 0.01, "fedmask": 0.001, "signed": 0.001, "hidenseek": 10.0}
+LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
+MIB = 2**20
+
+
+def tasks(P) -> list[str]:
+    """Task names of Table 1: har, femnist, mnist_a<alpha>."""
+    return ["har", "femnist"] + [f"mnist_a{a:g}" for a in P["alphas"]]
+
+
+def config(
+    P,
+    task: str,
+    method: str,
+    seed: int,
+    device: str = "auto",
+    clients_per_round=None,
+    **method_over,
+) -> RunConfig:
+    """The RunConfig of one method on one task at the preset's scale."""
+    check_choice("method", method, tuple(LABELS))
+    family = task.split("_")[0]
+    check_choice("task", family, tuple(LOCAL_TEST))
+    mp = {"local_test_frac": LOCAL_TEST[family]}
+    if method in ("hidenseek", "fedmask", "signed"):
+        mp.update(keep_ratio=float(P["keep_ratio"]), eps=float(P["eps"]))
+    if method == "hidenseek":
+        mp.update(prune_iterations=int(P["prune_iterations"]))
+    mp.update(method_over)
+    epochs = int(P["har_epochs"] if family == "har" else P["local_epochs"])
+    common = dict(
+        method=method,
+        lr=LR[method],
+        momentum=0.9,
+        local_epochs=epochs,
+        batch_size=int(P["batch_size"]),
+        eval_every=int(P["eval_every"]),
+        seed=seed,
+        device=device,
+        method_params=mp,
+    )
+    if family == "har":
+        return RunConfig(
+            dataset="har",
+            model="mlp_har",
+            partition="natural",
+            num_clients=P["har_clients"],
+            clients_per_round=clients_per_round or P["har_per_round"],
+            rounds=P["har_rounds"],
+            dataset_kwargs={"flatten": True, "split": "pooled"},
+            **common,
+        )
+    vgg = {"width": float(P["vgg_width"])}
+    if family == "femnist":
+        return RunConfig(
+            dataset="femnist",
+            model="vgg9",
+            partition="natural",
+            model_kwargs=vgg,
+            num_clients=P["femnist_clients"],
+            rounds=P["femnist_rounds"],
+            clients_per_round=clients_per_round or P["femnist_per_round"],
+            **common,
+        )
+    alpha = float(task.split("_a")[1])
+    ds = {"train_subset": int(P["mnist_subset"])} if P["mnist_subset"] else {}
+    return RunConfig(
+        dataset="mnist",
+        model="vgg9",
+        partition="dirichlet",
+        model_kwargs=vgg,
+        partition_kwargs={"alpha": alpha, "min_samples": 20},
+        num_clients=P["mnist_clients"],
+        clients_per_round=clients_per_round or P["mnist_per_round"],
+        rounds=P["mnist_rounds"],
+        dataset_kwargs=ds,
+        **common,
+    )
+
+
+def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
+    res = run(cfg, progress=progress)
+    h = res.history.copy()
+    h["bytes_up_client"] = h["bytes_up"] / cfg.clients_per_round
+    h["bytes_down_client"] = h["bytes_down"] / cfg.clients_per_round
+    return h
+
+
+def collect(P, jobs, device="auto", progress=True) -> pd.DataFrame:
+    """Run (or load from the cache) every job (task, method, seed, extra columns, config kwargs)."""
+    if P["threads"]:
+        configure_threads(int(P["threads"]))
+    frames = []
+    for task, method, seed, cols, kw in jobs:
+        h = _history(config(P, task, method, seed, device, **kw), progress)
+        for k, v in {"task": task, "method": LABELS[method], "seed": seed, **cols}.items():
+            h[k] = v
+        frames.append(h)
+    return pd.concat(frames, ignore_index=True)
+
+
+def seeds(P, first: int = 0) -> list[int]:
+    return [first + i for i in range(int(P["seeds"]))]
+
+
+def main_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Every method on every task and seed (Table 1, Figs. 2-3, Tables 2-3)."""
+    jobs = [(t, m, s, {}, {}) for t in tasks(P) for m in P["methods"] for s in seeds(P, seed)]
+    return collect(P, jobs, device, progress)
+
+
+def active_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
+    jobs = [
+        ("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
+        for m in ("hidenseek", "fedmask")
+        for k in P["active_clients"]
+        for s in seeds(P, seed)
+    ]
+    return collect(P, jobs, device, progress)
+
+
+def keep_ratio_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
+    jobs = [
+        (f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
+        for a in P["alphas"]
+        for r in (P["small_keep_ratio"], P["keep_ratio"])
+        for s in seeds(P, seed)
+    ]
+    return collect(P, jobs, device, progress)
+
+
+def eps_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation."""
+    jobs = [
+        ("har", "hidenseek", s, {"eps": e}, {"eps": e})
+        for e in [P["eps"], *P["eps_grid"]]
+        for s in seeds(P, seed)
+    ]
+    return collect(P, jobs, device, progress)
+
+
+# --------------------------------------------------------------------------- tables
+def final_accuracy(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
+    """Per run: the last evaluated accuracy and the mean of its last three evaluations (%)."""
+    ev = runs.dropna(subset=["test_accuracy"])
+    keys = list(by) + ["seed"]
+    last = ev.groupby(keys).tail(1).set_index(keys)["test_accuracy"] * 100
+    tail = ev.groupby(keys)["test_accuracy"].apply(lambda s: s.tail(3).mean() * 100)
+    return pd.DataFrame({"final": last, "last3": tail}).reset_index()
+
+
+def accuracy_table(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
+    """Mean and std over seeds of the final accuracy (%), one row per task and method."""
+    f = final_accuracy(runs, by)
+    return f.groupby(list(by))["final"].agg(["mean", "std", "count"]).reset_index()
+
+
+def bytes_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Table 2: MiB per participating client per round, upload and download."""
+    g = runs.groupby(["task", "method"])[["bytes_up_client", "bytes_down_client"]].mean() / MIB
+    return g.rename(
+        columns={"bytes_up_client": "up_MiB", "bytes_down_client": "down_MiB"}
+    ).reset_index()
+
+
+def time_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Table 3: local-training seconds per run (sum over rounds) and per round, mean over seeds."""
+    per_run = (
+        runs.groupby(["task", "method", "seed"])["train_seconds"].agg(["sum", "mean"]).reset_index()
+    )
+    return (
+        per_run.groupby(["task", "method"])[["sum", "mean"]]
+        .mean()
+        .rename(columns={"sum": "total_s", "mean": "per_round_s"})
+        .reset_index()
+    )
+
+
+def relative_to(
+    table: pd.DataFrame,
+    column: str,
+    ref: str = "FedMask",
+    method: str = "HideNseek",
+    kind: str = "diff",
+) -> pd.Series:
+    """Per task: method minus ref ("diff", points) or 1 - method / ref ("saving", %)."""
+    piv = table.pivot(index="task", columns="method", values=column)
+    if kind == "diff":
+        return piv[method] - piv[ref]
+    return 100 * (1 - piv[method] / piv[ref])
+
+
+# --------------------------------------------------------------------------- demos
+def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.DataFrame:
+    """Server pruning of the preset's VGG9 at several keep ratios: channels kept per pruned layer
+    and the realised weight fraction (precomputed so the interactive slider only looks them up)."""
+    torch.manual_seed(derive_seed(seed, "init"))
+    model = models.build("vgg9", num_classes=num_classes, width=float(P["vgg_width"]))
+    layers = default_prunable(model)
+    mods = weight_layers(model)
+    rows = []
+    for r in ratios or P["demo_ratios"]:
+        keep = synflow_group_mask(model, (1, 28, 28), float(r), layers, int(P["demo_iterations"]))
+        masks = structural_masks(model, keep, (1, 28, 28))
+        total = sum(mods[n].weight.numel() for n in layers)
+        kept_w = sum(
+            int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
+            for n in layers
+        )
+        for n in layers:
+            rows.append(
+                {
+                    "keep_ratio": float(r),
+                    "layer": n,
+                    "kept": int(keep[n].sum()),
+                    "channels": keep[n].numel(),
+                    "weight_fraction": kept_w / total,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
+    """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
+    client regenerate them) and HideNseek's structural mask (1 byte per channel / node); with the
+    channels kept and the realised fraction of the pruned layers' weights at the preset's p_r."""
+    rows = []
+    for name, kw, shape in (
+        ("mlp_har", {}, (1152,)),
+        ("vgg9", {"num_classes": 10, "width": float(P["vgg_width"])}, (1, 28, 28)),
+    ):
+        torch.manual_seed(derive_seed(seed, "init"))
+        model = models.build(name, **kw)
+        layers = default_prunable(model)
+        keep = synflow_group_mask(
+            model, shape, float(P["keep_ratio"]), layers, int(P["prune_iterations"])
+        )
+        masks = structural_masks(model, keep, shape)
+        rows.append(
+            {
+                "model": name,
+                "groups_kept": sum(int(k.sum()) for k in keep.values())
+                / sum(k.numel() for k in keep.values()),
+                "weight_fraction": weight_fraction(model, masks, layers),
+                "weights_as_floats_MiB": 4 * models.count_params(model) / MIB,
+                "weights_as_seed_bytes": 8,
+                "structural_mask_bytes": sum(k.numel() for k in keep.values()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def toy_votes(clients: int = 5, positions: int = 12, seed: int = 0):
+    """A toy set of client signs (some positions unanimous, some split) and sample counts."""
+    g = generator(seed, "toy-votes")
+    p = torch.linspace(0.0, 1.0, positions)
+    signs = torch.where(torch.rand(clients, positions, generator=g) < p, 1.0, -1.0)
+    weights = torch.randint(20, 200, (clients,), generator=g).float()
+    return signs, weights
+
+
+def aggregate_votes(signs, weights, rule: str = "arctanh", eps: float = 1e-6) -> torch.Tensor:
+    """Server latent after one round: the arctanh aggregation, or the plain weighted mean vote."""
+    check_choice("rule", rule, ("arctanh", "mean"))
+    if rule == "arctanh":
+        return arctanh_aggregate(signs, weights, eps)
+    w = weights / weights.sum()
+    return (w.view(-1, 1) * signs).sum(0)

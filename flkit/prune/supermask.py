@@ -1,0 +1,148 @@
+"""Supermasks over frozen weights as pure functions (usable as an engine ``param_transform``).
+
+A supermask method keeps the weights w0 at their random initialisation and trains a latent score
+per weight; the forward pass uses w0 * m * q(latent):
+- sign supermask (HideNseek, Signed): q = sign(latent) in {-1, +1} with sign(0) = +1, gradient
+  through the tanh surrogate, d/ds tanh(s) = 1 - tanh(s)^2 ("tanh"), or the paper's literal
+  1 - s^2 ("literal", an ablation: it turns negative for |s| > 1);
+- binary supermask (FedMask): q = 1[sigmoid(latent) > 0.5] = 1[latent > 0], gradient through the
+  sigmoid, sigmoid'(s);
+- binarised weights (BNN): q = sign(w), gradient passed where |w| <= 1 (hard-tanh).
+Each quantiser returns exactly q in the forward pass (q + (f - f.detach()) adds an exact zero).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+from torch import nn
+
+from ..utils import FlkitError, check_choice
+
+SURROGATES = ("tanh", "literal")
+
+
+def hard_sign(x: torch.Tensor) -> torch.Tensor:
+    """sign with sign(0) = +1 (the paper's eq. 7)."""
+    return torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
+
+
+def sign_ste(latent: torch.Tensor, surrogate: str = "tanh") -> torch.Tensor:
+    """sign(latent) forward; backward grad * (1 - tanh^2(latent)) ("tanh") or * (1 - latent^2)."""
+    check_choice("surrogate", surrogate, SURROGATES)
+    f = torch.tanh(latent) if surrogate == "tanh" else latent - latent**3 / 3
+    return hard_sign(latent).detach() + (f - f.detach())
+
+
+def binary_ste(scores: torch.Tensor) -> torch.Tensor:
+    """1[sigmoid(scores) > 0.5] forward; backward grad * sigmoid'(scores) (FedMask)."""
+    f = torch.sigmoid(scores)
+    return (scores > 0).to(scores.dtype).detach() + (f - f.detach())
+
+
+def bnn_sign_ste(w: torch.Tensor) -> torch.Tensor:
+    """sign(w) forward; backward grad * 1[|w| <= 1] (Courbariaux et al. 2016)."""
+    f = torch.clamp(w, -1.0, 1.0)
+    return hard_sign(w).detach() + (f - f.detach())
+
+
+QUANTISERS = {"sign": sign_ste, "binary": binary_ste}
+
+
+class _MaskedSign(torch.autograd.Function):
+    """frozen * sign(latent) with the tanh (or literal) surrogate gradient, as one fused op: the
+    same values and gradients as frozen * sign_ste(latent), with fewer passes over the weights
+    (the element-wise work is a large share of a small model's local step)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(latent, frozen, neg_frozen, literal):
+        return torch.where(latent >= 0, frozen, neg_frozen)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        latent, frozen, _, literal = inputs
+        ctx.save_for_backward(latent, frozen)
+        ctx.literal = literal
+
+    @staticmethod
+    def backward(ctx, grad):
+        latent, frozen = ctx.saved_tensors
+        t = latent if ctx.literal else torch.tanh(latent)
+        # frozen * (1 - t^2) in one fused addcmul
+        return grad * torch.addcmul(frozen, frozen * t, t, value=-1), None, None, None
+
+
+def masked_sign(
+    latent: torch.Tensor, frozen: torch.Tensor, surrogate: str = "tanh"
+) -> torch.Tensor:
+    """frozen * sign(latent) forward; gradient frozen * surrogate'(latent), none to frozen."""
+    return _MaskedSign.apply(latent, frozen, -frozen, surrogate == "literal")
+
+
+def quantise(latent: torch.Tensor, kind: str) -> torch.Tensor:
+    """The mask values a latent stands for, without gradient: signs or {0, 1}."""
+    return hard_sign(latent) if kind == "sign" else (latent > 0).to(latent.dtype)
+
+
+def classifier_layer(model: nn.Module) -> str:
+    """Module name of the output layer: the last Linear, which must map to model.num_classes."""
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    want = getattr(model, "num_classes", None)
+    if not linears or (want is not None and linears[-1][1].out_features != want):
+        raise FlkitError(
+            f"model {getattr(model, 'flkit_name', type(model).__name__)!r} has no classifier "
+            f"layer (a last nn.Linear with num_classes={want} outputs); a supermask method needs "
+            "one: accepted models end in a Linear classifier, e.g. 'vgg9', 'mlp_har'"
+        )
+    return linears[-1][0]
+
+
+def supermask_transform(
+    frozen: Mapping[str, torch.Tensor],
+    masks: Mapping[str, torch.Tensor] | None = None,
+    kind: str = "sign",
+    surrogate: str = "tanh",
+    per_client: Mapping[str, torch.Tensor] | None = None,
+) -> Callable:
+    """param_transform for the engine: the parameter slots named in `frozen` hold latent scores and
+    are replaced by frozen[name] * mask * q(latent); other parameters pass through unchanged.
+
+    masks: one mask per name shared by every client; per_client: {name: Tensor[K, ...]} masks of
+    the K clients of this engine call, picked by ctx["clients"] (positions in that call)."""
+    check_choice("supermask kind", kind, tuple(QUANTISERS))
+    check_choice("surrogate", surrogate, SURROGATES)
+    if masks is not None:  # shared masks fold into the frozen weights once
+        frozen = {n: w0 * masks[n] if n in masks else w0 for n, w0 in frozen.items()}
+    negative = {n: -w0 for n, w0 in frozen.items()}
+
+    def transform(params, ctx):
+        out = dict(params)
+        pick = None
+        for n, w0 in frozen.items():
+            eff = (
+                _MaskedSign.apply(params[n], w0, negative[n], surrogate == "literal")
+                if kind == "sign"
+                else w0 * binary_ste(params[n])
+            )
+            if per_client is not None and n in per_client:
+                if pick is None:
+                    pick = torch.as_tensor(ctx["clients"], device=eff.device)
+                eff = eff * per_client[n][pick]
+            out[n] = eff
+        return out
+
+    return transform
+
+
+def scaled_grads(scales: Mapping[str, float]) -> Callable:
+    """grad_transform giving tensor n the learning rate scales[n] * spec.lr (0 freezes it).
+
+    Exact for SGD with momentum, no weight decay: the momentum buffer is linear in the gradient."""
+
+    def transform(grads, params, ctx):
+        return {n: g * scales[n] if n in scales else g for n, g in grads.items()}
+
+    return transform
