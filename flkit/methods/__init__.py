@@ -31,7 +31,7 @@ def names() -> list[str]:
 def _load_optional():
     """Method families in their own modules register themselves on import."""
     import importlib
-    for mod in ("stc",):
+    for mod in ("stc", "staleness", "staleness_gi"):
         try:
             importlib.import_module(f"{__name__}.{mod}")
         except ModuleNotFoundError as e:
