@@ -127,7 +127,7 @@ def flat_update(update: dict, names) -> torch.Tensor:
 
 
 def init_data(k: int, spec: InversionSpec, input_shape, num_classes: int, seed: int, keys,
-              device) -> tuple[torch.Tensor, torch.Tensor]:
+              device, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """Random surrogate data: N(0, 1) inputs and label logits, one seeded stream per client."""
     xs, ys = [], []
     for key in keys:
@@ -136,7 +136,7 @@ def init_data(k: int, spec: InversionSpec, input_shape, num_classes: int, seed: 
         ys.append(torch.randn(spec.size, num_classes, generator=g))
     if len(xs) != k:
         raise FlkitError(f"{len(xs)} init keys for {k} clients")
-    return torch.stack(xs).to(device), torch.stack(ys).to(device)
+    return torch.stack(xs).to(device, dtype), torch.stack(ys).to(device, dtype)
 
 
 def invert(model: nn.Module, start: dict, target: dict, local: LocalSpec, spec: InversionSpec,

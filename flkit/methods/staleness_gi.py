@@ -99,7 +99,8 @@ class GIStaleness(Unweighted):
         now = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in info["now"].items()}
         target = {n: delta[n][sel] for n in names}
         x0, y0 = init_data(k, self.ispec, self.ctx.x.shape[1:], self.ctx.num_classes, self.ctx.seed,
-                           [(c, info["rnd"] if not self.warm_start else 0) for c in sub], dev)
+                           [(c, info["rnd"] if not self.warm_start else 0) for c in sub], dev,
+                           self.ctx.x.dtype)
         cache = state["cache"]
         for j, c in enumerate(sub):
             if self.warm_start and c in cache:
