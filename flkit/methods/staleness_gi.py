@@ -60,6 +60,8 @@ class GIStaleness(Unweighted):
 
     def round(self, state, clients, rnd):
         new_state, log = super().round(state, clients, rnd)
+        sw = new_state["switch_round"]
+        log.metrics["switch_round"] = float("nan") if sw is None else float(sw)
         if self.uniqueness:  # this round's unstale updates, the reference tau rounds later
             clients_, lagged, trained, starts = self._round_training
             normal = [i for i, s in enumerate(lagged) if not s]
