@@ -260,3 +260,29 @@ def dirichlet_counts(P, seed: int) -> dict:
                           samples_per_client=P["samples_per_client"], rounding="floor")
         out[float(a)] = label_counts(parts, y, 10).cpu().numpy()
     return out
+
+
+def demo(P, tr: Trajectory, client_pos: int, tau: int):
+    """The interactive demo: a short inversion of one stale client's update at the trajectory's
+    last round; returns the Disparity curve, the three estimates' cosine distances to the
+    unstale update, and a few surrogate samples."""
+    t = len(tr.models) - 1
+    tau = max(1, min(int(tau), t))
+    c = tr.stale[client_pos % len(tr.stale)]
+    now, then = tr.models[t], tr.models[t - tau]
+    true, stale = tr.update(now, [c]), tr.update(then, [c])
+    res = tr.invert(then, stale, P["demo_size"], P["demo_iters"], P["gi_topk"])
+    fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
+    errors = {name: _errors(tr, est, true)[0]
+              for name, est in (("stale", stale), ("1st-Order", fo), ("GI", tr.estimate(now, res)))}
+    return res.losses[:, 0].numpy(), errors, res.x[0].detach().cpu().numpy()
+
+
+def with_paper(acc: pd.DataFrame, paper: dict) -> pd.DataFrame:
+    """Our accuracy/Time table beside the paper's (paper values: (acc, time) or acc)."""
+    out = acc.copy()
+    out.index = [NAMES.get(m, m) for m in acc.index]
+    vals = [paper.get(m) for m in acc.index]
+    out["paper acc"] = [v[0] if isinstance(v, tuple) else v for v in vals]
+    out["paper time"] = [v[1] if isinstance(v, tuple) else None for v in vals]
+    return out.round(1)
