@@ -42,7 +42,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=64, help="R of the batched-vs-sequential test")
+    ap.add_argument("--batch-size", type=int, default=64,
+                    help="R of the batched-vs-sequential test")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     device = resolve_device(a.device)
@@ -57,8 +58,8 @@ def main():
     batched = one(model, 10, r, a.iters, device)
     seq = sum(one(model, 1, r, a.iters, device) for _ in range(10))
     out.update(batched_s=batched, sequential_s=seq, speedup=seq / batched, batch_R=r)
-    print(f"10 clients, R={r}, {a.iters} iterations: batched {batched:.2f} s, sequential {seq:.2f} s, "
-          f"speedup {seq / batched:.2f}x")
+    print(f"10 clients, R={r}, {a.iters} iterations: batched {batched:.2f} s, "
+          f"sequential {seq:.2f} s, speedup {seq / batched:.2f}x")
     path = Path(__file__).parent / "results" / f"inversion-{device.type}.json"
     path.write_text(json.dumps(out, indent=1))
 

@@ -6,7 +6,7 @@ The surrogate dataset of client k is (X_k, Y~_k): R inputs and R rows of label l
 the engine (`flkit.train.train_clients` with `differentiable=True`), so the model of the client
 is the very code that trains real clients. The inversion minimises, per client,
 
-    Disparity_k = sum | M_k * (U(w_k; X_k, softmax(Y~_k)) - Delta_k) |      (L1 over trainable tensors)
+    Disparity_k = sum | M_k * (U(w_k; X_k, softmax(Y~_k)) - Delta_k) |   (L1, trainable tensors)
 
 with Adam on sign(dDisparity/dX) and on dDisparity/dY~, the learning rate divided by 10 at 3/8,
 5/8 and 7/8 of the iterations, and X clamped to the inputs' valid box after every step. The K
@@ -71,11 +71,11 @@ def check_model_mode(model: nn.Module, mode: str) -> None:
     if mode == "train":
         bn = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         if bn:
-            raise FlkitError(f"model_mode='train' with BatchNorm layers {bn[:3]} is not supported during "
-                             "inversion; accepted: model_mode='eval' (running statistics)")
+            raise FlkitError(f"model_mode='train' with BatchNorm layers {bn[:3]} is not supported "
+                             "during inversion; accepted: model_mode='eval' (running statistics)")
 
 
-def box_from_normalization(mean, std, channels: int, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def box_from_normalization(mean, std, channels: int, device="cpu"):
     """Per-channel bounds of valid inputs: pixel range [0, 1] mapped through (x - mean) / std."""
     m = torch.tensor(mean, dtype=torch.float32).expand(channels)
     s = torch.tensor(std, dtype=torch.float32).expand(channels)
@@ -90,7 +90,8 @@ def box_from_data(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def topk_mask(flat: torch.Tensor, frac: float) -> torch.Tensor:
-    """[K, d] -> bool mask keeping exactly max(1, round(frac * d)) largest-magnitude entries per row."""
+    """[K, d] -> bool mask keeping exactly max(1, round(frac * d)) largest-magnitude entries
+    per row."""
     check_range("topk fraction", frac, 0, 1, low_open=True)
     d = flat.shape[-1]
     k = max(1, int(round(frac * d)))
@@ -116,9 +117,9 @@ def unroll(model: nn.Module, start: dict, x: torch.Tensor, y: torch.Tensor, loca
     spec = LocalSpec(lr=local.lr, batch_size=r, steps=steps, momentum=local.momentum,
                      weight_decay=local.weight_decay)
     idx = [torch.arange(i * r, (i + 1) * r, device=x.device) for i in range(k)]
-    res = train_clients(model, start, x.reshape(k * r, *x.shape[2:]), y.reshape(k * r, *y.shape[2:]),
-                        idx, spec, [0] * k, backend=backend, differentiable=differentiable,
-                        chunk_size=k, train_mode=train_mode)
+    res = train_clients(model, start, x.reshape(k * r, *x.shape[2:]),
+                        y.reshape(k * r, *y.shape[2:]), idx, spec, [0] * k, backend=backend,
+                        differentiable=differentiable, chunk_size=k, train_mode=train_mode)
     return {n: res.state[n] - start[n] for n in param_names(model) if n in start}
 
 

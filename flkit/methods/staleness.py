@@ -129,7 +129,8 @@ class StalenessMethod(Method):
     def select_clients(self, state, rnd):
         if self.participation == "uniform":
             return super().select_clients(state, rnd)
-        return round_robin(len(self.ctx.parts), self.ctx.clients_per_round or len(self.ctx.parts), rnd)
+        n = len(self.ctx.parts)
+        return round_robin(n, self.ctx.clients_per_round or n, rnd)
 
     def eval_metrics(self, state, x, y):
         _, _, per = evaluate(self.ctx.model, state["model"], x, y, per_class=self.ctx.num_classes)
@@ -195,9 +196,11 @@ class StalenessMethod(Method):
     def errors(self, info) -> dict:
         """Estimation errors vs the oracle unstale update (mean over this round's stale clients)."""
         names = self.param_names
-        flat = lambda d: torch.cat([d[n].reshape(d[n].shape[0], -1) for n in names], 1)  # noqa: E731
+        def flat(d):
+            return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in names], 1)
         true, stale = flat(info["true"]), flat(info["delta"])
-        fo = flat({n: first_order(info["delta"][n], info["now"][n], info["then"][n]) for n in names})
+        fo = flat({n: first_order(info["delta"][n], info["now"][n], info["then"][n])
+                   for n in names})
         out = {"err_stale_cos": float(cosine_distance(stale, true).mean()),
                "err_stale_l1": float(relative_l1(stale, true).mean()),
                "err_fo_cos": float(cosine_distance(fo, true).mean()),
@@ -248,7 +251,8 @@ class FirstOrder(Unweighted):
 class WPred(FirstOrder):
     """The stale client trains from a predicted global model w^(t-tau) + tau (w^(t-tau) -
     w^(t-tau-1)) (linear extrapolation of the latest global step; no extrapolation when
-    w^(t-tau-1) does not exist yet); its update is then first-order corrected by w^t - prediction."""
+    w^(t-tau-1) does not exist yet); its update is then first-order corrected by
+    w^t - prediction."""
     name = "w_pred"
     extra_history = 1
 

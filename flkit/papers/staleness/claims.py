@@ -22,7 +22,8 @@ def weighted_worst(acc: pd.DataFrame, margin: float = 2.0):
     """Weighted is below every other stale-update method by at least `margin` points."""
     others = acc.drop(index=[m for m in ("unstale", "weighted") if m in acc.index])["acc"]
     w = acc.loc["weighted", "acc"]
-    return w <= others.min() - margin, f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %"
+    return w <= others.min() - margin, \
+        f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %"
 
 
 def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0):
@@ -77,11 +78,14 @@ def efficiency_devices(sparse: pd.DataFrame, warm: pd.DataFrame, max_error_rise:
     rise = float(row["error"].iloc[0] - sparse["error"].iloc[0])
     w = float(warm[warm["data_changed"] == 0]["saved"].iloc[0])
     ok = saved > 0 and rise <= max_error_rise and w > 0
-    return ok, f"top-5 %: {100 * saved:.0f} % fewer iterations, error {rise:+.3f}; warm start saves {100 * w:.0f} %"
+    return ok, (f"top-5 %: {100 * saved:.0f} % fewer iterations, error {rise:+.3f}; "
+                f"warm start saves {100 * w:.0f} %")
 
 
 def privacy_degrades(priv: pd.DataFrame, factor: float = 2.0):
-    """Recovery of a single sample degrades with sparsification: MSE at 95 % >= factor x MSE at 0 %."""
-    p = priv[priv["sparsification"].apply(lambda v: not isinstance(v, str))].set_index("sparsification")
+    """Recovery of a single sample degrades with sparsification: MSE at 95 % >= factor x MSE
+    at 0 %."""
+    numeric = priv["sparsification"].apply(lambda v: not isinstance(v, str))
+    p = priv[numeric].set_index("sparsification")
     a, b = p.loc[0.0, "mse"], p.loc[0.95, "mse"]
     return b >= factor * a, f"MSE {a:.4f} without sparsification, {b:.4f} at 95 %"

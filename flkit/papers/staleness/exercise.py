@@ -15,19 +15,21 @@ from ...methods.staleness import first_order, weighted_factor
 
 HINTS_FO = {
     "sign": "the correction is subtracted: delta - lam * ...",
-    "square": "the correction uses delta squared element-wise (delta * delta), not |delta| or delta",
-    "direction": "use (w_now - w_then), the distance the global model moved since the client started",
+    "square": "the correction uses delta squared element-wise (delta * delta), not |delta|",
+    "direction": "use (w_now - w_then), how far the global model moved since the client started",
     "lam": "scale the correction by lam (4.0 by default)",
 }
 
 
 def _fo_cases(seed=0):
     g = torch.Generator().manual_seed(seed)
-    out = [("hand-made", torch.tensor([0.1, -0.2]), torch.tensor([3.0, 5.0]), torch.tensor([2.0, 3.0]), 4.0)]
+    out = [("hand-made", torch.tensor([0.1, -0.2]), torch.tensor([3.0, 5.0]),
+            torch.tensor([2.0, 3.0]), 4.0)]
     for i, lam in enumerate((4.0, 1.0, 0.5)):
         d, wn, wt = (torch.randn(50, generator=g) * s for s in (0.1, 1, 1))
         out.append((f"random, lam={lam}", d, wn, wt, lam))
-    out.append(("global model did not move", torch.randn(5, generator=g), torch.ones(5), torch.ones(5), 4.0))
+    out.append(("global model did not move", torch.randn(5, generator=g), torch.ones(5),
+                torch.ones(5), 4.0))
     return out
 
 

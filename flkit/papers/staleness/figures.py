@@ -34,7 +34,8 @@ def estimation_error(err):
     for est, g in err.groupby("estimator", sort=False):
         ax[0].plot(g["tau"], g["cos"], "o-", label=est)
         ax[1].plot(g["tau"], g["l1"], "o-", label=est)
-    ax[0].plot(numbers.TABLE1["staleness"], numbers.TABLE1["cos"], "k:", label="paper 1st-Order (Table 1)")
+    ax[0].plot(numbers.TABLE1["staleness"], numbers.TABLE1["cos"], "k:",
+               label="paper 1st-Order (Table 1)")
     ax[0].set_ylabel("cosine distance to the unstale update")
     ax[1].set_ylabel("relative L1 error")
     for a in ax:

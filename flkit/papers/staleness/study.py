@@ -9,7 +9,9 @@ from ... import methods
 from ...experiment import RunConfig, Setup, run
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
 from ...methods.staleness import cosine_distance, first_order, relative_l1
+from ...partition import label_counts, partition
 from ...state import model_state, stack_states
+from ...utils import derive_seed
 
 NAMES = {"unstale": "Unstale", "unweighted": "Unweighted", "weighted": "Weighted",
          "first_order": "1st-Order", "w_pred": "W-Pred", "asyn_tiers": "Asyn-Tiers",
@@ -251,13 +253,12 @@ def switching(hist: pd.DataFrame, seed: int) -> pd.DataFrame:
 
 def dirichlet_counts(P, seed: int) -> dict:
     """Fig. 10: clients x classes sample counts of the Dirichlet partition for each alpha."""
-    from ...partition import label_counts, partition
-    from ...utils import derive_seed
     y = _fresh(config(P, "unstale", seed)).data.y_train
     out = {}
     for a in P["heat_alphas"]:
-        parts = partition("dirichlet", y, P["num_clients"], derive_seed(seed, "partition"), alpha=float(a),
-                          samples_per_client=P["samples_per_client"], rounding="floor")
+        parts = partition("dirichlet", y, P["num_clients"], derive_seed(seed, "partition"),
+                          alpha=float(a), samples_per_client=P["samples_per_client"],
+                          rounding="floor")
         out[float(a)] = label_counts(parts, y, 10).cpu().numpy()
     return out
 
