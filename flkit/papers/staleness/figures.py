@@ -105,3 +105,31 @@ def demo_panel(losses, errors: dict, samples):
     ax[2].set_title("surrogate samples", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def detection(det, paper: dict):
+    """Fig. 9: uniqueness-detection accuracy over training, ours and the paper's Table 8."""
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(det["round"], 100 * det["accuracy"], "o-", label="ours")
+    ax.plot(list(paper), list(paper.values()), "k:s", label="paper (800 rounds)")
+    ax.set_xlabel("round")
+    ax.set_ylabel("detection accuracy (%)")
+    ax.legend(fontsize=8)
+    fig.suptitle("Fig. 9 (ours): is a stale update unique?", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def landscape(coords, grids: dict, cos: float):
+    """Fig. 3: loss surfaces around w^(t-tau) with the surrogate data and with the real data."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, (name, z) in zip(axes, grids.items()):
+        cs = ax.contourf(coords, coords, z.T, levels=20, cmap="viridis")
+        fig.colorbar(cs, ax=ax, fraction=0.04)
+        ax.set_title(f"{name} data")
+        ax.set_xlabel("direction 1")
+        ax.set_ylabel("direction 2")
+    fig.suptitle(f"Fig. 3 (ours): loss landscapes; gradient cosine similarity at the centre "
+                 f"{cos:.2f}", fontsize=10)
+    fig.tight_layout()
+    return fig

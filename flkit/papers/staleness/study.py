@@ -8,7 +8,8 @@ import torch
 from ... import methods
 from ...experiment import RunConfig, Setup, run
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
-from ...methods.staleness import cosine_distance, first_order, relative_l1
+from ...methods.staleness import (cosine_distance, first_order, relative_l1, round_robin,
+                                  uniqueness_threshold)
 from ...partition import label_counts, partition
 from ...state import model_state, stack_states
 from ...utils import derive_seed
@@ -187,7 +188,7 @@ def estimation_error(P, tr: Trajectory) -> pd.DataFrame:
         for name, est in (("stale", stale), ("1st-Order", fo), ("GI", gi)):
             cos, l1 = _errors(tr, est, true)
             rows.append({"tau": tau, "estimator": name, "cos": cos, "l1": l1})
-        tr.last_inversion = res
+        tr.last_inversion, tr.last_then = res, then
     return pd.DataFrame(rows)
 
 
@@ -287,3 +288,65 @@ def with_paper(acc: pd.DataFrame, paper: dict) -> pd.DataFrame:
     out["paper acc"] = [v[0] if isinstance(v, tuple) else v for v in vals]
     out["paper time"] = [v[1] if isinstance(v, tuple) else None for v in vals]
     return out.round(1)
+
+
+def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.DataFrame:
+    """Table 8 / Fig. 9: accuracy of the uniqueness test when every client holds one class.
+    At each round t of the trajectory, a round-robin block of clients is the unstale set S; every
+    other client's update (from w^t) is called unique when its mean cosine distance to S exceeds
+    Eq. 8's threshold; it truly is unique when no client of S holds its class."""
+    y = tr.setup.data.y_train
+    parts = partition("classes_per_client", y, P["num_clients"], derive_seed(seed, "one-class"),
+                      classes=1)
+    parts = [p.to(y.device) for p in parts]
+    cls = torch.stack([y[p].mode().values for p in parts]).cpu()
+    n, m = len(parts), P["per_round"]
+    everyone = list(range(n))
+    rows = []
+    for t in rounds or range(0, len(tr.models), max(1, (len(tr.models) - 1) // 4)):
+        upd = tr.flat(tr.update(tr.models[t], everyone, rnd=t, parts=parts))
+        block = round_robin(n, m, t + 1)
+        theta = uniqueness_threshold(upd[block])
+        others = [i for i in everyone if i not in block]
+        dist = cosine_distance(upd[others].unsqueeze(1), upd[block].unsqueeze(0)).mean(1)
+        pred = (dist > theta).cpu()
+        truth = torch.tensor([bool((cls[block] != cls[i]).all()) for i in others])
+        rows.append({"round": t, "accuracy": float((pred == truth).float().mean()),
+                     "threshold": theta, "truly_unique": float(truth.float().mean())})
+    return pd.DataFrame(rows)
+
+
+def loss_landscape(P, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: int = 0):
+    """Fig. 3: the training loss around w^(t-tau) on the surrogate data of the last inversion of
+    `estimation_error` and on the stale client's real data, over a 2-D slice spanned by two
+    filter-normalised random directions; plus the cosine similarity of the two gradients at w."""
+    from torch.func import functional_call
+    res, then, client = tr.last_inversion, tr.last_then, tr.stale[0]
+    model = tr.setup.model
+    g = torch.Generator().manual_seed(seed)
+    dirs = []
+    for _ in range(2):
+        d = {n: torch.randn(then[n].shape, generator=g).to(then[n]) for n in tr.names}
+        dirs.append({n: d[n] * then[n].norm() / d[n].norm().clamp_min(1e-12) for n in tr.names})
+    xr, yr = tr.setup.data.x_train[tr.method.ctx.parts[client]], tr.setup.data.y_train[
+        tr.method.ctx.parts[client]]
+    xs, ys = res.x[0], torch.softmax(res.y[0], -1)
+    model.eval()
+    coords = torch.linspace(-span, span, steps)
+    grids = {"surrogate": torch.zeros(steps, steps), "real": torch.zeros(steps, steps)}
+    with torch.no_grad():
+        for i, a in enumerate(coords):
+            for j, b in enumerate(coords):
+                w = {**then, **{n: then[n] + a * dirs[0][n] + b * dirs[1][n] for n in tr.names}}
+                for key, (xx, yy) in (("surrogate", (xs, ys)), ("real", (xr, yr))):
+                    out = functional_call(model, w, (xx,))
+                    grids[key][i, j] = torch.nn.functional.cross_entropy(out, yy)
+    grads = []
+    for xx, yy in ((xs, ys), (xr, yr)):
+        w = {n: then[n].clone().requires_grad_(n in tr.names) for n in then}
+        loss = torch.nn.functional.cross_entropy(functional_call(model, w, (xx,)), yy)
+        gr = torch.autograd.grad(loss, [w[n] for n in tr.names])
+        grads.append(torch.cat([x.flatten() for x in gr]))
+    model.train()
+    cos = float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0))
+    return coords.numpy(), {k: v.numpy() for k, v in grids.items()}, cos
