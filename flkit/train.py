@@ -108,9 +108,11 @@ def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
 
 
 def _cross_entropy_batch_major(logits, y):
-    """logits [B, K, C], y [B, K] -> per-client mean loss [K] and per-client loss sum [K]."""
-    b, k = y.shape
-    per = F.cross_entropy(logits.reshape(b * k, -1), y.reshape(-1), reduction="none").view(b, k)
+    """logits [B, K, C], y [B, K] class indices or [B, K, C] probabilities (soft labels)
+    -> per-client mean loss [K] and per-client loss sum [K]."""
+    b, k = y.shape[:2]
+    target = y.reshape(b * k, -1) if y.is_floating_point() else y.reshape(-1)
+    per = F.cross_entropy(logits.reshape(b * k, -1), target, reduction="none").view(b, k)
     return per.mean(0), per.detach().sum(0)
 
 
@@ -146,7 +148,7 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
                   extra_loss: Callable | None = None, param_transform: Callable | None = None,
                   grad_transform: Callable | None = None, backend: str = "auto",
                   differentiable: bool = False, chunk_size: int | None = None,
-                  context: Mapping | None = None) -> LocalResult:
+                  context: Mapping | None = None, train_mode: bool = True) -> LocalResult:
     """Train K clients from their own starting states on their own data.
 
     start: {name: Tensor[K, ...]} (parameters and buffers, see flkit.state.broadcast_state).
@@ -155,7 +157,10 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
     extra_loss(params, ctx) -> Tensor[K]; param_transform(params, ctx) -> params used in the forward
     pass; grad_transform(grads, params, ctx) -> grads. params/grads are {name: Tensor[K, ...]} of the
     trainable parameters; ctx = {"start": the starting state, "clients": positions, **context}.
-    differentiable=True keeps the autograd graph through every local step (gradient inversion)."""
+    differentiable=True keeps the autograd graph through every local step, to `start`, to `x` and
+    to a floating `y` (gradient inversion, flkit.inversion). y may be class indices [N] or soft
+    labels [N, C] (probabilities). train_mode=False runs the forward pass in eval mode (dropout
+    off, BatchNorm on running statistics), as the inversion's model of a client does."""
     k = len(client_indices)
     if k == 0:
         raise FlkitError("train_clients needs at least one client")
@@ -167,10 +172,13 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
     backend = choose_backend(model, backend)
     if backend == "loop":
         return train_clients_reference(model, start, x, y, client_indices, spec, client_seeds,
-                                       extra_loss, param_transform, grad_transform, context=context)
+                                       extra_loss, param_transform, grad_transform, context=context,
+                                       train_mode=train_mode)
     if chunk_size is None:
         chunk_size = auto_chunk(model, k, spec.batch_size, x.shape[1:], x.device)
     results = []
+    was = model.training  # the vmap backend's functional_call follows the module's own mode
+    model.train(train_mode)
     for lo in range(0, k, chunk_size):
         sel = list(range(lo, min(k, lo + chunk_size)))
         sub = {n: v[lo:lo + len(sel)] for n, v in start.items()}
@@ -178,7 +186,8 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
         run = _train_wide if backend == "wide" else _train_vmap
         results.append(run(model, sub, x, y, [client_indices[i] for i in sel], spec,
                            [client_seeds[i] for i in sel], extra_loss, param_transform, grad_transform,
-                           differentiable, ctx))
+                           differentiable, ctx, train_mode))
+    model.train(was)
     if len(results) == 1:
         return results[0]
     return LocalResult({n: torch.cat([r.state[n] for r in results]) for n in results[0].state},
@@ -197,6 +206,8 @@ def _setup(model, start, x, client_indices, spec, client_seeds, differentiable):
     k = len(client_indices)
     names = [n for n in param_names(model) if n in start]
     state = {n: (v.clone() if differentiable else v.detach().clone()) for n, v in start.items()}
+    if differentiable:  # a start outside any graph (the inversion's w) still needs one per step
+        state.update({n: state[n].requires_grad_(True) for n in names if not state[n].requires_grad})
     bufs = {n: torch.zeros_like(state[n]) for n in names} if spec.momentum else {}
     plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
     loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
@@ -215,7 +226,7 @@ def _step_groups(plans, step):
 
 
 def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_loss, param_transform,
-                grad_transform, differentiable, ctx):
+                grad_transform, differentiable, ctx, train_mode=True):
     k = len(client_indices)
     wide = WideModel(model)
     names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(model, start, x, client_indices, spec,
@@ -232,7 +243,7 @@ def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_lo
                                      "clients": [ctx["clients"][i] for i in group]}
             tensors.update(param_transform(params, gctx) if param_transform else params)
             idx_t = idx.t()
-            out = wide.forward_batch_major(tensors, x[idx_t], len(group), train=True)
+            out = wide.forward_batch_major(tensors, x[idx_t], len(group), train=train_mode)
             mean_loss, batch_sum = _cross_entropy_batch_major(out, y[idx_t])
             total = mean_loss.sum()
             if extra_loss is not None:
@@ -272,7 +283,7 @@ def _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, di
 
 
 def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_loss, param_transform,
-                grad_transform, differentiable, ctx):
+                grad_transform, differentiable, ctx, train_mode=True):
     from torch.func import functional_call, grad, vmap
     if list(model.buffers()):
         raise FlkitError("backend='vmap' supports models without buffers (BatchNorm needs 'wide' or 'loop')")
@@ -321,7 +332,8 @@ def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_lo
 def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor], x, y,
                             client_indices: Sequence[torch.Tensor], spec: LocalSpec,
                             client_seeds: Sequence[int], extra_loss=None, param_transform=None,
-                            grad_transform=None, context: Mapping | None = None) -> LocalResult:
+                            grad_transform=None, context: Mapping | None = None,
+                            train_mode: bool = True) -> LocalResult:
     """The plain loop: one model and one torch.optim.SGD per client, the same batch plan."""
     import copy
 
@@ -332,7 +344,7 @@ def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor],
     out_states, losses, seen_all, steps_all = [], [], [], []
     for i in range(k):
         net.load_state_dict({n: v[i] for n, v in start.items()})
-        net.train()
+        net.train(train_mode)
         opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=spec.lr,
                               momentum=spec.momentum, weight_decay=spec.weight_decay)
         plan = batch_plan(len(client_indices[i]), spec, client_seeds[i], x.device)

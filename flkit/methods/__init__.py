@@ -7,7 +7,17 @@ Adding a family is one line here: ``from . import <family>``. The family module 
 from __future__ import annotations
 
 # each family registers its methods on import
-from . import fedavg, fedmask, hidenseek, personal, pruning, pruning_dst, stc  # noqa: F401
+from . import (  # noqa: F401
+    fedavg,
+    fedmask,
+    hidenseek,
+    personal,
+    pruning,
+    pruning_dst,
+    staleness,
+    staleness_gi,
+    stc,
+)
 from .base import ClientUpdates, Method, RoundLog, RunContext, weighted_average
 from .fedavg import FedAvg, FedProx
 from .registry import REGISTRY, get, names, register

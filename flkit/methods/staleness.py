@@ -1,0 +1,302 @@
+"""Unlimited staleness with intertwined data and device heterogeneity (Wang and Gao, AAAI 2025):
+the clients that hold most of one class are also the slow ones, and their updates arrive tau
+rounds late. The baselines turn a stale update Delta (computed from w^(t-tau)) into a contribution
+w^t + Delta_use; the paper's method (`gi_staleness`, in flkit.methods.staleness_gi) estimates the
+unstale update by gradient inversion.
+
+Round t (the run loop's round r is t = r - 1):
+  1. push w^t into the FIFO of global models (deep copies, the last tau + 1 of them: w^(t-tau) is
+     the oldest, an exact lag of tau);
+  2. participants: round-robin blocks of m consecutive client ids (uniform sampling as an option);
+  3. a normal client trains from w^t; a stale client (one of the `num_stale` holders of the most
+     samples of `affected_class`) trains from w^(t-tau) once t >= tau, before that it is normal;
+  4. the server takes the plain mean of the participants' models (stale ones: w^t + Delta_use).
+
+Public formulas (students re-implement them in the exercise):
+  weighted_factor(tau, a, b) = 1 / (1 + exp(a (tau - b)))
+  first_order(delta, w_now, w_then, lam) = delta - lam * delta * delta * (w_now - w_then)
+  uniqueness_threshold(updates) = mean over all pairs (j, k) of 1 - cos(u_j, u_k)
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..state import stack_states
+from ..train import evaluate
+from ..utils import FlkitError, check_choice, check_range, numpy_rng
+from .base import Method, RoundLog, weighted_average
+from .registry import register
+
+PARTICIPATION = ("round_robin", "uniform")
+
+
+# ------------------------------------------------------------------------------ the formulas
+def weighted_factor(tau: float, a: float = 0.25, b: float = 10) -> float:
+    """Weight of a tau-stale update (sigmoid staleness weighting, Shi et al. 2020)."""
+    check_range("tau", tau, 0)
+    z = a * (tau - b)
+    return 0.0 if z > 700 else 1.0 / (1.0 + math.exp(z))
+
+
+def weighted_factor_exp(tau: float) -> float:
+    """The official code's alternative weighting 2^(-tau/20)."""
+    check_range("tau", tau, 0)
+    return 2.0 ** (-tau / 20)
+
+
+def first_order(delta: torch.Tensor, w_now: torch.Tensor, w_then: torch.Tensor,
+                lam: float = 4.0) -> torch.Tensor:
+    """First-order (DC-ASGD) compensation of a stale update in delta form:
+    delta - lam * delta ⊙ delta ⊙ (w_now - w_then)."""
+    return delta - lam * delta * delta * (w_now - w_then)
+
+
+def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """1 - cos(a, b) row-wise for [..., d] tensors (Eq. 7)."""
+    return 1 - torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12)
+
+
+def relative_l1(est: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    """||est - true||_1 / ||true||_1 row-wise: a scale-free L1 estimation error."""
+    return (est - true).abs().sum(-1) / true.abs().sum(-1).clamp_min(1e-12)
+
+
+def uniqueness_threshold(updates: torch.Tensor, off_diagonal: bool = False) -> float:
+    """Eq. 8: mean pairwise cosine distance of m flattened updates [m, d]. Literal form divides
+    by m^2 (the zero diagonal included); off_diagonal=True divides by m (m - 1)."""
+    if updates.dim() != 2 or updates.shape[0] < 1:
+        raise FlkitError(f"updates must be [m, d] with m >= 1; got shape {tuple(updates.shape)}")
+    m = updates.shape[0]
+    u = torch.nn.functional.normalize(updates.double(), dim=1, eps=1e-12)
+    dist = (1 - u @ u.T).fill_diagonal_(0)
+    if off_diagonal:
+        if m < 2:
+            raise FlkitError("off_diagonal=True needs at least 2 updates")
+        return float(dist.sum() / (m * (m - 1)))
+    return float(dist.sum() / m ** 2)
+
+
+def gamma_ramp(t: int, switch_at: int | None, window: float = 0.1) -> float:
+    """Weight of the GI estimate: 1 before the switching round, then falling linearly to 0 over
+    L = max(1, round(window * switch_at)) rounds (window = 0: a hard switch)."""
+    check_range("gamma window", window, 0)
+    if switch_at is None or t < switch_at:
+        return 1.0
+    if window == 0:
+        return 0.0
+    length = max(1, round(window * switch_at))
+    return max(0.0, 1.0 - (t - switch_at) / length)
+
+
+def stale_clients(parts, y: torch.Tensor, affected_class: int, num_stale: int) -> list[int]:
+    """The `num_stale` clients holding the most samples of `affected_class` (ties: lower id)."""
+    counts = torch.stack([(y[ix] == affected_class).sum() for ix in parts]).cpu()
+    order = sorted(range(len(parts)), key=lambda i: (-int(counts[i]), i))
+    return sorted(order[:num_stale])
+
+
+def round_robin(num_clients: int, m: int, rnd: int) -> list[int]:
+    """Block of m consecutive ids; the block restarts at 0 when it would pass the last client."""
+    blocks = max(1, num_clients // m)
+    start = ((rnd - 1) % blocks) * m
+    return list(range(start, start + m))
+
+
+# ------------------------------------------------------------------------------ the methods
+class StalenessMethod(Method):
+    """Shared round of every staleness method; subclasses change `adjust` (and W-Pred the stale
+    start, Asyn-Tiers the aggregation). `unstale` is this class with staleness switched off."""
+    name = "unstale"
+    params = {"tau": 40, "affected_class": 5, "num_stale": 10, "participation": "round_robin",
+              "track_error": False}
+    stale_enabled = False
+    extra_history = 0          # additional global models the FIFO keeps (W-Pred: 1)
+
+    def check_params(self):
+        ctx = self.ctx
+        check_range("tau", self.tau, 0)
+        if int(self.tau) != self.tau:
+            raise FlkitError(f"tau={self.tau!r} must be a whole number of rounds")
+        check_range("affected_class", self.affected_class, 0, ctx.num_classes - 1)
+        check_range("num_stale", self.num_stale, 0, len(ctx.parts))
+        check_choice("participation", self.participation, PARTICIPATION)
+        self.stale = set(stale_clients(ctx.parts, ctx.y, self.affected_class, self.num_stale))
+
+    def init_state(self, model_state):
+        return {"model": model_state, "fifo": []}
+
+    def select_clients(self, state, rnd):
+        if self.participation == "uniform":
+            return super().select_clients(state, rnd)
+        n = len(self.ctx.parts)
+        return round_robin(n, self.ctx.clients_per_round or n, rnd)
+
+    def eval_metrics(self, state, x, y):
+        _, _, per = evaluate(self.ctx.model, state["model"], x, y, per_class=self.ctx.num_classes)
+        return {"affected_accuracy": float(per[self.affected_class])}
+
+    # -- hooks
+    def stale_start(self, state, fifo):
+        """The model a stale client trains from: w^(t-tau)."""
+        return fifo[-(self.tau + 1)]
+
+    def adjust(self, state, info: dict) -> tuple[dict, dict]:
+        """Delta_use for the stale participants ({name: [S, ...]}) and extra round metrics."""
+        return info["delta"], {}
+
+    def combine(self, state, models: dict, stale_mask: torch.Tensor) -> dict:
+        """Plain mean of the participants' models (the official code's aggregation)."""
+        k = stale_mask.numel()
+        return weighted_average(models, torch.ones(k, device=stale_mask.device))
+
+    # -- the round
+    def round(self, state, clients, rnd):
+        t = rnd - 1
+        now = state["model"]
+        keep = self.tau + 1 + self.extra_history
+        fifo = (list(state["fifo"]) + [{n: v.clone() for n, v in now.items()}])[-keep:]
+        lagged = self.stale_enabled and self.tau > 0 and len(fifo) >= self.tau + 1
+        is_stale = [lagged and c in self.stale for c in clients]
+        start_stale = self.stale_start(state, fifo) if any(is_stale) else None
+        starts = stack_states([start_stale if s else now for s in is_stale])
+        res = self.train(starts, clients, rnd)
+        self._round_training = (clients, is_stale, res.state, starts)
+        models = dict(res.state)
+        mask = torch.tensor(is_stale, device=self.ctx.x.device)
+        metrics = {"stale_participants": int(mask.sum())}
+        if mask.any():
+            si = mask.nonzero().flatten()
+            sub = [clients[i] for i in si.tolist()]
+            delta = {n: res.state[n][si] - starts[n][si] for n in now}
+            info = {"t": t, "clients": sub, "delta": delta, "then": fifo[-(self.tau + 1)],
+                    "start": start_stale, "now": now, "rnd": rnd, "fifo": fifo}
+            if self.track_error or self.needs_oracle(state, t):
+                oracle = self.train(stack_states([now] * len(sub)), sub, rnd)
+                info["true"] = {n: oracle.state[n] - now[n] for n in now}
+            use, extra = self.adjust(state, info)
+            metrics.update(extra)
+            if "true" in info:
+                metrics.update(self.errors(info))
+            for n in now:
+                models[n] = models[n].index_copy(0, si, (now[n] + use[n]).to(models[n].dtype))
+            state = self.after_adjust(state, info)
+        new_model = self.combine(state, models, mask)
+        loss = float(res.train_loss.mean())
+        bits = [32 * sum(v[0].numel() for v in res.state.values())] * len(clients)
+        new_state = {**state, "model": new_model, "fifo": fifo}
+        return new_state, RoundLog(bits, self.downlink_bits(state, clients), loss, metrics)
+
+    def needs_oracle(self, state, t) -> bool:
+        return False
+
+    def after_adjust(self, state, info) -> dict:
+        return state
+
+    def errors(self, info) -> dict:
+        """Estimation errors vs the oracle unstale update (mean over this round's stale clients)."""
+        names = self.param_names
+        def flat(d):
+            return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in names], 1)
+        true, stale = flat(info["true"]), flat(info["delta"])
+        fo = flat({n: first_order(info["delta"][n], info["now"][n], info["then"][n])
+                   for n in names})
+        out = {"err_stale_cos": float(cosine_distance(stale, true).mean()),
+               "err_stale_l1": float(relative_l1(stale, true).mean()),
+               "err_fo_cos": float(cosine_distance(fo, true).mean()),
+               "err_fo_l1": float(relative_l1(fo, true).mean())}
+        if "estimate" in info:
+            est = flat(info["estimate"])
+            out.update({"err_gi_cos": float(cosine_distance(est, true).mean()),
+                        "err_gi_l1": float(relative_l1(est, true).mean())})
+        return out
+
+
+class Unweighted(StalenessMethod):
+    """FedAvg with stale updates used as they are."""
+    name = "unweighted"
+    stale_enabled = True
+
+
+class Weighted(Unweighted):
+    """Stale update scaled by s(tau): the sigmoid with a, b (form='sigmoid') or 2^(-tau/20)."""
+    name = "weighted"
+    params = {**StalenessMethod.params, "a": 0.25, "b": 10.0, "form": "sigmoid"}
+
+    def check_params(self):
+        super().check_params()
+        check_choice("form", self.form, ("sigmoid", "exp"))
+
+    def adjust(self, state, info):
+        s = weighted_factor(self.tau, self.a, self.b) if self.form == "sigmoid" else \
+            weighted_factor_exp(self.tau)
+        return {n: s * v for n, v in info["delta"].items()}, {"stale_weight": s}
+
+
+def _first_order_all(delta, now, ref, lam, names):
+    """first_order on the trainable tensors, buffers' deltas unchanged."""
+    return {n: first_order(v, now[n], ref[n], lam) if n in names else v for n, v in delta.items()}
+
+
+class FirstOrder(Unweighted):
+    """Taylor (DC-ASGD style) compensation with lambda' (code value 4)."""
+    name = "first_order"
+    params = {**StalenessMethod.params, "lam": 4.0}
+
+    def adjust(self, state, info):
+        return _first_order_all(info["delta"], info["now"], info["then"], self.lam,
+                                set(self.param_names)), {}
+
+
+class WPred(FirstOrder):
+    """The stale client trains from a predicted global model w^(t-tau) + tau (w^(t-tau) -
+    w^(t-tau-1)) (linear extrapolation of the latest global step; no extrapolation when
+    w^(t-tau-1) does not exist yet); its update is then first-order corrected by
+    w^t - prediction."""
+    name = "w_pred"
+    extra_history = 1
+
+    def stale_start(self, state, fifo):
+        then = fifo[-(self.tau + 1)]
+        if len(fifo) < self.tau + 2:
+            return then
+        prev = fifo[-(self.tau + 2)]
+        return {n: then[n] + self.tau * (then[n] - prev[n]) if then[n].is_floating_point()
+                else then[n] for n in then}
+
+    def adjust(self, state, info):
+        return _first_order_all(info["delta"], info["now"], info["start"], self.lam,
+                                set(self.param_names)), {}
+
+
+class AsynTiers(Unweighted):
+    """Two tiers (non-stale F, stale S), FedAvg inside each, tiers weighted by their population:
+    w = (N_F w_F + N_S w_S) / N; a tier without participants this round keeps w^t."""
+    name = "asyn_tiers"
+
+    def combine(self, state, models, stale_mask):
+        now = state["model"]
+        in_s = torch.tensor([c in self.stale for c in self._clients], device=stale_mask.device)
+        tiers_in = [~in_s, in_s]
+        n_s = len(self.stale)
+        sizes = [len(self.ctx.parts) - n_s, n_s]
+        out = {}
+        for n, v in now.items():
+            acc = torch.zeros_like(v, dtype=torch.float64)
+            for sel, size in zip(tiers_in, sizes):
+                tier = models[n][sel].double().mean(0) if sel.any() else v.double()
+                acc = acc + size * tier
+            out[n] = (acc / sum(sizes)).to(v.dtype) if v.is_floating_point() else v
+        return out
+
+    def round(self, state, clients, rnd):
+        self._clients = clients  # tiers are by membership, also before staleness starts
+        return super().round(state, clients, rnd)
+
+
+METHODS = (StalenessMethod, Unweighted, Weighted, FirstOrder, WPred, AsynTiers)
+
+
+for _cls in METHODS:
+    register(_cls)

@@ -1,0 +1,1 @@
+"""Notebook 05: unlimited staleness via gradient inversion (Wang and Gao, AAAI 2025)."""

@@ -1,0 +1,204 @@
+"""Staleness methods: the formulas against hand-computed values, the FIFO lag, the baselines on
+two-client examples, and the GI method's wiring (disabled = Unweighted; enabled changes the model)."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from flkit import methods
+from flkit.methods import RunContext
+from flkit.methods.staleness import (AsynTiers, Unweighted, WPred, first_order, gamma_ramp,
+                                     round_robin, stale_clients, uniqueness_threshold,
+                                     weighted_factor)
+from flkit.state import model_state
+from flkit.train import LocalSpec
+from flkit.utils import FlkitError
+
+
+def _ctx(n_clients=6, per=8, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_clients * per, 5, generator=g, dtype=dtype)
+    y = torch.randint(0, 3, (n_clients * per,), generator=g)
+    y[:2 * per] = 2  # clients 0 and 1 hold the most samples of class 2
+    parts = [torch.arange(i * per, (i + 1) * per) for i in range(n_clients)]
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)).to(dtype)
+    spec = LocalSpec(lr=0.1, batch_size=per, steps=2)
+    return RunContext(model, x, y, parts, spec, seed, 3, "auto", 3)
+
+
+def _run(cls, rounds, ctx=None, **params):
+    ctx = ctx or _ctx()
+    m = cls(ctx, **params)
+    state = m.init_state(model_state(ctx.model))
+    seen, logs = [], []
+    for rnd in range(1, rounds + 1):
+        seen.append({n: v.clone() for n, v in state["model"].items()})
+        state, log = m.round(state, m.select_clients(state, rnd), rnd)
+        logs.append(log)
+    return m, state, seen, logs
+
+
+def test_weighted_factor_paper_values():
+    assert weighted_factor(10) == pytest.approx(0.5)
+    assert weighted_factor(40) == pytest.approx(1 / (1 + math.exp(7.5)))
+    assert weighted_factor(40) == pytest.approx(5.53e-4, rel=1e-2)
+    assert weighted_factor(100) == pytest.approx(1.69e-10, rel=1e-2)
+
+
+def test_first_order_hand_made():
+    delta = torch.tensor([0.1, -0.2])
+    out = first_order(delta, torch.tensor([3.0, 5.0]), torch.tensor([2.0, 3.0]), lam=4.0)
+    assert torch.allclose(out, torch.tensor([0.1 - 4 * 0.01 * 1, -0.2 - 4 * 0.04 * 2]))
+
+
+def test_uniqueness_threshold_both_variants():
+    u = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    # pairwise cosine distances: d12 = 1, d13 = 0, d23 = 1; ordered pairs sum to 4
+    assert uniqueness_threshold(u) == pytest.approx(4 / 9)
+    assert uniqueness_threshold(u, off_diagonal=True) == pytest.approx(4 / 6)
+
+
+def test_gamma_ramp_values():
+    assert gamma_ramp(50, None) == 1.0
+    assert gamma_ramp(99, 100, 0.1) == 1.0
+    assert gamma_ramp(100, 100, 0.1) == 1.0
+    assert gamma_ramp(105, 100, 0.1) == pytest.approx(0.5)
+    assert gamma_ramp(110, 100, 0.1) == 0.0
+    assert gamma_ramp(100, 100, 0.0) == 0.0
+    assert gamma_ramp(101, 100, 0.2) == pytest.approx(0.95)
+    with pytest.raises(FlkitError, match="gamma window"):
+        gamma_ramp(1, 1, -0.1)
+
+
+def test_round_robin_blocks_and_stale_set():
+    assert round_robin(10, 3, 1) == [0, 1, 2]
+    assert round_robin(10, 3, 3) == [6, 7, 8]
+    assert round_robin(10, 3, 4) == [0, 1, 2]  # the block 9..11 would pass the last client
+    ctx = _ctx()
+    assert stale_clients(ctx.parts, ctx.y, 2, 2) == [0, 1]
+
+
+def test_fifo_gives_exact_lag_and_stale_clients_normal_before_tau():
+    tau = 3
+    seen_then = {}
+
+    class Probe(Unweighted):
+        def adjust(self, state, info):
+            seen_then[info["t"]] = {n: v.clone() for n, v in info["then"].items()}
+            return super().adjust(state, info)
+
+    ctx = _ctx()
+    m, _, models, logs = _run(Probe, 9, ctx, tau=tau, affected_class=2, num_stale=2)
+    # clients 0, 1 (stale) take part in rounds t = 0, 2, 4, 6, 8 (blocks of 3 over 6 clients)
+    assert [lg.metrics["stale_participants"] for lg in logs] == [0, 0, 0, 0, 2, 0, 2, 0, 2]
+    for t, then in seen_then.items():
+        for n in then:
+            assert torch.equal(then[n], models[t - tau][n]), (t, n)
+    assert sorted(seen_then) == [4, 6, 8]
+    # before tau: identical to the method without staleness
+    _, _, m_unstale, _ = _run(methods.get("unstale"), 4, _ctx(), tau=tau, affected_class=2, num_stale=2)
+    for n in models[3]:
+        assert torch.equal(models[3][n], m_unstale[3][n])
+
+
+def test_wpred_prediction_and_correction_by_hand():
+    ctx = _ctx()
+    m = WPred(ctx, tau=3, affected_class=2, num_stale=2)
+    fifo = [{"w": torch.tensor([1.0])}, {"w": torch.tensor([2.0])}] + [{"w": torch.tensor([9.0])}] * 3
+    pred = m.stale_start({}, fifo)
+    assert torch.allclose(pred["w"], torch.tensor([2.0 + 3 * (2.0 - 1.0)]))
+    m.param_names = ["w"]
+    info = {"delta": {"w": torch.tensor([[0.1]])}, "now": {"w": torch.tensor([4.0])}, "start": pred}
+    use, _ = m.adjust({}, info)
+    assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 5.0)]]))
+
+
+def test_asyn_tiers_population_weights_by_hand():
+    ctx = _ctx(n_clients=4)
+    m = AsynTiers(ctx, tau=1, affected_class=2, num_stale=1)
+    m.stale = {1}
+    now = {"w": torch.tensor([0.0])}
+    m._clients = [0, 1]
+    out = m.combine({"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, True]))
+    assert torch.allclose(out["w"], torch.tensor([(3 * 1.0 + 1 * 3.0) / 4]))
+    m._clients = [0, 2]  # no stale-tier participant: that tier keeps w^t
+    out = m.combine({"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, False]))
+    assert torch.allclose(out["w"], torch.tensor([(3 * 2.0 + 1 * 0.0) / 4]))
+
+
+def test_weighted_scales_the_stale_delta():
+    ctx = _ctx()
+    _, s_w, _, _ = _run(methods.get("weighted"), 5, ctx, tau=3, affected_class=2, num_stale=2, b=3.0,
+                        a=1.0)
+    _, s_u, _, _ = _run(methods.get("unweighted"), 5, _ctx(), tau=3, affected_class=2, num_stale=2)
+    assert not torch.allclose(s_w["model"]["0.weight"], s_u["model"]["0.weight"])
+
+
+def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
+    kw = dict(tau=2, affected_class=2, num_stale=2)
+    gi = methods.get("gi_staleness")
+    _, s_off, _, _ = _run(gi, 6, _ctx(), gi=False, **kw)
+    _, s_unw, _, _ = _run(methods.get("unweighted"), 6, _ctx(), **kw)
+    for n in s_unw["model"]:
+        assert torch.equal(s_off["model"][n], s_unw["model"][n])
+    _, s_on, _, logs = _run(gi, 6, _ctx(), gi=True, gi_size=4, gi_iters=3, gi_topk=1.0,
+                            switch="none", box="none", **kw)
+    assert any("gi_iters" in lg.metrics for lg in logs)
+    assert any(not torch.allclose(s_on["model"][n], s_unw["model"][n]) for n in s_unw["model"])
+
+
+def test_gi_round_aggregates_the_estimate():
+    """The aggregated model is the mean over participants with w^t + Delta_hat for the stale
+    ones (the released code's defect replaced Delta_hat by the stale update)."""
+    kw = dict(tau=2, affected_class=2, num_stale=2, gi_size=4, gi_iters=2, gi_topk=1.0,
+              switch="none", box="none", track_error=True)
+    m, state, _, _ = _run(methods.get("gi_staleness"), 4, _ctx(), **kw)  # t = 0..3; stale at t=2
+    captured = {}
+    orig = m.adjust
+
+    def spy(st, info):
+        use, met = orig(st, info)
+        captured.update(use=use, info=info)
+        return use, met
+    m.adjust = spy
+    clients = m.select_clients(state, 5)  # t = 4: clients 0, 1, 2 with 0, 1 stale
+    new, _ = m.round(state, clients, 5)
+    est = captured["info"]["estimate"]
+    for n in est:
+        assert torch.allclose(captured["use"][n], est[n])  # gamma = 1: the estimate is used
+    normal = m.train({k: v.unsqueeze(0) for k, v in state["model"].items()}, [clients[2]], 5)
+    for n in new["model"]:
+        now = state["model"][n]
+        expect = (now + est[n][0] + now + est[n][1] + normal.state[n][0]) / 3
+        assert torch.allclose(new["model"][n], expect, atol=1e-10)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"tau": -1}, "tau"),
+    ({"affected_class": 3}, "affected_class"),
+    ({"num_stale": 7}, "num_stale"),
+    ({"gi_topk": 0.0}, "topk"),
+    ({"gi_topk": 1.5}, "topk"),
+    ({"gi_size": 0}, "R"),
+    ({"gi_iters": 0}, "T_GI"),
+    ({"gamma_window": -0.5}, "gamma_window"),
+    ({"participation": "random"}, "participation"),
+])
+def test_bad_input_is_refused_before_training(params, match):
+    with pytest.raises(FlkitError, match=match):
+        methods.get("gi_staleness")(_ctx(), **{"affected_class": 2, "num_stale": 2, **params})
+
+
+def test_gi_refuses_minibatch_clients():
+    ctx = _ctx()
+    ctx.spec = LocalSpec(lr=0.1, batch_size=4, steps=2)
+    with pytest.raises(FlkitError, match="batch_size"):
+        methods.get("gi_staleness")(ctx, tau=1, affected_class=2, num_stale=2)
+
+
+def test_methods_registered():
+    for name in ("unstale", "unweighted", "weighted", "first_order", "w_pred", "asyn_tiers",
+                 "gi_staleness"):
+        assert name in methods.names()
