@@ -3,8 +3,10 @@
 Reference workload (issue 2): 10 clients x 5 local epochs x 600 MNIST samples, LeNet-5, batch 10
 and batch 50. Writes benchmarks/results/engine-<device>.json and prints a table.
 
-    python benchmarks/bench_engine.py [--device cpu] [--threads 2] [--repeats 2] [--backends wide vmap]
+    python benchmarks/bench_engine.py [--device cpu] [--threads 2] [--repeats 2] \
+        [--backends wide vmap]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +30,17 @@ def flops_per_sample(model, shape, device):
     def hook(mod, inp, out):
         nonlocal total
         if isinstance(mod, torch.nn.Conv2d):
-            total += 2 * out.numel() * mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
+            total += (
+                2
+                * out.numel()
+                * mod.in_channels
+                // mod.groups
+                * mod.kernel_size[0]
+                * mod.kernel_size[1]
+            )
         elif isinstance(mod, torch.nn.Linear):
             total += 2 * out.numel() * mod.in_features
+
     hs = [m.register_forward_hook(hook) for m in model.modules()]
     model(torch.zeros(1, *shape, device=device))
     for h in hs:
@@ -77,23 +87,42 @@ def main():
         seeds = list(range(k))
         row = {"batch_size": bsz}
         if not args.skip_loop:
-            row["loop_s"] = time_round(lambda: train_clients_reference(model, start, ds.x_train, ds.y_train,
-                                                                       idx, spec, seeds), args.repeats)
+            row["loop_s"] = time_round(
+                lambda spec=spec, seeds=seeds: train_clients_reference(
+                    model, start, ds.x_train, ds.y_train, idx, spec, seeds
+                ),
+                args.repeats,
+            )
         for b in args.backends:
-            row[f"{b}_s"] = time_round(lambda: train_clients(model, start, ds.x_train, ds.y_train, idx, spec,
-                                                             seeds, backend=b), args.repeats)
+            row[f"{b}_s"] = time_round(
+                lambda spec=spec, seeds=seeds, b=b: train_clients(
+                    model, start, ds.x_train, ds.y_train, idx, spec, seeds, backend=b
+                ),
+                args.repeats,
+            )
             if "loop_s" in row:
                 row[f"{b}_ratio"] = row[f"{b}_s"] / row["loop_s"]
         if dev.type == "cuda":
-            fl = 3 * flops_per_sample(model, ds.input_shape, dev) * 600 * args.epochs * k  # fwd + 2x bwd
+            fl = (
+                3 * flops_per_sample(model, ds.input_shape, dev) * 600 * args.epochs * k
+            )  # fwd + 2x bwd
             row["wide_tflops"] = fl / row["wide_s"] / 1e12
         rows.append(row)
         print(json.dumps(row))
     out = Path(__file__).parent / "results" / f"engine-{dev.type}-{args.threads}threads.json"
     out.parent.mkdir(exist_ok=True)
-    meta = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
-            "threads": args.threads, "torch": torch.__version__, "clients": k, "epochs": args.epochs,
-            "samples_per_client": 600, "model": args.model, "timing": f"best of {args.repeats}"}
+    meta = {
+        "device": torch.cuda.get_device_name(dev)
+        if dev.type == "cuda"
+        else platform.processor() or "cpu",
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "clients": k,
+        "epochs": args.epochs,
+        "samples_per_client": 600,
+        "model": args.model,
+        "timing": f"best of {args.repeats}",
+    }
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print("written", out)
 

@@ -4,8 +4,10 @@ All requests dispatched with the same (task, model version) start from the same 
 EngineTrainer trains them in one `train_clients` call. This measures that against calling it once
 per request (the same seeds, so the same updates), for K requests per batch.
 
-    FLKIT_MIRROR=/work/shared/data .venv/bin/python benchmarks/bench_fedast_batching.py --threads 1 2
+    FLKIT_MIRROR=/work/shared/data .venv/bin/python benchmarks/bench_fedast_batching.py \
+        --threads 1 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,11 +22,16 @@ from flkit import asyncfl as F
 
 def bench(K: int, threads: int, backend: str, reps: int) -> dict:
     torch.set_num_threads(threads)
-    cfg = F.FedASTRun.from_dict(dict(method="fedast_s", num_clients=200, tasks=[
-        dict(name="mnist", dataset="mnist", requests=K, buffer=1, max_rounds=1)])).validate()
+    cfg = F.FedASTRun.from_dict(
+        dict(
+            method="fedast_s",
+            num_clients=200,
+            tasks=[dict(name="mnist", dataset="mnist", requests=K, buffer=1, max_rounds=1)],
+        )
+    ).validate()
     tr = F.EngineTrainer(cfg, seed=0, device="cpu", backend=backend)
     clients = list(range(K))
-    tr.train("mnist", 0, clients[:2])           # warm-up
+    tr.train("mnist", 0, clients[:2])  # warm-up
     tr.train("mnist", 0, [0])
     best_b = best_s = float("inf")
     for _ in range(reps):
@@ -35,8 +42,15 @@ def bench(K: int, threads: int, backend: str, reps: int) -> dict:
         for j, c in enumerate(clients):
             tr.train("mnist", 0, [c], ordinals=[j])
         best_s = min(best_s, time.perf_counter() - t0)
-    return {"K": K, "threads": threads, "backend": backend, "batched_s": best_b, "one_by_one_s": best_s,
-            "speedup": best_s / best_b, "ms_per_request_batched": 1000 * best_b / K}
+    return {
+        "K": K,
+        "threads": threads,
+        "backend": backend,
+        "batched_s": best_b,
+        "one_by_one_s": best_s,
+        "speedup": best_s / best_b,
+        "ms_per_request_batched": 1000 * best_b / K,
+    }
 
 
 def main():
@@ -53,10 +67,17 @@ def main():
             for K in a.K:
                 r = bench(K, th, be, a.reps)
                 rows.append(r)
-                print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}), flush=True)
+                print(
+                    json.dumps(
+                        {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
+                    ),
+                    flush=True,
+                )
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"rows": rows, "load": os.getloadavg(), "torch": torch.__version__}, f, indent=2)
+            json.dump(
+                {"rows": rows, "load": os.getloadavg(), "torch": torch.__version__}, f, indent=2
+            )
 
 
 if __name__ == "__main__":

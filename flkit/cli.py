@@ -1,4 +1,5 @@
 """`flkit` command line: run one experiment, manage datasets, reproduce the notebooks."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,8 @@ from .utils import run_command
 
 EPILOG = """examples:
   flkit run fedavg --dataset mnist --model lenet5 --clients 100 --partition dirichlet --alpha 0.5 \\
-      --clients-per-round 10 --local-epochs 1 --batch-size 50 --lr 0.05 --rounds 20 --seed 0 --out runs/demo
+      --clients-per-round 10 --local-epochs 1 --batch-size 50 --lr 0.05 --rounds 20 --seed 0 \
+      --out runs/demo
   flkit run fedprox --mu 0.01 --dataset synthetic --model logreg --partition natural --clients 30
   flkit data list                       where each dataset is found
   flkit reproduce --preset smoke        run every notebook and write report.md / report.html
@@ -31,21 +33,34 @@ def _value(text: str):
 
 def add_run_parser(sub) -> None:
     from .experiment import RunConfig
+
     d = RunConfig.__dataclass_fields__
-    p = sub.add_parser("run", help="train one federated run and write history.csv and config.json",
-                       description="Train one federated run. Results are cached by config: re-running "
-                                   "the same command loads them; an interrupted run resumes.",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser(
+        "run",
+        help="train one federated run and write history.csv and config.json",
+        description="Train one federated run. Results are cached by config: re-running "
+        "the same command loads them; an interrupted run resumes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("method", help="fedavg, fedprox, ... (see `flkit run --list`)", nargs="?")
-    p.add_argument("--list", action="store_true", help="list methods, datasets, models and partitions")
+    p.add_argument(
+        "--list", action="store_true", help="list methods, datasets, models and partitions"
+    )
     p.add_argument("--dataset", default=d["dataset"].default)
     p.add_argument("--model", default=d["model"].default)
-    p.add_argument("--clients", type=int, default=d["num_clients"].default, help="number of clients")
-    p.add_argument("--partition", default=d["partition"].default,
-                   help="iid, dirichlet, shards, classes_per_client, natural")
+    p.add_argument(
+        "--clients", type=int, default=d["num_clients"].default, help="number of clients"
+    )
+    p.add_argument(
+        "--partition",
+        default=d["partition"].default,
+        help="iid, dirichlet, shards, classes_per_client, natural",
+    )
     p.add_argument("--alpha", type=float, help="Dirichlet concentration (partition dirichlet)")
     p.add_argument("--shards-per-client", type=int, help="shards per client (partition shards)")
-    p.add_argument("--classes-per-client", type=int, help="classes per client (partition classes_per_client)")
+    p.add_argument(
+        "--classes-per-client", type=int, help="classes per client (partition classes_per_client)"
+    )
     p.add_argument("--clients-per-round", type=int, default=d["clients_per_round"].default)
     p.add_argument("--local-epochs", type=int, default=d["local_epochs"].default)
     p.add_argument("--local-steps", type=int, help="local steps instead of epochs")
@@ -55,11 +70,20 @@ def add_run_parser(sub) -> None:
     p.add_argument("--weight-decay", type=float, default=d["weight_decay"].default)
     p.add_argument("--rounds", type=int, default=d["rounds"].default)
     p.add_argument("--eval-every", type=int, default=d["eval_every"].default)
-    p.add_argument("--per-client-eval", action="store_true", help="also report per-client accuracies")
+    p.add_argument(
+        "--per-client-eval", action="store_true", help="also report per-client accuracies"
+    )
     p.add_argument("--mu", type=float, help="FedProx proximal weight")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other method hyperparameter, e.g. --param p=0.1 (repeatable)")
-    p.add_argument("--train-subset", type=int, help="use a class-stratified subset of the training set")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other method hyperparameter, e.g. --param p=0.1 (repeatable)",
+    )
+    p.add_argument(
+        "--train-subset", type=int, help="use a class-stratified subset of the training set"
+    )
     p.add_argument("--seed", type=int, default=d["seed"].default)
     p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1")
     p.add_argument("--backend", default="auto", help="engine backend: auto, wide, vmap, loop")
@@ -73,14 +97,22 @@ def cmd_run(args) -> int:
     from . import data, methods, models
     from .experiment import PARTITIONS, RunConfig, run
     from .store import save_frame, save_json
+
     if args.list or not args.method:
         print("methods:   ", ", ".join(methods.names()))
         print("datasets:  ", ", ".join(data.DATASETS))
         print("models:    ", ", ".join(models.MODELS))
         print("partitions:", ", ".join(PARTITIONS))
         return 0 if args.list else 2
-    pkw = {k: v for k, v in (("alpha", args.alpha), ("shards_per_client", args.shards_per_client),
-                             ("classes", args.classes_per_client)) if v is not None}
+    pkw = {
+        k: v
+        for k, v in (
+            ("alpha", args.alpha),
+            ("shards_per_client", args.shards_per_client),
+            ("classes", args.classes_per_client),
+        )
+        if v is not None
+    }
     mp = {}
     if args.mu is not None:
         mp["mu"] = args.mu
@@ -90,26 +122,48 @@ def cmd_run(args) -> int:
         k, v = item.split("=", 1)
         mp[k] = _value(v)
     dkw = {"train_subset": args.train_subset} if args.train_subset else {}
-    cfg = RunConfig(method=args.method, dataset=args.dataset, model=args.model, num_clients=args.clients,
-                    partition=args.partition, partition_kwargs=pkw, clients_per_round=args.clients_per_round,
-                    local_epochs=None if args.local_steps else args.local_epochs, local_steps=args.local_steps,
-                    batch_size=args.batch_size, lr=args.lr, momentum=args.momentum,
-                    weight_decay=args.weight_decay, rounds=args.rounds, eval_every=args.eval_every,
-                    per_client_eval=args.per_client_eval, method_params=mp, dataset_kwargs=dkw,
-                    seed=args.seed, device=args.device, backend=args.backend)
+    cfg = RunConfig(
+        method=args.method,
+        dataset=args.dataset,
+        model=args.model,
+        num_clients=args.clients,
+        partition=args.partition,
+        partition_kwargs=pkw,
+        clients_per_round=args.clients_per_round,
+        local_epochs=None if args.local_steps else args.local_epochs,
+        local_steps=args.local_steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+        rounds=args.rounds,
+        eval_every=args.eval_every,
+        per_client_eval=args.per_client_eval,
+        method_params=mp,
+        dataset_kwargs=dkw,
+        seed=args.seed,
+        device=args.device,
+        backend=args.backend,
+    )
     result = run(cfg, out_dir=args.cache, progress=not args.no_progress)
     if args.out:
         save_frame(args.out / "history.csv", result.history)
         save_json(args.out / "config.json", cfg.key())
     last = result.history.dropna(subset=["test_accuracy"]).iloc[-1]
-    print(f"{cfg.method}: round {int(last['round'])} test accuracy {last['test_accuracy']:.4f} "
-          f"(run folder {result.run_dir}{', written to ' + str(args.out) if args.out else ''})")
+    print(
+        f"{cfg.method}: round {int(last['round'])} test accuracy {last['test_accuracy']:.4f} "
+        f"(run folder {result.run_dir}{', written to ' + str(args.out) if args.out else ''})"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flkit", description="flkit: federated-learning workbook tools",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="flkit",
+        description="flkit: federated-learning workbook tools",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce}")
     add_run_parser(sub)
     data_admin.register_cli(sub)

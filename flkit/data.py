@@ -2,15 +2,17 @@
 
 Where data comes from, in order:
   1. the data root: the ``root`` argument, else ``$FLKIT_DATA``, else ``./data``;
-  2. the offline mirror: the ``mirror`` argument, else ``$FLKIT_MIRROR`` (read in place, never written;
-     ``mirror=""`` ignores $FLKIT_MIRROR);
+  2. the offline mirror: the ``mirror`` argument, else ``$FLKIT_MIRROR`` (read in place, never
+     written; ``mirror=""`` ignores $FLKIT_MIRROR);
   3. a torchvision download into the data root (mnist, fmnist, cifar10, cifar100, svhn) when
      ``download=True``, or when ``download=None`` and the machine is online (checked in <= 2 s).
-Both the data root and the mirror may use the mirror's layout (``MNIST/raw/*.gz``, ``cifar10.npz``, ...)
-or torchvision's (``cifar-10-batches-py/``, ...). ``synthetic`` is generated, never read from disk.
+Both the data root and the mirror may use the mirror's layout (``MNIST/raw/*.gz``, ``cifar10.npz``,
+...) or torchvision's (``cifar-10-batches-py/``, ...). ``synthetic`` is generated, never read from
+disk.
 
 Decoded arrays are cached in memory per process, so loading the same dataset again is instant.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,11 +28,21 @@ from torch import Tensor
 from .datasets import files as _files
 from .datasets import shaping as _shaping
 from .datasets import synthetic as _synthetic
-from .datasets.shaping import stratified_subset  # noqa: F401  (re-exported)
 from .datasets.files import CorruptDataError  # noqa: F401  (re-exported)
+from .datasets.shaping import stratified_subset  # noqa: F401  (re-exported)
 from .utils import FlkitError, check_choice, resolve_device
 
-DATASETS = ("mnist", "fmnist", "cifar10", "cifar100", "svhn", "femnist", "har", "shakespeare", "synthetic")
+DATASETS = (
+    "mnist",
+    "fmnist",
+    "cifar10",
+    "cifar100",
+    "svhn",
+    "femnist",
+    "har",
+    "shakespeare",
+    "synthetic",
+)
 GROUPED = ("femnist", "har", "shakespeare", "synthetic")  # datasets with natural client ids
 DOWNLOADABLE = ("mnist", "fmnist", "cifar10", "cifar100", "svhn")  # through torchvision
 
@@ -64,9 +76,16 @@ class Dataset:
     meta: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        groups = "" if self.train_groups is None else f", {int(self.train_groups.unique().numel())} natural clients"
-        return (f"Dataset({self.name!r}: {len(self.y_train)} train / {len(self.y_test)} test, "
-                f"input {self.input_shape}, {self.num_classes} classes{groups}, on {self.x_train.device})")
+        groups = (
+            ""
+            if self.train_groups is None
+            else f", {int(self.train_groups.unique().numel())} natural clients"
+        )
+        return (
+            f"Dataset({self.name!r}: {len(self.y_train)} train / {len(self.y_test)} test, "
+            f"input {self.input_shape}, {self.num_classes} classes{groups}, "
+            f"on {self.x_train.device})"
+        )
 
 
 # --------------------------------------------------------------------------- sources
@@ -94,7 +113,9 @@ def mirror_dir(mirror=None) -> Path | None:
 
 
 def locate(name: str, root=None, mirror=None):
-    """Where `name` would be read from: (place, kind, files), or None. place is 'root' or 'mirror'."""
+    """Where `name` would be read from: (place, kind, files), or None.
+
+    place is 'root' or 'mirror'."""
     check_choice("dataset", name, DATASETS)
     for place, d in (("root", data_root(root)), ("mirror", mirror_dir(mirror))):
         hit = _files.find(name, d)
@@ -107,7 +128,9 @@ _ONLINE: dict = {}
 
 
 def is_online(timeout: float = 1.5) -> bool:
-    """A quick check (<= `timeout` s, DNS included, cached per process). $FLKIT_OFFLINE=1 forces False."""
+    """A quick check (<= `timeout` s, DNS included, cached per process).
+
+    $FLKIT_OFFLINE=1 forces False."""
     if os.environ.get("FLKIT_OFFLINE", "").strip() not in ("", "0"):
         return False
     if "v" not in _ONLINE:
@@ -115,10 +138,13 @@ def is_online(timeout: float = 1.5) -> bool:
 
         def probe():
             try:
-                socket.create_connection(("ossci-datasets.s3.amazonaws.com", 443), timeout=timeout).close()
+                socket.create_connection(
+                    ("ossci-datasets.s3.amazonaws.com", 443), timeout=timeout
+                ).close()
                 res.append(True)
             except OSError:
                 pass
+
         t = threading.Thread(target=probe, daemon=True)
         t.start()
         t.join(timeout + 0.3)
@@ -130,10 +156,16 @@ def download(name: str, root=None) -> Path:
     """Download `name` with torchvision into the data root; returns the root."""
     check_choice("dataset to download", name, DOWNLOADABLE)
     import torchvision.datasets as tvd
+
     r = data_root(root)
     r.mkdir(parents=True, exist_ok=True)
-    cls = {"mnist": tvd.MNIST, "fmnist": tvd.FashionMNIST, "cifar10": tvd.CIFAR10,
-           "cifar100": tvd.CIFAR100, "svhn": tvd.SVHN}[name]
+    cls = {
+        "mnist": tvd.MNIST,
+        "fmnist": tvd.FashionMNIST,
+        "cifar10": tvd.CIFAR10,
+        "cifar100": tvd.CIFAR100,
+        "svhn": tvd.SVHN,
+    }[name]
     try:
         if name == "svhn":
             for split in ("train", "test"):
@@ -143,17 +175,25 @@ def download(name: str, root=None) -> Path:
                 cls(str(r), train=train, download=True)
     except Exception as e:
         raise DataNotFoundError(
-            f"downloading {name!r} into {r} failed ({type(e).__name__}: {e}). The machine may be offline; "
+            f"downloading {name!r} into {r} failed ({type(e).__name__}: {e}). "
+            "The machine may be offline; "
             f"use an offline mirror instead: `flkit data link --mirror /path/to/mirror --root {r}` "
-            f"or `export FLKIT_MIRROR=/path/to/mirror`.") from None
+            f"or `export FLKIT_MIRROR=/path/to/mirror`."
+        ) from None
     return r
 
 
 def _not_found(name, root, mirror, download_flag, why_no_download) -> DataNotFoundError:
     r, m = data_root(root), mirror_dir(mirror)
-    rsrc = "root argument" if root is not None else ("$FLKIT_DATA" if os.environ.get("FLKIT_DATA") else "default ./data")
-    lines = [f"dataset {name!r} was not found. Places looked:",
-             f"  1. data root {r} ({rsrc}): {_files.describe(name, r)}"]
+    rsrc = (
+        "root argument"
+        if root is not None
+        else ("$FLKIT_DATA" if os.environ.get("FLKIT_DATA") else "default ./data")
+    )
+    lines = [
+        f"dataset {name!r} was not found. Places looked:",
+        f"  1. data root {r} ({rsrc}): {_files.describe(name, r)}",
+    ]
     if m is None:
         lines.append("  2. mirror: not set (no mirror argument, $FLKIT_MIRROR empty)")
     else:
@@ -161,12 +201,19 @@ def _not_found(name, root, mirror, download_flag, why_no_download) -> DataNotFou
         lines.append(f"  2. mirror {m} ({msrc}): {_files.describe(name, m)}")
     lines.append(f"  3. download: {why_no_download}")
     lines.append("Fix it with one of:")
-    lines.append(f"  flkit data link --mirror /path/to/mirror --root {r}     (symlink an offline mirror into the root)")
-    lines.append("  export FLKIT_MIRROR=/path/to/mirror                      (read the mirror in place)")
+    lines.append(
+        f"  flkit data link --mirror /path/to/mirror --root {r}     "
+        "(symlink an offline mirror into the root)"
+    )
+    lines.append(
+        "  export FLKIT_MIRROR=/path/to/mirror                      (read the mirror in place)"
+    )
     if name in DOWNLOADABLE:
         lines.append(f"  flkit data download {name} --root {r}                  (needs internet)")
     else:
-        lines.append(f"  (torchvision cannot download {name!r}; put {name}.npz in the root or the mirror)")
+        lines.append(
+            f"  (torchvision cannot download {name!r}; put {name}.npz in the root or the mirror)"
+        )
     return DataNotFoundError("\n".join(lines))
 
 
@@ -222,8 +269,10 @@ def _resolve_norm(name, normalize, channels):
         mean = tuple(float(v) for v in np.atleast_1d(mean))
         std = tuple(float(v) for v in np.atleast_1d(std))
     except (TypeError, ValueError):
-        raise FlkitError(f"normalize={normalize!r} is not accepted; use 'standard', 'none', 'half', "
-                         "'mnist' or a (mean, std) pair of floats / per-channel tuples") from None
+        raise FlkitError(
+            f"normalize={normalize!r} is not accepted; use 'standard', 'none', 'half', "
+            "'mnist' or a (mean, std) pair of floats / per-channel tuples"
+        ) from None
     if len(mean) not in (1, channels) or len(std) not in (1, channels) or min(std) <= 0:
         raise FlkitError(f"normalize={normalize!r}: need 1 or {channels} means and positive stds")
     return "custom", (mean, std)
@@ -253,10 +302,14 @@ def _tensor(a, dev, dtype=None) -> Tensor:
 
 _COMMON = ("train_subset", "test_subset", "seed")
 KWARGS = {
-    "mnist": _COMMON + ("normalize",), "fmnist": _COMMON + ("normalize",),
-    "cifar10": _COMMON + ("normalize",), "svhn": _COMMON + ("normalize",),
-    "cifar100": _COMMON + ("normalize", "coarse"), "femnist": _COMMON + ("normalize",),
-    "har": _COMMON + ("normalize", "flatten", "split"), "shakespeare": _COMMON,
+    "mnist": _COMMON + ("normalize",),
+    "fmnist": _COMMON + ("normalize",),
+    "cifar10": _COMMON + ("normalize",),
+    "svhn": _COMMON + ("normalize",),
+    "cifar100": _COMMON + ("normalize", "coarse"),
+    "femnist": _COMMON + ("normalize",),
+    "har": _COMMON + ("normalize", "flatten", "split"),
+    "shakespeare": _COMMON,
     "synthetic": _COMMON + ("alpha", "beta", "num_clients", "dim", "classes", "iid", "train_frac"),
 }
 
@@ -269,9 +322,9 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
       train_subset / test_subset: int, a seeded class-stratified subsample (for fast presets);
       seed: seeds the subsample (and the synthetic generator), default 0;
       normalize: 'standard' (default: the dataset's usual mean/std, see NORMALIZATION), 'none'
-        (pixels in [0, 1]), 'half' (mean 0.5, std 0.5), 'mnist' (0.1307/0.3081, e.g. FMNIST in FedAST),
-        'leaf' (FEMNIST only: (255 - x) / 255) or a (mean, std) pair; HAR: 'standard' = per-channel
-        standardisation with training statistics, 'none' = raw signals;
+        (pixels in [0, 1]), 'half' (mean 0.5, std 0.5), 'mnist' (0.1307/0.3081, e.g. FMNIST in
+        FedAST), 'leaf' (FEMNIST only: (255 - x) / 255) or a (mean, std) pair; HAR: 'standard' =
+        per-channel standardisation with training statistics, 'none' = raw signals;
       coarse (cifar100): use the 20 superclasses as labels;  flatten (har): x as (N, 1152);
       split (har): 'official' (default; the official split is by subject), 'per_subject' (pool
         train+test, split each subject 75/25 stratified by label: HideNseek's local test sets) or
@@ -282,12 +335,20 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
     check_choice("dataset", name, DATASETS)
     bad = sorted(set(kwargs) - set(KWARGS[name]))
     if bad:
-        raise FlkitError(f"unknown option(s) {bad} for dataset {name!r}; accepted: {', '.join(KWARGS[name])}")
+        raise FlkitError(
+            f"unknown option(s) {bad} for dataset {name!r}; accepted: {', '.join(KWARGS[name])}"
+        )
     if download not in (None, True, False):
-        raise FlkitError(f"download={download!r} is not accepted; use True, False or None (= if online)")
+        raise FlkitError(
+            f"download={download!r} is not accepted; use True, False or None (= if online)"
+        )
     dev = resolve_device(device)
     seed = int(kwargs.get("seed", 0))
-    syn = {k: kwargs[k] for k in KWARGS["synthetic"] if k in kwargs and k not in ("train_subset", "test_subset")}
+    syn = {
+        k: kwargs[k]
+        for k in KWARGS["synthetic"]
+        if k in kwargs and k not in ("train_subset", "test_subset")
+    }
     raw, meta = _raw(name, root, mirror, download, syn)
     meta = dict(meta)
     normalize = kwargs.get("normalize", "standard")
@@ -296,23 +357,47 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
     if name in ("mnist", "fmnist", "femnist", "cifar10", "cifar100", "svhn"):
         if name == "femnist":
             is_test = raw["is_test"].astype(bool)
-            arr = dict(x_train=raw["x"][~is_test], y_train=raw["y"][~is_test], g_train=raw["writer"][~is_test],
-                       x_test=raw["x"][is_test], y_test=raw["y"][is_test], g_test=raw["writer"][is_test])
+            arr = dict(
+                x_train=raw["x"][~is_test],
+                y_train=raw["y"][~is_test],
+                g_train=raw["writer"][~is_test],
+                x_test=raw["x"][is_test],
+                y_test=raw["y"][is_test],
+                g_test=raw["writer"][is_test],
+            )
             meta["writer_ids"] = [str(w) for w in raw.get("writer_ids", [])]
         else:
             arr = {k: raw[k] for k in ("x_train", "y_train", "x_test", "y_test")}
         channels = 3 if name in ("cifar10", "cifar100", "svhn") else 1
-        num_classes = {"mnist": 10, "fmnist": 10, "femnist": 62, "cifar10": 10, "cifar100": 100, "svhn": 10}[name]
+        num_classes = {
+            "mnist": 10,
+            "fmnist": 10,
+            "femnist": 62,
+            "cifar10": 10,
+            "cifar100": 100,
+            "svhn": 10,
+        }[name]
         if name == "cifar100" and kwargs.get("coarse", False):
             if "y_train_coarse" not in raw:
-                raise FlkitError("coarse=True needs the superclass labels, which this CIFAR-100 copy lacks")
-            arr["y_train"], arr["y_test"], num_classes = raw["y_train_coarse"], raw["y_test_coarse"], 20
+                raise FlkitError(
+                    "coarse=True needs the superclass labels, which this CIFAR-100 copy lacks"
+                )
+            arr["y_train"], arr["y_test"], num_classes = (
+                raw["y_train_coarse"],
+                raw["y_test_coarse"],
+                20,
+            )
             if "coarse_classes" in raw:
                 meta["classes"] = [str(c) for c in raw["coarse_classes"]]
         scheme, stats = _resolve_norm(name, normalize, channels)
-        meta["normalization"] = {"scheme": scheme, "mean": stats and list(stats[0]), "std": stats and list(stats[1]),
-                                 "note": "x = (pixel/255 - mean) / std" if stats else
-                                 ("x = 1 - pixel/255 (LEAF)" if scheme == "leaf" else "x = pixel/255")}
+        meta["normalization"] = {
+            "scheme": scheme,
+            "mean": stats and list(stats[0]),
+            "std": stats and list(stats[1]),
+            "note": "x = (pixel/255 - mean) / std"
+            if stats
+            else ("x = 1 - pixel/255 (LEAF)" if scheme == "leaf" else "x = pixel/255"),
+        }
         if "classes" in raw and "classes" not in meta:
             meta["classes"] = [str(c) for c in raw["classes"]]
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
@@ -322,26 +407,42 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         if name == "femnist":
             tr_groups, te_groups = arr["g_train"], arr["g_test"]
     elif name == "har":
-        arr = dict(x_train=raw["x_train"], y_train=raw["y_train"], g_train=raw["subject_train"],
-                   x_test=raw["x_test"], y_test=raw["y_test"], g_test=raw["subject_test"])
+        arr = dict(
+            x_train=raw["x_train"],
+            y_train=raw["y_train"],
+            g_train=raw["subject_train"],
+            x_test=raw["x_test"],
+            y_test=raw["y_test"],
+            g_test=raw["subject_test"],
+        )
         split = kwargs.get("split", "official")
         check_choice("split (har)", split, ("official", "per_subject", "pooled"))
         if split == "per_subject":
             arr = _shaping.har_per_subject(arr, seed)
-            meta["split"] = f"official train+test pooled, each subject split 75/25 stratified by label (seed {seed})"
+            meta["split"] = (
+                "official train+test pooled, each subject split 75/25 stratified by label "
+                f"(seed {seed})"
+            )
         elif split == "pooled":
             arr = _shaping.har_per_subject(arr, seed, test_frac=0.0)
             meta["split"] = "official train+test pooled as training data; empty test set"
         stats_src = arr["x_train"]
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
-        x_train, x_test = _tensor(arr["x_train"], dev, torch.float32), _tensor(arr["x_test"], dev, torch.float32)
+        x_train, x_test = (
+            _tensor(arr["x_train"], dev, torch.float32),
+            _tensor(arr["x_test"], dev, torch.float32),
+        )
         check_choice("normalize (har)", normalize, ("standard", "none"))
         if normalize == "standard":
             full = torch.from_numpy(np.asarray(stats_src, dtype=np.float32)).to(dev)
             mean, std = full.mean(dim=(0, 2), keepdim=True), full.std(dim=(0, 2), keepdim=True)
             x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
-            meta["normalization"] = {"scheme": "standard", "note": "per-channel standardisation with training statistics",
-                                     "mean": mean.flatten().tolist(), "std": std.flatten().tolist()}
+            meta["normalization"] = {
+                "scheme": "standard",
+                "note": "per-channel standardisation with training statistics",
+                "mean": mean.flatten().tolist(),
+                "std": std.flatten().tolist(),
+            }
         else:
             meta["normalization"] = {"scheme": "none", "note": "raw inertial signals"}
         if kwargs.get("flatten", False):
@@ -359,22 +460,47 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         x_train, x_test = (_tensor(arr[k], dev, torch.int64) for k in ("x_train", "x_test"))
         input_shape, num_classes = (80,), 80
         tr_groups, te_groups = arr["g_train"], arr["g_test"]
-        meta.update(vocab=str(raw["vocab"]), groups="role index (see meta['roles'])",
-                    roles=[str(r) for r in raw.get("roles", [])],
-                    normalization={"scheme": "tokens", "note": "x = 80 vocabulary indices, y = next character"})
+        meta.update(
+            vocab=str(raw["vocab"]),
+            groups="role index (see meta['roles'])",
+            roles=[str(r) for r in raw.get("roles", [])],
+            normalization={
+                "scheme": "tokens",
+                "note": "x = 80 vocabulary indices, y = next character",
+            },
+        )
     else:  # synthetic
-        arr = {"x_train": raw["x_train"], "y_train": raw["y_train"], "g_train": raw["g_train"],
-               "x_test": raw["x_test"], "y_test": raw["y_test"], "g_test": raw["g_test"]}
+        arr = {
+            "x_train": raw["x_train"],
+            "y_train": raw["y_train"],
+            "g_train": raw["g_train"],
+            "x_test": raw["x_test"],
+            "y_test": raw["y_test"],
+            "g_test": raw["g_test"],
+        }
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
         x_train, x_test = (_tensor(arr[k], dev, torch.float32) for k in ("x_train", "x_test"))
         input_shape, num_classes = (int(raw["x_train"].shape[1]),), int(kwargs.get("classes", 10))
         tr_groups, te_groups = arr["g_train"], arr["g_test"]
-        meta.update(groups="device id", synthetic={k: kwargs.get(k) for k in syn},
-                    samples_per_client=raw["samples_per_client"].tolist(),
-                    normalization={"scheme": "none", "note": "generated features, not normalised"})
+        meta.update(
+            groups="device id",
+            synthetic={k: kwargs.get(k) for k in syn},
+            samples_per_client=raw["samples_per_client"].tolist(),
+            normalization={"scheme": "none", "note": "generated features, not normalised"},
+        )
 
     def lt(a):
         return None if a is None else _tensor(a, dev, torch.int64)
-    return Dataset(name=name, x_train=x_train, y_train=lt(arr["y_train"]), x_test=x_test, y_test=lt(arr["y_test"]),
-                   num_classes=num_classes, input_shape=tuple(int(s) for s in input_shape),
-                   train_groups=lt(tr_groups), test_groups=lt(te_groups), meta=meta)
+
+    return Dataset(
+        name=name,
+        x_train=x_train,
+        y_train=lt(arr["y_train"]),
+        x_test=x_test,
+        y_test=lt(arr["y_test"]),
+        num_classes=num_classes,
+        input_shape=tuple(int(s) for s in input_shape),
+        train_groups=lt(tr_groups),
+        test_groups=lt(te_groups),
+        meta=meta,
+    )

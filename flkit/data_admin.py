@@ -1,9 +1,11 @@
-"""`flkit data list|verify|download|link`: see where datasets are, check them, fetch them, link a mirror.
+"""`flkit data list|verify|download|link`: see where datasets are, check them, fetch them, link a
+mirror.
 
 ``flkit/cli.py`` calls :func:`register_cli` with its argparse subparsers object; every
 sub-command sets ``args.func(args) -> int`` (the exit status). ``python -m flkit.data_admin ...``
 runs the same commands on their own.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +24,9 @@ _MIRROR_PREFIX = {"mnist": "MNIST/", "fmnist": "FashionMNIST/"}
 
 
 def _belongs(name: str, entry: str) -> bool:
-    return entry.startswith(_MIRROR_PREFIX[name]) if name in _MIRROR_PREFIX else entry == f"{name}.npz"
+    return (
+        entry.startswith(_MIRROR_PREFIX[name]) if name in _MIRROR_PREFIX else entry == f"{name}.npz"
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -48,14 +52,19 @@ def _manifest(*dirs):
 def cmd_list(args) -> int:
     root, mirror = D.data_root(args.root), D.mirror_dir(args.mirror)
     print(f"data root: {root.resolve()}{'' if root.is_dir() else '  (does not exist)'}")
-    print(f"mirror:    {mirror if mirror else 'not set (use --mirror or $FLKIT_MIRROR)'}"
-          f"{'' if mirror is None or mirror.is_dir() else '  (does not exist)'}")
+    print(
+        f"mirror:    {mirror if mirror else 'not set (use --mirror or $FLKIT_MIRROR)'}"
+        f"{'' if mirror is None or mirror.is_dir() else '  (does not exist)'}"
+    )
     print()
     print(f"{'dataset':<12} {'where':<8} {'layout':<13} path")
     missing = []
     for name in D.DATASETS:
         if name == "synthetic":
-            print(f"{name:<12} {'built-in':<8} {'generated':<13} (FedProx Synthetic(alpha, beta), no files needed)")
+            print(
+                f"{name:<12} {'built-in':<8} {'generated':<13} "
+                "(FedProx Synthetic(alpha, beta), no files needed)"
+            )
             continue
         hit = D.locate(name, args.root, args.mirror)
         if hit is None:
@@ -68,8 +77,11 @@ def cmd_list(args) -> int:
     if missing:
         print()
         down = [m for m in missing if m in D.DOWNLOADABLE]
-        print("To get the missing ones: `flkit data link --mirror /path/to/mirror` (offline copy)"
-              + (f" or `flkit data download {' '.join(down)}` (needs internet)" if down else "") + ".")
+        print(
+            "To get the missing ones: `flkit data link --mirror /path/to/mirror` (offline copy)"
+            + (f" or `flkit data download {' '.join(down)}` (needs internet)" if down else "")
+            + "."
+        )
     return 0
 
 
@@ -86,14 +98,21 @@ def cmd_verify(args) -> int:
     if manifest:
         print(f"checking sha256 against {mpath}")
     else:
-        print("no MANIFEST.json found in the mirror or the data root: decoding the files instead of hashing them")
+        print(
+            "no MANIFEST.json found in the mirror or the data root: "
+            "decoding the files instead of hashing them"
+        )
     for name in names:
         if name == "synthetic":
             continue
         mine = [e for e in entries if _belongs(name, e)]
-        places = [(lbl, d) for lbl, d in (("root", root), ("mirror", mirror)) if d is not None and d.is_dir()]
+        places = [
+            (lbl, d)
+            for lbl, d in (("root", root), ("mirror", mirror))
+            if d is not None and d.is_dir()
+        ]
         seen = False
-        for lbl, d in places:
+        for _lbl, d in places:
             for e in mine:
                 p = d / e
                 if not p.is_file():
@@ -103,8 +122,15 @@ def cmd_verify(args) -> int:
                 got = _sha256(p)
                 ok = got == entries[e]["sha256"]
                 bad += not ok
-                print(f"  {'OK      ' if ok else 'MISMATCH'} {name:<12} {p}"
-                      + ("" if ok else f"\n           sha256 {got}\n           expected {entries[e]['sha256']}"))
+                print(
+                    f"  {'OK      ' if ok else 'MISMATCH'} {name:<12} {p}"
+                    + (
+                        ""
+                        if ok
+                        else f"\n           sha256 {got}"
+                        f"\n           expected {entries[e]['sha256']}"
+                    )
+                )
             if not seen:  # no manifest entry on disk here: decode whatever layout is present
                 hit = F.find(name, d)
                 if hit:
@@ -120,8 +146,10 @@ def cmd_verify(args) -> int:
             print(f"  missing  {name:<12} (not in the data root or the mirror)")
     print(f"{checked} file(s)/folder(s) checked, {bad} bad")
     if bad:
-        print("Replace bad files: re-link the mirror (`flkit data link --mirror PATH --force`) or "
-              "re-download (`flkit data download NAME`).")
+        print(
+            "Replace bad files: re-link the mirror (`flkit data link --mirror PATH --force`) or "
+            "re-download (`flkit data download NAME`)."
+        )
     return 1 if bad else 0
 
 
@@ -132,12 +160,20 @@ def cmd_download(args) -> int:
         if n not in D.DATASETS:
             raise FlkitError(f"unknown dataset {n!r}; accepted: {', '.join(D.DOWNLOADABLE)} or all")
         if n not in D.DOWNLOADABLE:
-            raise FlkitError(f"{n!r} cannot be downloaded with torchvision (accepted: {', '.join(D.DOWNLOADABLE)}); "
-                             f"get {n}.npz from an offline mirror: `flkit data link --mirror /path/to/mirror`")
+            raise FlkitError(
+                f"{n!r} cannot be downloaded with torchvision "
+                f"(accepted: {', '.join(D.DOWNLOADABLE)}); "
+                f"get {n}.npz from an offline mirror: `flkit data link --mirror /path/to/mirror`"
+            )
     if not args.force and not D.is_online():
-        print("This machine looks offline (no connection to the torchvision download servers within 1.5 s), "
-              "so nothing was downloaded.\nUse an offline mirror instead: `flkit data link --mirror /path/to/mirror` "
-              "or `export FLKIT_MIRROR=/path/to/mirror`; pass --force to try anyway.", file=sys.stderr)
+        print(
+            "This machine looks offline "
+            "(no connection to the torchvision download servers within 1.5 s), "
+            "so nothing was downloaded.\nUse an offline mirror instead: "
+            "`flkit data link --mirror /path/to/mirror` "
+            "or `export FLKIT_MIRROR=/path/to/mirror`; pass --force to try anyway.",
+            file=sys.stderr,
+        )
         return 2
     root = D.data_root(args.root)
     for n in names:
@@ -149,14 +185,18 @@ def cmd_download(args) -> int:
 
 # --------------------------------------------------------------------------- link
 def link(mirror, root=None, force=False, verbose=True) -> list[Path]:
-    """Symlink every file of the mirror into the data root (directories are created, files linked)."""
+    """Symlink every file of the mirror into the data root.
+
+    Directories are created, files linked."""
     m = Path(mirror).expanduser().resolve()
     if not m.is_dir():
         raise FlkitError(f"mirror {str(mirror)!r} is not a directory")
     known = [p for p in m.rglob("*") if p.is_file() and p.name != "README.md"]
     if not any(F.find(n, m) for n in D.DATASETS if n != "synthetic"):
-        raise FlkitError(f"{m} does not look like a flkit data mirror: none of {', '.join(D.DATASETS[:-1])} "
-                         "is in it (expected MNIST/raw/*.gz, cifar10.npz, ...)")
+        raise FlkitError(
+            f"{m} does not look like a flkit data mirror: none of {', '.join(D.DATASETS[:-1])} "
+            "is in it (expected MNIST/raw/*.gz, cifar10.npz, ...)"
+        )
     r = D.data_root(root)
     r.mkdir(parents=True, exist_ok=True)
     if r.resolve() == m:
@@ -189,58 +229,93 @@ def cmd_link(args) -> int:
 
 # --------------------------------------------------------------------------- argparse
 def _common(p, mirror=True):
-    p.add_argument("--root", default=None, metavar="DIR",
-                   help="data root (default: $FLKIT_DATA, else ./data, else the checkout's data/)")
+    p.add_argument(
+        "--root",
+        default=None,
+        metavar="DIR",
+        help="data root (default: $FLKIT_DATA, else ./data, else the checkout's data/)",
+    )
     if mirror:
-        p.add_argument("--mirror", default=None, metavar="PATH",
-                       help="offline mirror folder (default: $FLKIT_MIRROR)")
+        p.add_argument(
+            "--mirror",
+            default=None,
+            metavar="PATH",
+            help="offline mirror folder (default: $FLKIT_MIRROR)",
+        )
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
-    """Add the `data` command (with list, verify, download, link) to an argparse subparsers object."""
+    """Add the `data` command (with list, verify, download, link) to an argparse subparsers
+    object."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
-        "data", help="find, check, download or link datasets", formatter_class=fmt,
-        description="Manage flkit's datasets. flkit.data.load(NAME) looks in the data root ($FLKIT_DATA, "
-                    "else ./data), then in the offline mirror ($FLKIT_MIRROR), then downloads with "
-                    "torchvision when online.",
+        "data",
+        help="find, check, download or link datasets",
+        formatter_class=fmt,
+        description="Manage flkit's datasets. flkit.data.load(NAME) looks in the data root "
+        "($FLKIT_DATA, "
+        "else ./data), then in the offline mirror ($FLKIT_MIRROR), then downloads with "
+        "torchvision when online.",
         epilog="examples:\n  flkit data list\n  flkit data link --mirror /path/to/mirror\n"
-               "  flkit data verify mnist\n  flkit data download mnist cifar10")
+        "  flkit data verify mnist\n  flkit data download mnist cifar10",
+    )
     sub = p.add_subparsers(dest="data_command", metavar="{list,verify,download,link}")
     sub.required = True
 
-    q = sub.add_parser("list", help="show each dataset and where it is found (or 'missing')",
-                       description="Show, for every dataset name flkit.data.load accepts, whether it is found "
-                                   "in the data root or the mirror, in which layout and at which path.")
+    q = sub.add_parser(
+        "list",
+        help="show each dataset and where it is found (or 'missing')",
+        description="Show, for every dataset name flkit.data.load accepts, whether it is found "
+        "in the data root or the mirror, in which layout and at which path.",
+    )
     _common(q)
     q.set_defaults(func=cmd_list)
 
-    q = sub.add_parser("verify", help="check files against the mirror's MANIFEST.json sha256 sums",
-                       description="Hash every dataset file of the data root and the mirror and compare it with "
-                                   "the sha256 in MANIFEST.json (looked for in the mirror, then the root). Files "
-                                   "without a manifest entry (e.g. torchvision downloads) are decoded instead. "
-                                   "Exit status 1 when any file is bad.")
-    q.add_argument("names", nargs="*", metavar="NAME", help=f"datasets to check (default: all); one of {', '.join(D.DATASETS[:-1])}")
+    q = sub.add_parser(
+        "verify",
+        help="check files against the mirror's MANIFEST.json sha256 sums",
+        description="Hash every dataset file of the data root and the mirror and compare it with "
+        "the sha256 in MANIFEST.json (looked for in the mirror, then the root). Files "
+        "without a manifest entry (e.g. torchvision downloads) are decoded instead. "
+        "Exit status 1 when any file is bad.",
+    )
+    q.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"datasets to check (default: all); one of {', '.join(D.DATASETS[:-1])}",
+    )
     _common(q)
     q.set_defaults(func=cmd_verify)
 
-    q = sub.add_parser("download", help="download datasets with torchvision into the data root",
-                       description=f"Download with torchvision into the data root. Downloadable: {', '.join(D.DOWNLOADABLE)} "
-                                   "(femnist, har and shakespeare come only from a mirror). Checks the connection "
-                                   "first and says so when the machine is offline (exit status 2).")
+    q = sub.add_parser(
+        "download",
+        help="download datasets with torchvision into the data root",
+        description="Download with torchvision into the data root. "
+        f"Downloadable: {', '.join(D.DOWNLOADABLE)} "
+        "(femnist, har and shakespeare come only from a mirror). Checks the connection "
+        "first and says so when the machine is offline (exit status 2).",
+    )
     q.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(D.DOWNLOADABLE)}, or all")
     _common(q, mirror=False)
     q.add_argument("--force", action="store_true", help="skip the online check and try anyway")
     q.set_defaults(func=cmd_download)
 
-    q = sub.add_parser("link", help="make the data root point at an offline mirror (symlinks, no copies)",
-                       description="Create the mirror's folders in the data root and symlink each of its files "
-                                   "there (MNIST/raw/*.gz, *.npz, MANIFEST.json), so that load() finds them and "
-                                   "torchvision can still unpack or add files in the (writable) root. Nothing is "
-                                   "copied; existing files are kept unless --force.")
+    q = sub.add_parser(
+        "link",
+        help="make the data root point at an offline mirror (symlinks, no copies)",
+        description="Create the mirror's folders in the data root and symlink each of its files "
+        "there (MNIST/raw/*.gz, *.npz, MANIFEST.json), so that load() finds them and "
+        "torchvision can still unpack or add files in the (writable) root. Nothing is "
+        "copied; existing files are kept unless --force.",
+    )
     q.add_argument("--mirror", required=True, metavar="PATH", help="the mirror folder to link to")
-    q.add_argument("--root", default=None, metavar="DIR",
-                   help="data root to create the links in (default: $FLKIT_DATA, else ./data)")
+    q.add_argument(
+        "--root",
+        default=None,
+        metavar="DIR",
+        help="data root to create the links in (default: $FLKIT_DATA, else ./data)",
+    )
     q.add_argument("--force", action="store_true", help="replace files or links that already exist")
     q.set_defaults(func=cmd_link)
     return p

@@ -32,6 +32,7 @@ natural(groups)
     order; with num_clients < number of groups, a seeded random subset of the groups (sorted).
     num_clients=None takes all groups.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,7 +66,10 @@ def _labels_np(labels) -> np.ndarray:
 
 def _check_int(field, value, low, high=None):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise FlkitError(f"{field}={value!r} must be an integer in [{low}, {high if high is not None else 'inf'})")
+        raise FlkitError(
+            f"{field}={value!r} must be an integer in "
+            f"[{low}, {high if high is not None else 'inf'})"
+        )
     check_range(field, int(value), low, high)
 
 
@@ -75,7 +79,9 @@ def partition(scheme: str, labels, num_clients: int | None, seed: int, **kw) -> 
     bad = sorted(set(kw) - set(_KWARGS[scheme]))
     if bad:
         accepted = ", ".join(_KWARGS[scheme]) or "none"
-        raise FlkitError(f"unknown option(s) {bad} for partition scheme {scheme!r}; accepted: {accepted}")
+        raise FlkitError(
+            f"unknown option(s) {bad} for partition scheme {scheme!r}; accepted: {accepted}"
+        )
     device = labels.device if isinstance(labels, Tensor) else torch.device("cpu")
     y = _labels_np(labels)
     n = len(y)
@@ -87,10 +93,17 @@ def partition(scheme: str, labels, num_clients: int | None, seed: int, **kw) -> 
     else:
         _check_int("num_clients", num_clients, 1)
         if num_clients > n:
-            raise FlkitError(f"num_clients={num_clients} is more than the {n} samples; accepted range [1, {n}]")
+            raise FlkitError(
+                f"num_clients={num_clients} is more than the {n} samples; accepted range [1, {n}]"
+            )
     rng = numpy_rng(seed, "partition", scheme)
-    fn = {"iid": _iid, "dirichlet": _dirichlet, "shards": _shards,
-          "classes_per_client": _classes_per_client, "natural": _natural}[scheme]
+    fn = {
+        "iid": _iid,
+        "dirichlet": _dirichlet,
+        "shards": _shards,
+        "classes_per_client": _classes_per_client,
+        "natural": _natural,
+    }[scheme]
     parts = fn(y, num_clients, rng, **kw)
     return [torch.as_tensor(np.asarray(p, dtype=np.int64)).to(device) for p in parts]
 
@@ -99,10 +112,19 @@ def _iid(y, k, rng):
     return np.array_split(rng.permutation(len(y)), k)
 
 
-def _dirichlet(y, k, rng, alpha=None, samples_per_client=None, min_samples=0, rounding="round", max_tries=1000):
+def _dirichlet(
+    y, k, rng, alpha=None, samples_per_client=None, min_samples=0, rounding="round", max_tries=1000
+):
     if alpha is None:
-        raise FlkitError("dirichlet partition needs alpha (concentration, > 0; e.g. 0.1 = very skewed, 100 = near iid)")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)) or not math.isfinite(alpha):
+        raise FlkitError(
+            "dirichlet partition needs alpha "
+            "(concentration, > 0; e.g. 0.1 = very skewed, 100 = near iid)"
+        )
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float, np.floating, np.integer))
+        or not math.isfinite(alpha)
+    ):
         raise FlkitError(f"alpha={alpha!r} must be a finite number in (0, inf)")
     check_range("alpha", float(alpha), 0, None, low_open=True)
     check_choice("rounding", rounding, ("round", "floor"))
@@ -124,8 +146,11 @@ def _dirichlet(y, k, rng, alpha=None, samples_per_client=None, min_samples=0, ro
         parts = [np.sort(np.concatenate(p)) for p in parts]
         if min(len(p) for p in parts) >= min_samples:
             return parts
-    raise FlkitError(f"dirichlet: no draw in max_tries={max_tries} gave every client >= min_samples={min_samples}; "
-                     "lower min_samples or num_clients, or raise alpha")
+    raise FlkitError(
+        f"dirichlet: no draw in max_tries={max_tries} gave every client "
+        f">= min_samples={min_samples}; "
+        "lower min_samples or num_clients, or raise alpha"
+    )
 
 
 def _dirichlet_fixed(y, k, rng, alpha, size, classes, rounding):
@@ -144,11 +169,13 @@ def _dirichlet_fixed(y, k, rng, alpha, size, classes, rounding):
                     for cc in pools:
                         pools[cc].extend(used[cc])
                         used[cc] = []
-                if len(pools[c]) <= m:  # the whole class is smaller than the request: take it all, repeat
+                if (
+                    len(pools[c]) <= m
+                ):  # the whole class is smaller than the request: take it all, repeat
                     take = pools[c][:]
                 else:
                     take = pools[c][:m]
-                del pools[c][:len(take)]
+                del pools[c][: len(take)]
                 used[c].extend(take)
                 mine.extend(take)
                 m -= len(take)
@@ -160,9 +187,11 @@ def _shards(y, k, rng, shards_per_client=2):
     _check_int("shards_per_client", shards_per_client, 1)
     num_shards = k * shards_per_client
     if len(y) % num_shards:
-        raise FlkitError(f"shards: {len(y)} samples cannot be cut into num_clients*shards_per_client = "
-                         f"{k}*{shards_per_client} = {num_shards} equal shards; accepted: a shard count that "
-                         f"divides {len(y)} (e.g. use a train_subset that is a multiple of {num_shards})")
+        raise FlkitError(
+            f"shards: {len(y)} samples cannot be cut into num_clients*shards_per_client = "
+            f"{k}*{shards_per_client} = {num_shards} equal shards; accepted: a shard count that "
+            f"divides {len(y)} (e.g. use a train_subset that is a multiple of {num_shards})"
+        )
     shards = np.argsort(y, kind="stable").reshape(num_shards, -1)
     pick = rng.permutation(num_shards).reshape(k, shards_per_client)
     return [np.sort(shards[row].reshape(-1)) for row in pick]
@@ -173,16 +202,21 @@ def _classes_per_client(y, k, rng, classes=2):
     c = len(labels)
     _check_int("classes", classes, 1, c)
     if k * classes < c:
-        raise FlkitError(f"classes_per_client: num_clients*classes = {k}*{classes} = {k * classes} < {c} classes, "
-                         f"so some class would have no client; accepted: num_clients >= {math.ceil(c / classes)}")
+        raise FlkitError(
+            f"classes_per_client: num_clients*classes = {k}*{classes} = {k * classes} "
+            f"< {c} classes, "
+            f"so some class would have no client; accepted: num_clients >= {math.ceil(c / classes)}"
+        )
     slots = [classes] * k
     per_class = math.ceil(k * classes / c)
     parts = [[] for _ in range(k)]
     for lab in labels:
         chosen = [i for i in range(k) if slots[i] > 0][:per_class]
         if not chosen:
-            raise FlkitError(f"classes_per_client: no free client slot left for class {lab} with "
-                             f"num_clients={k}, classes={classes}; use more clients or more classes per client")
+            raise FlkitError(
+                f"classes_per_client: no free client slot left for class {lab} with "
+                f"num_clients={k}, classes={classes}; use more clients or more classes per client"
+            )
         idx = rng.permutation(np.flatnonzero(y == lab))
         share = len(idx) // len(chosen)
         cuts = [share * (j + 1) for j in range(len(chosen) - 1)]
@@ -194,21 +228,29 @@ def _classes_per_client(y, k, rng, classes=2):
 
 def _natural(y, k, rng, groups=None):
     if groups is None:
-        raise FlkitError("natural partition needs groups= (one natural client id per sample, "
-                         "e.g. dataset.train_groups)")
+        raise FlkitError(
+            "natural partition needs groups= (one natural client id per sample, "
+            "e.g. dataset.train_groups)"
+        )
     g = groups.detach().cpu().numpy() if isinstance(groups, Tensor) else np.asarray(groups)
     if g.shape != y.shape:
-        raise FlkitError(f"groups has shape {g.shape} but labels has shape {y.shape}; need one group id per sample")
+        raise FlkitError(
+            f"groups has shape {g.shape} but labels has shape {y.shape}; "
+            "need one group id per sample"
+        )
     ids, inverse = np.unique(g, return_inverse=True)
     if k is not None:
         if k > len(ids):
-            raise FlkitError(f"num_clients={k} is more than the {len(ids)} natural groups; accepted range [1, {len(ids)}]")
+            raise FlkitError(
+                f"num_clients={k} is more than the {len(ids)} natural groups; "
+                f"accepted range [1, {len(ids)}]"
+            )
         chosen = np.sort(rng.choice(len(ids), k, replace=False))
     else:
         chosen = np.arange(len(ids))
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(len(ids) + 1))
-    return [order[bounds[j]:bounds[j + 1]] for j in chosen]
+    return [order[bounds[j] : bounds[j + 1]] for j in chosen]
 
 
 def label_counts(parts, labels, num_classes: int) -> Tensor:
@@ -217,7 +259,9 @@ def label_counts(parts, labels, num_classes: int) -> Tensor:
     _check_int("num_classes", num_classes, 1)
     out = torch.zeros(len(parts), num_classes, dtype=torch.int64)
     for i, p in enumerate(parts):
-        out[i] = torch.bincount(y[torch.as_tensor(p).cpu().long()], minlength=num_classes)[:num_classes]
+        out[i] = torch.bincount(y[torch.as_tensor(p).cpu().long()], minlength=num_classes)[
+            :num_classes
+        ]
     return out
 
 
@@ -227,15 +271,21 @@ def summary(parts, labels, num_classes: int) -> dict:
     sizes = counts.sum(1)
     p = counts / sizes.clamp_min(1).unsqueeze(1)
     ent = -(p * p.clamp_min(1e-300).log()).sum(1)
-    return {"clients": len(parts), "size_min": int(sizes.min()), "size_mean": float(sizes.mean()),
-            "size_max": int(sizes.max()), "classes_per_client_mean": float((counts > 0).sum(1).double().mean()),
-            "label_entropy_mean": float(ent.mean())}
+    return {
+        "clients": len(parts),
+        "size_min": int(sizes.min()),
+        "size_mean": float(sizes.mean()),
+        "size_max": int(sizes.max()),
+        "classes_per_client_mean": float((counts > 0).sum(1).double().mean()),
+        "label_entropy_mean": float(ent.mean()),
+    }
 
 
 def local_split(parts, labels, test_frac: float, seed: int) -> tuple[list[Tensor], list[Tensor]]:
     """Split every client's samples into a local train and a local test part, stratified by label:
     round(test_frac * n_c) of each class c go to test, but every client keeps >= 1 training sample.
-    Seeded per client (stream "local-split"), so adding clients does not change the others' splits."""
+    Seeded per client (stream "local-split"), so adding clients does not change the others'
+    splits."""
     if isinstance(test_frac, bool) or not isinstance(test_frac, (int, float)):
         raise FlkitError(f"test_frac={test_frac!r} must be a number in [0, 1)")
     check_range("test_frac", float(test_frac), 0, 1, high_open=True)
@@ -248,7 +298,7 @@ def local_split(parts, labels, test_frac: float, seed: int) -> tuple[list[Tensor
         is_test = np.zeros(len(ix), dtype=bool)
         for c in np.unique(y[ix]):
             pos = np.flatnonzero(y[ix] == c)
-            is_test[rng.permutation(pos)[:int(round(test_frac * len(pos)))]] = True
+            is_test[rng.permutation(pos)[: int(round(test_frac * len(pos)))]] = True
         if is_test.all():
             is_test[rng.integers(len(ix))] = False
         train.append(torch.as_tensor(ix[~is_test]).to(dev))

@@ -19,9 +19,9 @@ inconclusive (``holds=None``), keeping the face-value verdict in the evidence; t
 place that rule lives. A claim that does not depend on how long or how big the run is (a byte
 count computed from the model's shapes) passes ``judge_at_smoke=True``.
 
-Run folder (``out_dir``): the argument, else ``$FLKIT_REPORT_DIR`` (set by ``flkit reproduce``), else
-``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs``, relative
-to the working directory, which is the notebook's folder in JupyterLab and nbval).
+Run folder (``out_dir``): the argument, else ``$FLKIT_REPORT_DIR`` (set by ``flkit reproduce``),
+else ``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs``,
+relative to the working directory, which is the notebook's folder in JupyterLab and nbval).
 
 ``results.json`` (schema 1)::
 
@@ -34,6 +34,7 @@ to the working directory, which is the notebook's folder in JupyterLab and nbval
 
 Non-finite measurements are stored as the strings "NaN", "Infinity", "-Infinity" (strict JSON).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -59,8 +60,15 @@ SMOKE_REASON = "smoke preset: too short to judge"
 _VERSION_PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "papermill", "nbclient")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
-__all__ = ["Report", "versions", "load_results", "summarize", "format_value", "COLUMNS",
-           "RESULTS_FILE"]
+__all__ = [
+    "Report",
+    "versions",
+    "load_results",
+    "summarize",
+    "format_value",
+    "COLUMNS",
+    "RESULTS_FILE",
+]
 
 
 def versions() -> dict:
@@ -68,8 +76,12 @@ def versions() -> dict:
     from importlib import metadata
 
     from . import __version__
-    out = {"python": platform.python_version(), "flkit": __version__,
-           "platform": platform.platform(terse=True)}
+
+    out = {
+        "python": platform.python_version(),
+        "flkit": __version__,
+        "platform": platform.platform(terse=True),
+    }
     for pkg in _VERSION_PACKAGES:
         try:
             out[pkg] = metadata.version(pkg)
@@ -94,8 +106,10 @@ def _scalar(value, field: str, allow_none: bool = True, allow_str: bool = False)
         try:
             value = value.item()
         except (ValueError, RuntimeError):
-            raise FlkitError(f"{field} must be a single number, got an array of shape "
-                             f"{tuple(getattr(value, 'shape', ()))}") from None
+            raise FlkitError(
+                f"{field} must be a single number, got an array of shape "
+                f"{tuple(getattr(value, 'shape', ()))}"
+            ) from None
     if isinstance(value, bool):
         return value
     if isinstance(value, _numbers.Integral):
@@ -153,14 +167,23 @@ def _verdict(holds) -> str:
 class Report:
     """Collects a notebook's key numbers, claim verdicts and figures into one run folder.
 
-    ``preset`` is a preset name, ``None`` (resolved like ``presets.load``) or the ``Preset`` returned
-    by ``presets.load`` (then its values and overrides are recorded too). ``device`` is recorded as
-    resolved (``"auto"`` -> ``"cuda"``/``"cpu"``)."""
+    ``preset`` is a preset name, ``None`` (resolved like ``presets.load``) or the ``Preset``
+    returned by ``presets.load`` (then its values and overrides are recorded too). ``device`` is
+    recorded as resolved (``"auto"`` -> ``"cuda"``/``"cpu"``)."""
 
-    def __init__(self, notebook: str, preset=None, seed: int = 0, out_dir: str | Path | None = None,
-                 device: str | None = "auto", autosave: bool = True):
+    def __init__(
+        self,
+        notebook: str,
+        preset=None,
+        seed: int = 0,
+        out_dir: str | Path | None = None,
+        device: str | None = "auto",
+        autosave: bool = True,
+    ):
         if not isinstance(notebook, str) or not notebook:
-            raise FlkitError(f"notebook={notebook!r}; accepted: the notebook's name, e.g. '02_feddip'")
+            raise FlkitError(
+                f"notebook={notebook!r}; accepted: the notebook's name, e.g. '02_feddip'"
+            )
         self.notebook = notebook[:-6] if notebook.endswith(".ipynb") else notebook
         self.config = None
         self.overrides: dict = {}
@@ -170,6 +193,7 @@ class Report:
             preset = preset.name
         elif preset is None or preset == "env":
             from . import presets as _presets
+
             try:
                 preset = _presets.resolve(self.notebook, preset)
             except FlkitError:
@@ -183,8 +207,10 @@ class Report:
         self.device = self._device(device)
         if out_dir is None:
             out_dir = os.environ.get(ENV_REPORT_DIR) or (
-                Path(os.environ.get(ENV_RUNS_DIR) or "runs") / self.notebook
-                / f"{self.preset}-seed{self.seed}")
+                Path(os.environ.get(ENV_RUNS_DIR) or "runs")
+                / self.notebook
+                / f"{self.preset}-seed{self.seed}"
+            )
         self.out_dir = Path(out_dir)
         self.autosave = autosave
         self.numbers: dict[str, dict] = {}
@@ -198,6 +224,7 @@ class Report:
         if device is None or str(device) == "auto":
             try:
                 from .utils import resolve_device
+
                 return str(resolve_device("auto"))
             except Exception:  # recording must never fail a notebook
                 return "auto"
@@ -215,14 +242,19 @@ class Report:
         ``paper`` may be a number or a string such as ``"97.1 ± 0.2"``. Returns ``measured``."""
         if not isinstance(key, str) or not key.strip():
             raise FlkitError(f"number key={key!r}; accepted: a non-empty string")
-        self.numbers[key] = {"key": key, "measured": _scalar(measured, f"number {key!r} measured"),
-                             "paper": _scalar(paper, f"number {key!r} paper", allow_str=True),
-                             "unit": str(unit), "note": str(note)}
+        self.numbers[key] = {
+            "key": key,
+            "measured": _scalar(measured, f"number {key!r} measured"),
+            "paper": _scalar(paper, f"number {key!r} paper", allow_str=True),
+            "unit": str(unit),
+            "note": str(note),
+        }
         self._autosave()
         return measured
 
-    def claim(self, text: str, holds, evidence: str = "", paper: str = "",
-              judge_at_smoke: bool = False):
+    def claim(
+        self, text: str, holds, evidence: str = "", paper: str = "", judge_at_smoke: bool = False
+    ):
         """Record whether a claim of the paper holds in our run (``None`` = inconclusive).
 
         At the ``smoke`` preset the verdict is recorded as ``None`` (the evidence keeps the
@@ -238,8 +270,12 @@ class Report:
             face = "it holds" if holds else "it does not hold"
             evidence = f"{evidence} — inconclusive ({SMOKE_REASON}); at face value {face}"
             holds = None
-        self.claims[text] = {"text": text, "holds": holds, "evidence": str(evidence),
-                             "paper": str(paper)}
+        self.claims[text] = {
+            "text": text,
+            "holds": holds,
+            "evidence": str(evidence),
+            "paper": str(paper),
+        }
         self._autosave()
         return holds
 
@@ -248,15 +284,20 @@ class Report:
         if isinstance(name, str) and name.endswith(".png"):
             name = name[:-4]
         if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise FlkitError(f"figure name={name!r}; accepted: letters, digits, '_', '-', '.' "
-                             "(no folders), e.g. 'accuracy_vs_rounds'")
+            raise FlkitError(
+                f"figure name={name!r}; accepted: letters, digits, '_', '-', '.' "
+                "(no folders), e.g. 'accuracy_vs_rounds'"
+            )
         if fig is None:
             import matplotlib.pyplot as plt
+
             fig = plt.gcf()
         if not hasattr(fig, "savefig"):  # an Axes: save the figure holding it
             fig = getattr(fig, "figure", fig)
         if not hasattr(fig, "savefig"):
-            raise FlkitError(f"figure {name!r}: {type(fig).__name__} is not a matplotlib Figure/Axes")
+            raise FlkitError(
+                f"figure {name!r}: {type(fig).__name__} is not a matplotlib Figure/Axes"
+            )
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / f"{name}.png"
         tmp = self.out_dir / f".{name}.tmp.png"
@@ -268,17 +309,32 @@ class Report:
 
     # ------------------------------------------------------------------------------ output
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "notebook": self.notebook, "preset": self.preset,
-                "config": self.config, "overrides": self.overrides, "seed": self.seed,
-                "device": self.device, "versions": versions(), "started": self.started,
-                "saved": _now(), "wall_time_s": round(time.perf_counter() - self._t0, 3),
-                "numbers": list(self.numbers.values()), "claims": list(self.claims.values()),
-                "figures": list(self.figures.values())}
+        return {
+            "schema": SCHEMA,
+            "notebook": self.notebook,
+            "preset": self.preset,
+            "config": self.config,
+            "overrides": self.overrides,
+            "seed": self.seed,
+            "device": self.device,
+            "versions": versions(),
+            "started": self.started,
+            "saved": _now(),
+            "wall_time_s": round(time.perf_counter() - self._t0, 3),
+            "numbers": list(self.numbers.values()),
+            "claims": list(self.claims.values()),
+            "figures": list(self.figures.values()),
+        }
 
     def save(self) -> Path:
         """Write ``results.json`` atomically (temp file + rename); returns its path."""
-        save_text(self.path, json.dumps(self.to_dict(), indent=2, ensure_ascii=False,
-                                                 allow_nan=False, default=_json_default) + "\n")
+        save_text(
+            self.path,
+            json.dumps(
+                self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False, default=_json_default
+            )
+            + "\n",
+        )
         return self.path
 
     def _autosave(self):
@@ -293,9 +349,11 @@ class Report:
         return self.table().to_html()
 
     def __repr__(self):
-        return (f"Report({self.notebook!r}, preset={self.preset!r}, seed={self.seed}, "
-                f"{len(self.numbers)} numbers, {len(self.claims)} claims, "
-                f"{len(self.figures)} figures -> {self.path})")
+        return (
+            f"Report({self.notebook!r}, preset={self.preset!r}, seed={self.seed}, "
+            f"{len(self.numbers)} numbers, {len(self.claims)} claims, "
+            f"{len(self.figures)} figures -> {self.path})"
+        )
 
 
 def _json_default(o):
@@ -310,8 +368,12 @@ def _json_default(o):
 
 def _frame(rows: list[dict]):
     import pandas as pd
-    df = pd.DataFrame([[r["paper"], r["measured"], r["holds"]] for r in rows],
-                      columns=list(COLUMNS), index=[r["item"] for r in rows])
+
+    df = pd.DataFrame(
+        [[r["paper"], r["measured"], r["holds"]] for r in rows],
+        columns=list(COLUMNS),
+        index=[r["item"] for r in rows],
+    )
     df.index.name = ""
     return df
 
@@ -364,13 +426,25 @@ def summarize(results: list[dict]) -> list[dict]:
                 measured += f"{_unit_sep(unit)}{unit}" if unit else ""
             else:
                 measured = format_value(mean, unit)
-            measured += f" (n={len(finite)})" if len(finite) == n_runs else \
-                f" ({len(finite)} of {n_runs} seeds)"
+            measured += (
+                f" (n={len(finite)})"
+                if len(finite) == n_runs
+                else f" ({len(finite)} of {n_runs} seeds)"
+            )
         paper = first.get("paper")
         paper_s = format_value(paper, unit) if not isinstance(paper, str) else paper
         item = key + (f" — {first['note']}" if first.get("note") else "")
-        rows.append({"kind": "number", "item": item, "paper": paper_s, "measured": measured,
-                     "holds": "", "values": values, "unit": unit})
+        rows.append(
+            {
+                "kind": "number",
+                "item": item,
+                "paper": paper_s,
+                "measured": measured,
+                "holds": "",
+                "values": values,
+                "unit": unit,
+            }
+        )
     for text, verdicts in claim_order.items():
         first = claim_first[text]
         if n_runs <= 1:
@@ -384,6 +458,14 @@ def summarize(results: list[dict]) -> list[dict]:
         evidence = first.get("evidence", "")
         if n_runs > 1 and evidence:
             evidence += f" (seed {claim_seed[text]})"
-        rows.append({"kind": "claim", "item": text, "paper": first.get("paper", "") or "claim",
-                     "measured": evidence, "holds": holds, "verdicts": verdicts})
+        rows.append(
+            {
+                "kind": "claim",
+                "item": text,
+                "paper": first.get("paper", "") or "claim",
+                "measured": evidence,
+                "holds": holds,
+                "verdicts": verdicts,
+            }
+        )
     return rows

@@ -1,7 +1,8 @@
 """Stacked state dicts: the K clients' parameters and buffers as {name: Tensor[K, ...]}."""
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -37,23 +38,32 @@ def index_state(stacked: Mapping[str, torch.Tensor], idx) -> State:
     return {n: v[idx] for n, v in stacked.items()}
 
 
-def flatten(stacked: Mapping[str, torch.Tensor], names: Iterable[str] | None = None) -> torch.Tensor:
+def flatten(
+    stacked: Mapping[str, torch.Tensor], names: Iterable[str] | None = None
+) -> torch.Tensor:
     """[K, d] matrix of the named entries (all floating entries by default), in a fixed order."""
-    names = list(names) if names is not None else [n for n, v in stacked.items() if v.is_floating_point()]
+    names = (
+        list(names)
+        if names is not None
+        else [n for n, v in stacked.items() if v.is_floating_point()]
+    )
     return torch.cat([stacked[n].reshape(stacked[n].shape[0], -1) for n in names], dim=1)
 
 
 def unflatten(flat: torch.Tensor, like: Mapping[str, torch.Tensor], names: Iterable[str]) -> State:
-    """Inverse of `flatten`. `like` is one model's state (shapes without K); flat is [d] or [K, d]."""
+    """Inverse of `flatten`. `like` is one model's state (shapes without K); flat is [d] or
+    [K, d]."""
     out, pos = {}, 0
     lead = flat.shape[:-1]
     for n in names:
         shape = like[n].shape
         size = like[n].numel()
-        out[n] = flat[..., pos:pos + size].reshape(*lead, *shape)
+        out[n] = flat[..., pos : pos + size].reshape(*lead, *shape)
         pos += size
     if pos != flat.shape[-1]:
-        raise ValueError(f"flat vector has {flat.shape[-1]} entries but the named tensors hold {pos}")
+        raise ValueError(
+            f"flat vector has {flat.shape[-1]} entries but the named tensors hold {pos}"
+        )
     return out
 
 

@@ -3,21 +3,24 @@
 A run folder holds config.json, history.csv, checkpoint.pt (while running) and DONE (when
 finished). Re-running an unchanged config loads the folder instead of retraining; an
 interrupted run resumes from checkpoint.pt."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 import torch
 
 
 def default_root() -> Path:
-    """$FLKIT_RUNS if set, else $FLKIT_RUNS_DIR/cache (the folder reports also use), else runs/cache."""
+    """$FLKIT_RUNS if set, else $FLKIT_RUNS_DIR/cache (the folder reports also use), else
+    runs/cache."""
     if os.environ.get("FLKIT_RUNS"):
         return Path(os.environ["FLKIT_RUNS"])
     return Path(os.environ.get("FLKIT_RUNS_DIR", "runs")) / "cache"
@@ -48,9 +51,11 @@ def _atomic(path: Path, write) -> None:
 
 def save_text(path, text: str) -> None:
     """Write ``text`` (UTF-8) atomically: readers see the old file or the new one, never a part."""
+
     def write(tmp):
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
+
     _atomic(Path(path), write)
 
 
@@ -58,6 +63,7 @@ def save_json(path, obj) -> None:
     def write(tmp):
         with open(tmp, "w") as f:
             json.dump(obj, f, indent=2, sort_keys=True, default=str)
+
     _atomic(Path(path), write)
 
 

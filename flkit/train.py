@@ -9,12 +9,13 @@ Backends of `train_clients`:
 - "loop": the reference loop (torch.optim.SGD per client), for comparison.
 "auto" takes "wide" when the model qualifies, else "vmap" (models without buffers), else "loop".
 """
+
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +31,7 @@ BACKENDS = ("auto", "wide", "vmap", "loop")
 @dataclass(frozen=True)
 class LocalSpec:
     """Local SGD as torch.optim.SGD does it (coupled weight decay, momentum without dampening)."""
+
     lr: float
     batch_size: int
     epochs: int | None = None
@@ -53,10 +55,10 @@ class LocalSpec:
 
 @dataclass
 class LocalResult:
-    state: State                 # {name: Tensor[K, ...]} parameters and buffers after training
-    train_loss: torch.Tensor     # [K] sample-weighted mean training loss over all local steps
-    samples: torch.Tensor        # [K] samples processed
-    steps: torch.Tensor          # [K] optimiser steps taken
+    state: State  # {name: Tensor[K, ...]} parameters and buffers after training
+    train_loss: torch.Tensor  # [K] sample-weighted mean training loss over all local steps
+    samples: torch.Tensor  # [K] samples processed
+    steps: torch.Tensor  # [K] optimiser steps taken
 
 
 def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.Tensor]:
@@ -65,12 +67,16 @@ def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.T
     Epoch mode: a fresh permutation per epoch cut into batches (last one short unless drop_last).
     Step mode: consecutive batches of successive permutations, `steps` of them."""
     if n < 1:
-        raise FlkitError("a client with no data cannot train; every client index tensor must be non-empty")
+        raise FlkitError(
+            "a client with no data cannot train; every client index tensor must be non-empty"
+        )
     gen = generator(seed, "batch-plan")
     bsz = spec.batch_size
     per_epoch = n // bsz if spec.drop_last else math.ceil(n / bsz)
     if per_epoch == 0:
-        raise FlkitError(f"batch_size={bsz} with drop_last=True leaves no batch for a client with {n} samples")
+        raise FlkitError(
+            f"batch_size={bsz} with drop_last=True leaves no batch for a client with {n} samples"
+        )
     plan: list[torch.Tensor] = []
     target = spec.steps if spec.steps is not None else spec.epochs * per_epoch
     while len(plan) < target:
@@ -78,7 +84,7 @@ def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.T
         for j in range(per_epoch):
             if len(plan) == target:
                 break
-            plan.append(perm[j * bsz:(j + 1) * bsz].to(device))
+            plan.append(perm[j * bsz : (j + 1) * bsz].to(device))
     return plan
 
 
@@ -97,7 +103,8 @@ def _sgd_step(p, g, buf, spec: LocalSpec, differentiable: bool):
 
 @torch.no_grad()
 def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
-    """`_sgd_step` for all tensors at once (torch._foreach_*: one kernel launch per op, not per tensor)."""
+    """`_sgd_step` for all tensors at once (torch._foreach_*: one kernel launch per op, not per
+    tensor)."""
     if spec.weight_decay:
         grads = torch._foreach_add(grads, params, alpha=spec.weight_decay)
     if spec.momentum:
@@ -120,18 +127,23 @@ def choose_backend(model: nn.Module, backend: str = "auto") -> str:
     check_choice("backend", backend, BACKENDS)
     if backend != "auto":
         if backend == "wide" and unsupported_reason(model):
-            raise FlkitError(f"backend='wide' cannot run this model: {unsupported_reason(model)}; "
-                             "accepted backends for it: 'vmap', 'loop'")
+            raise FlkitError(
+                f"backend='wide' cannot run this model: {unsupported_reason(model)}; "
+                "accepted backends for it: 'vmap', 'loop'"
+            )
         return backend
     if unsupported_reason(model) is None:
         return "wide"
     return "vmap" if not list(model.buffers()) else "loop"
 
 
-def auto_chunk(model: nn.Module, k: int, batch_size: int, sample_shape, device: torch.device) -> int:
+def auto_chunk(
+    model: nn.Module, k: int, batch_size: int, sample_shape, device: torch.device
+) -> int:
     """How many clients to train at once so the wide step fits in memory (half of what is free)."""
     n_param = sum(p.numel() for p in model.parameters())
-    # parameters, gradient, momentum, plus activations (a coarse 64 floats per input value per layer)
+    # parameters, gradient, momentum, plus activations (a coarse 64 floats per input value per
+    # layer)
     per_client = 4 * (4 * n_param + 64 * batch_size * int(torch.Size(sample_shape).numel()))
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
@@ -143,20 +155,31 @@ def auto_chunk(model: nn.Module, k: int, batch_size: int, sample_shape, device: 
     return max(1, min(k, int(0.5 * free // max(per_client, 1))))
 
 
-def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                  client_indices: Sequence[torch.Tensor], spec: LocalSpec, client_seeds: Sequence[int],
-                  extra_loss: Callable | None = None, param_transform: Callable | None = None,
-                  grad_transform: Callable | None = None, backend: str = "auto",
-                  differentiable: bool = False, chunk_size: int | None = None,
-                  context: Mapping | None = None, train_mode: bool = True) -> LocalResult:
+def train_clients(
+    model: nn.Module,
+    start: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    client_indices: Sequence[torch.Tensor],
+    spec: LocalSpec,
+    client_seeds: Sequence[int],
+    extra_loss: Callable | None = None,
+    param_transform: Callable | None = None,
+    grad_transform: Callable | None = None,
+    backend: str = "auto",
+    differentiable: bool = False,
+    chunk_size: int | None = None,
+    context: Mapping | None = None,
+    train_mode: bool = True,
+) -> LocalResult:
     """Train K clients from their own starting states on their own data.
 
     start: {name: Tensor[K, ...]} (parameters and buffers, see flkit.state.broadcast_state).
     x, y: the whole dataset on the training device; client_indices[k] indexes client k's samples.
     client_seeds[k] fixes client k's batch order (derive with flkit.utils.derive_seed).
     extra_loss(params, ctx) -> Tensor[K]; param_transform(params, ctx) -> params used in the forward
-    pass; grad_transform(grads, params, ctx) -> grads. params/grads are {name: Tensor[K, ...]} of the
-    trainable parameters; ctx = {"start": the starting state, "clients": positions, **context}.
+    pass; grad_transform(grads, params, ctx) -> grads. params/grads are {name: Tensor[K, ...]} of
+    the trainable parameters; ctx = {"start": the starting state, "clients": positions, **context}.
     differentiable=True keeps the autograd graph through every local step, to `start`, to `x` and
     to a floating `y` (gradient inversion, flkit.inversion). y may be class indices [N] or soft
     labels [N, C] (probabilities). train_mode=False runs the forward pass in eval mode (dropout
@@ -165,15 +188,28 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
     if k == 0:
         raise FlkitError("train_clients needs at least one client")
     if len(client_seeds) != k:
-        raise FlkitError(f"{len(client_seeds)} client_seeds for {k} clients; give one seed per client")
+        raise FlkitError(
+            f"{len(client_seeds)} client_seeds for {k} clients; give one seed per client"
+        )
     for name, v in start.items():
         if v.shape[0] != k:
             raise FlkitError(f"start[{name!r}] has {v.shape[0]} rows for {k} clients")
     backend = choose_backend(model, backend)
     if backend == "loop":
-        return train_clients_reference(model, start, x, y, client_indices, spec, client_seeds,
-                                       extra_loss, param_transform, grad_transform, context=context,
-                                       train_mode=train_mode)
+        return train_clients_reference(
+            model,
+            start,
+            x,
+            y,
+            client_indices,
+            spec,
+            client_seeds,
+            extra_loss,
+            param_transform,
+            grad_transform,
+            context=context,
+            train_mode=train_mode,
+        )
     if chunk_size is None:
         chunk_size = auto_chunk(model, k, spec.batch_size, x.shape[1:], x.device)
     results = []
@@ -181,18 +217,35 @@ def train_clients(model: nn.Module, start: Mapping[str, torch.Tensor], x: torch.
     model.train(train_mode)
     for lo in range(0, k, chunk_size):
         sel = list(range(lo, min(k, lo + chunk_size)))
-        sub = {n: v[lo:lo + len(sel)] for n, v in start.items()}
+        sub = {n: v[lo : lo + len(sel)] for n, v in start.items()}
         ctx = {"start": sub, "clients": sel, **(context or {})}
         run = _train_wide if backend == "wide" else _train_vmap
-        results.append(run(model, sub, x, y, [client_indices[i] for i in sel], spec,
-                           [client_seeds[i] for i in sel], extra_loss, param_transform, grad_transform,
-                           differentiable, ctx, train_mode))
+        results.append(
+            run(
+                model,
+                sub,
+                x,
+                y,
+                [client_indices[i] for i in sel],
+                spec,
+                [client_seeds[i] for i in sel],
+                extra_loss,
+                param_transform,
+                grad_transform,
+                differentiable,
+                ctx,
+                train_mode,
+            )
+        )
     model.train(was)
     if len(results) == 1:
         return results[0]
-    return LocalResult({n: torch.cat([r.state[n] for r in results]) for n in results[0].state},
-                       torch.cat([r.train_loss for r in results]), torch.cat([r.samples for r in results]),
-                       torch.cat([r.steps for r in results]))
+    return LocalResult(
+        {n: torch.cat([r.state[n] for r in results]) for n in results[0].state},
+        torch.cat([r.train_loss for r in results]),
+        torch.cat([r.samples for r in results]),
+        torch.cat([r.steps for r in results]),
+    )
 
 
 def _plans(client_indices, spec, client_seeds, device):
@@ -207,7 +260,9 @@ def _setup(model, start, x, client_indices, spec, client_seeds, differentiable):
     names = [n for n in param_names(model) if n in start]
     state = {n: (v.clone() if differentiable else v.detach().clone()) for n, v in start.items()}
     if differentiable:  # a start outside any graph (the inversion's w) still needs one per step
-        state.update({n: state[n].requires_grad_(True) for n in names if not state[n].requires_grad})
+        state.update(
+            {n: state[n].requires_grad_(True) for n in names if not state[n].requires_grad}
+        )
     bufs = {n: torch.zeros_like(state[n]) for n in names} if spec.momentum else {}
     plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
     loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
@@ -217,7 +272,8 @@ def _setup(model, start, x, client_indices, spec, client_seeds, differentiable):
 
 
 def _step_groups(plans, step):
-    """Clients that take a step now, grouped by batch size (short last batches form their own group)."""
+    """Clients that take a step now, grouped by batch size (short last batches form their own
+    group)."""
     groups: dict[int, list[int]] = {}
     for i, plan in enumerate(plans):
         if step < len(plan):
@@ -225,22 +281,45 @@ def _step_groups(plans, step):
     return list(groups.values())
 
 
-def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_loss, param_transform,
-                grad_transform, differentiable, ctx, train_mode=True):
+def _train_wide(
+    model,
+    start,
+    x,
+    y,
+    client_indices,
+    spec,
+    client_seeds,
+    extra_loss,
+    param_transform,
+    grad_transform,
+    differentiable,
+    ctx,
+    train_mode=True,
+):
     k = len(client_indices)
     wide = WideModel(model)
-    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(model, start, x, client_indices, spec,
-                                                                       client_seeds, differentiable)
+    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(
+        model, start, x, client_indices, spec, client_seeds, differentiable
+    )
     for step in range(n_steps):
         for group in _step_groups(plans, step):
             full = len(group) == k
             gi = torch.tensor(group, device=x.device)
             cur = state if full else {n: v[gi] for n, v in state.items()}
             idx = torch.stack([client_indices[i][plans[i][step]] for i in group])
-            params = {n: cur[n] if differentiable else cur[n].detach().requires_grad_(True) for n in names}
+            params = {
+                n: cur[n] if differentiable else cur[n].detach().requires_grad_(True) for n in names
+            }
             tensors = dict(cur)
-            gctx = ctx if full else {**ctx, "start": {n: v[gi] for n, v in ctx["start"].items()},
-                                     "clients": [ctx["clients"][i] for i in group]}
+            gctx = (
+                ctx
+                if full
+                else {
+                    **ctx,
+                    "start": {n: v[gi] for n, v in ctx["start"].items()},
+                    "clients": [ctx["clients"][i] for i in group],
+                }
+            )
             tensors.update(param_transform(params, gctx) if param_transform else params)
             idx_t = idx.t()
             out = wide.forward_batch_major(tensors, x[idx_t], len(group), train=train_mode)
@@ -248,15 +327,23 @@ def _train_wide(model, start, x, y, client_indices, spec, client_seeds, extra_lo
             total = mean_loss.sum()
             if extra_loss is not None:
                 total = total + extra_loss(params, gctx).sum()
-            grads = torch.autograd.grad(total, [params[n] for n in names], create_graph=differentiable)
+            grads = torch.autograd.grad(
+                total, [params[n] for n in names], create_graph=differentiable
+            )
             grads = dict(zip(names, grads))
             if grad_transform is not None:
                 grads = grad_transform(grads, params, gctx)
             if full and not differentiable:
-                _sgd_step_fused([state[n] for n in names], [grads[n] for n in names],
-                                [bufs[n] for n in names] if bufs else None, spec)
+                _sgd_step_fused(
+                    [state[n] for n in names],
+                    [grads[n] for n in names],
+                    [bufs[n] for n in names] if bufs else None,
+                    spec,
+                )
             else:
-                _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, differentiable)
+                _sgd_update_group(
+                    state, bufs, params, cur, grads, names, gi, full, spec, differentiable
+                )
             loss_sum.index_add_(0, gi, batch_sum.double())
             seen.index_add_(0, gi, torch.full_like(gi, idx.shape[1]))
     return LocalResult(state, (loss_sum / seen).float(), seen, steps)
@@ -267,7 +354,9 @@ def _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, di
     with torch.set_grad_enabled(differentiable):
         for n in names:
             b = None if not bufs else (bufs[n] if full else bufs[n][gi])
-            new_p, new_b = _sgd_step(params[n] if differentiable else cur[n], grads[n], b, spec, differentiable)
+            new_p, new_b = _sgd_step(
+                params[n] if differentiable else cur[n], grads[n], b, spec, differentiable
+            )
             if full:
                 state[n] = new_p
             elif differentiable:
@@ -282,14 +371,30 @@ def _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, di
                     state[n] = state[n].index_copy(0, gi, cur[n])
 
 
-def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_loss, param_transform,
-                grad_transform, differentiable, ctx, train_mode=True):
+def _train_vmap(
+    model,
+    start,
+    x,
+    y,
+    client_indices,
+    spec,
+    client_seeds,
+    extra_loss,
+    param_transform,
+    grad_transform,
+    differentiable,
+    ctx,
+    train_mode=True,
+):
     from torch.func import functional_call, grad, vmap
+
     if list(model.buffers()):
-        raise FlkitError("backend='vmap' supports models without buffers (BatchNorm needs 'wide' or 'loop')")
-    k = len(client_indices)
-    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(model, start, x, client_indices, spec,
-                                                                       client_seeds, differentiable)
+        raise FlkitError(
+            "backend='vmap' supports models without buffers (BatchNorm needs 'wide' or 'loop')"
+        )
+    names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(
+        model, start, x, client_indices, spec, client_seeds, differentiable
+    )
 
     def one_loss(p, xb, yb):
         out = functional_call(model, p, (xb,))
@@ -301,12 +406,18 @@ def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_lo
         for group in _step_groups(plans, step):
             gi = torch.tensor(group, device=x.device)
             params = {n: state[n][gi] for n in names}
-            gctx = {**ctx, "start": {n: v[gi] for n, v in ctx["start"].items()},
-                    "clients": [ctx["clients"][i] for i in group]}
+            gctx = {
+                **ctx,
+                "start": {n: v[gi] for n, v in ctx["start"].items()},
+                "clients": [ctx["clients"][i] for i in group],
+            }
             idx = torch.stack([client_indices[i][plans[i][step]] for i in group])
             if param_transform or extra_loss or differentiable:
                 # the transform/extra term is outside vmap: differentiate the whole stacked loss
-                src = {n: p if differentiable else p.detach().requires_grad_(True) for n, p in params.items()}
+                src = {
+                    n: p if differentiable else p.detach().requires_grad_(True)
+                    for n, p in params.items()
+                }
                 used = param_transform(src, gctx) if param_transform else src
                 per = vmap(lambda p, xb, yb: one_loss(p, xb, yb))(used, x[idx], y[idx])
                 total = per[0].sum() + (extra_loss(src, gctx).sum() if extra_loss else 0)
@@ -319,8 +430,13 @@ def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_lo
             with torch.set_grad_enabled(differentiable):
                 for n in names:
                     b = bufs[n][gi] if bufs else None
-                    new_p, new_b = _sgd_step(params[n] if differentiable else params[n].detach().clone(),
-                                             grads[n], b, spec, differentiable)
+                    new_p, new_b = _sgd_step(
+                        params[n] if differentiable else params[n].detach().clone(),
+                        grads[n],
+                        b,
+                        spec,
+                        differentiable,
+                    )
                     state[n] = state[n].index_copy(0, gi, new_p)
                     if bufs:
                         bufs[n] = bufs[n].index_copy(0, gi, new_b)
@@ -329,15 +445,25 @@ def _train_vmap(model, start, x, y, client_indices, spec, client_seeds, extra_lo
     return LocalResult(state, (loss_sum / seen).float(), seen, steps)
 
 
-def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor], x, y,
-                            client_indices: Sequence[torch.Tensor], spec: LocalSpec,
-                            client_seeds: Sequence[int], extra_loss=None, param_transform=None,
-                            grad_transform=None, context: Mapping | None = None,
-                            train_mode: bool = True) -> LocalResult:
+def train_clients_reference(
+    model: nn.Module,
+    start: Mapping[str, torch.Tensor],
+    x,
+    y,
+    client_indices: Sequence[torch.Tensor],
+    spec: LocalSpec,
+    client_seeds: Sequence[int],
+    extra_loss=None,
+    param_transform=None,
+    grad_transform=None,
+    context: Mapping | None = None,
+    train_mode: bool = True,
+) -> LocalResult:
     """The plain loop: one model and one torch.optim.SGD per client, the same batch plan."""
     import copy
 
     from torch.func import functional_call
+
     k = len(client_indices)
     net = copy.deepcopy(model)
     names = param_names(net)
@@ -345,10 +471,18 @@ def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor],
     for i in range(k):
         net.load_state_dict({n: v[i] for n, v in start.items()})
         net.train(train_mode)
-        opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=spec.lr,
-                              momentum=spec.momentum, weight_decay=spec.weight_decay)
+        opt = torch.optim.SGD(
+            [p for p in net.parameters() if p.requires_grad],
+            lr=spec.lr,
+            momentum=spec.momentum,
+            weight_decay=spec.weight_decay,
+        )
         plan = batch_plan(len(client_indices[i]), spec, client_seeds[i], x.device)
-        ctx = {"start": {n: v[i:i + 1] for n, v in start.items()}, "clients": [i], **(context or {})}
+        ctx = {
+            "start": {n: v[i : i + 1] for n, v in start.items()},
+            "clients": [i],
+            **(context or {}),
+        }
         loss_sum, seen = 0.0, 0
         for pos in plan:
             idx = client_indices[i][pos]
@@ -365,8 +499,11 @@ def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor],
             opt.zero_grad()
             loss.backward()
             if grad_transform is not None:
-                g = grad_transform({n: p.grad.unsqueeze(0) for n, p in net.named_parameters() if n in names},
-                                   params, ctx)
+                g = grad_transform(
+                    {n: p.grad.unsqueeze(0) for n, p in net.named_parameters() if n in names},
+                    params,
+                    ctx,
+                )
                 for n, p in net.named_parameters():
                     if n in g:
                         p.grad = g[n][0].detach()
@@ -379,17 +516,28 @@ def train_clients_reference(model: nn.Module, start: Mapping[str, torch.Tensor],
         steps_all.append(len(plan))
     stacked = {n: torch.stack([s[n] for s in out_states]) for n in out_states[0]}
     dev = x.device
-    return LocalResult(stacked, torch.tensor(losses, device=dev, dtype=torch.float32),
-                       torch.tensor(seen_all, device=dev), torch.tensor(steps_all, device=dev))
+    return LocalResult(
+        stacked,
+        torch.tensor(losses, device=dev, dtype=torch.float32),
+        torch.tensor(seen_all, device=dev),
+        torch.tensor(steps_all, device=dev),
+    )
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, state: Mapping[str, torch.Tensor] | None, x, y, batch_size: int = 2048,
-             per_class: int | None = None):
+def evaluate(
+    model: nn.Module,
+    state: Mapping[str, torch.Tensor] | None,
+    x,
+    y,
+    batch_size: int = 2048,
+    per_class: int | None = None,
+):
     """Accuracy and mean cross-entropy of one model (state=None: the model as it is).
 
     per_class=C additionally returns the accuracy on each of the C classes (NaN when absent)."""
     import copy
+
     net = model
     if state is not None:
         net = copy.deepcopy(model)
@@ -399,8 +547,8 @@ def evaluate(model: nn.Module, state: Mapping[str, torch.Tensor] | None, x, y, b
     correct, loss = 0, 0.0
     preds = []
     for lo in range(0, len(x), batch_size):
-        out = net(x[lo:lo + batch_size])
-        yy = y[lo:lo + batch_size]
+        out = net(x[lo : lo + batch_size])
+        yy = y[lo : lo + batch_size]
         loss += float(F.cross_entropy(out, yy, reduction="sum"))
         p = out.argmax(1)
         preds.append(p)
@@ -412,4 +560,8 @@ def evaluate(model: nn.Module, state: Mapping[str, torch.Tensor] | None, x, y, b
     pred = torch.cat(preds)
     hits = torch.zeros(per_class, device=y.device).index_add_(0, y, (pred == y).float())
     counts = torch.bincount(y, minlength=per_class).float()
-    return acc, mean_loss, torch.where(counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan")))
+    return (
+        acc,
+        mean_loss,
+        torch.where(counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan"))),
+    )

@@ -1,10 +1,11 @@
 """Small shared conventions: devices, seeds, and error messages for bad input."""
+
 from __future__ import annotations
 
 import hashlib
 import os
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -35,7 +36,8 @@ def check_range(field: str, value, low=None, high=None, low_open=False, high_ope
 
 
 def configure_threads(threads: int | str | None = None) -> int:
-    """Set torch's CPU threads from `threads` or $FLKIT_THREADS (unset: torch's default, one per core).
+    """Set torch's CPU threads from `threads` or $FLKIT_THREADS (unset: torch's default, one per
+    core).
 
     Small FL models gain little from intra-op threads, and several processes each using every core
     (parallel notebooks, a busy laptop) slow each other down many times over: give each process a
@@ -63,8 +65,10 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise FlkitError(f"device={str(device)!r} was asked for but CUDA is not available; "
-                         "accepted here: 'auto', 'cpu'")
+        raise FlkitError(
+            f"device={str(device)!r} was asked for but CUDA is not available; "
+            "accepted here: 'auto', 'cpu'"
+        )
     return dev
 
 
@@ -99,6 +103,7 @@ def run_command(parser, argv=None) -> int:
     it, and turn a FlkitError into a one-line message and exit status 2 (no traceback for bad
     input). No sub-command: print the help, status 2."""
     import sys
+
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

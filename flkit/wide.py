@@ -9,6 +9,7 @@ vmap (no per-client dispatch) and on a GPU it gives large kernels.
 A model qualifies when every parameter and buffer lives in a supported leaf layer and its forward
 only flattens with `torch.flatten(x, 1)` (see docs/ARCHITECTURE.md, engine compatibility rule).
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,9 +18,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-PARAMETER_FREE = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.Softmax,
-                  nn.LogSoftmax, nn.Hardtanh, nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
-                  nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool1d, nn.Flatten, nn.Dropout, nn.Identity)
+PARAMETER_FREE = (
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Softmax,
+    nn.LogSoftmax,
+    nn.Hardtanh,
+    nn.MaxPool1d,
+    nn.MaxPool2d,
+    nn.AvgPool1d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool2d,
+    nn.AdaptiveAvgPool1d,
+    nn.Flatten,
+    nn.Dropout,
+    nn.Identity,
+)
 
 
 class _Slots:
@@ -49,7 +68,12 @@ class WideConv2d(_WideLeaf):
         super().__init__(slots, prefix, m)
         if m.padding_mode != "zeros" or isinstance(m.padding, str):
             raise NotImplementedError("wide Conv2d supports numeric zero padding only")
-        self.stride, self.padding, self.dilation, self.groups = m.stride, m.padding, m.dilation, m.groups
+        self.stride, self.padding, self.dilation, self.groups = (
+            m.stride,
+            m.padding,
+            m.dilation,
+            m.groups,
+        )
 
     def forward(self, x):
         w, b, k = self.t("weight"), self.t("bias"), self._slots.k
@@ -83,10 +107,18 @@ class WideBatchNorm(_WideLeaf):
         use_batch = self.training or rm is None
         if self.training and nbt is not None:
             nbt.add_(1)
-        # views share storage with the stacked buffers, so the in-place running-stat update lands there
-        return F.batch_norm(x, None if rm is None else rm.view(-1), None if rv is None else rv.view(-1),
-                            None if w is None else w.reshape(-1), None if b is None else b.reshape(-1),
-                            use_batch, self.momentum, self.eps)
+        # views share storage with the stacked buffers, so the in-place running-stat update lands
+        # there
+        return F.batch_norm(
+            x,
+            None if rm is None else rm.view(-1),
+            None if rv is None else rv.view(-1),
+            None if w is None else w.reshape(-1),
+            None if b is None else b.reshape(-1),
+            use_batch,
+            self.momentum,
+            self.eps,
+        )
 
 
 class WideGroupNorm(_WideLeaf):
@@ -96,8 +128,13 @@ class WideGroupNorm(_WideLeaf):
 
     def forward(self, x):
         w, b, k = self.t("weight"), self.t("bias"), self._slots.k
-        return F.group_norm(x, self.num_groups * k, None if w is None else w.reshape(-1),
-                            None if b is None else b.reshape(-1), self.eps)
+        return F.group_norm(
+            x,
+            self.num_groups * k,
+            None if w is None else w.reshape(-1),
+            None if b is None else b.reshape(-1),
+            self.eps,
+        )
 
 
 class WideEmbedding(_WideLeaf):
@@ -118,7 +155,9 @@ class WideLSTM(_WideLeaf):
     def __init__(self, slots, prefix, m: nn.LSTM):
         super().__init__(slots, prefix, m)
         if not m.batch_first or m.bidirectional or m.proj_size:
-            raise NotImplementedError("wide LSTM supports batch_first, unidirectional, no projection")
+            raise NotImplementedError(
+                "wide LSTM supports batch_first, unidirectional, no projection"
+            )
         self.layers, self.hidden, self.has_bias = m.num_layers, m.hidden_size, m.bias
 
     def forward(self, x, hx=None):
@@ -148,9 +187,15 @@ class WideLSTM(_WideLeaf):
         return x, (torch.stack(h_last), torch.stack(c_last))
 
 
-WIDE_TYPES = {nn.Conv2d: WideConv2d, nn.Linear: WideLinear, nn.BatchNorm1d: WideBatchNorm,
-              nn.BatchNorm2d: WideBatchNorm, nn.GroupNorm: WideGroupNorm, nn.Embedding: WideEmbedding,
-              nn.LSTM: WideLSTM}
+WIDE_TYPES = {
+    nn.Conv2d: WideConv2d,
+    nn.Linear: WideLinear,
+    nn.BatchNorm1d: WideBatchNorm,
+    nn.BatchNorm2d: WideBatchNorm,
+    nn.GroupNorm: WideGroupNorm,
+    nn.Embedding: WideEmbedding,
+    nn.LSTM: WideLSTM,
+}
 
 
 def unsupported_reason(model: nn.Module) -> str | None:
@@ -158,13 +203,18 @@ def unsupported_reason(model: nn.Module) -> str | None:
     for name, mod in model.named_modules():
         own = list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False))
         if type(mod) in WIDE_TYPES:
-            if isinstance(mod, nn.Embedding) and (mod.padding_idx is not None or mod.max_norm is not None):
+            if isinstance(mod, nn.Embedding) and (
+                mod.padding_idx is not None or mod.max_norm is not None
+            ):
                 return f"{name}: Embedding with padding_idx/max_norm"
             continue
         if own:
             held = ", ".join(f"{name + '.' if name else ''}{n}" for n, _ in own)
-            return (f"{name or 'the model'} ({type(mod).__name__}) holds {held} outside a supported leaf layer "
-                    f"({', '.join(t.__name__ for t in WIDE_TYPES)})")
+            return (
+                f"{name or 'the model'} ({type(mod).__name__}) holds {held} "
+                "outside a supported leaf layer "
+                f"({', '.join(t.__name__ for t in WIDE_TYPES)})"
+            )
         if not list(mod.children()) and not isinstance(mod, PARAMETER_FREE):
             return f"{name} ({type(mod).__name__}) is not a known parameter-free layer"
     return None
@@ -188,20 +238,22 @@ class WideModel:
                     setattr(parent, child, wide)
                 else:
                     self.net = wide
-        for p in self.net.parameters():
+        for _p in self.net.parameters():
             raise AssertionError("wide model still owns parameters")  # every one was replaced
 
     # Grouped convolutions and pooling over many channels run about 2x faster in channels_last
     # layout on CPU (oneDNN; measured on LeNet-5 with K=10), and cuDNN prefers it on recent GPUs.
     channels_last = True
 
-
-    def __call__(self, tensors: dict[str, torch.Tensor], x: torch.Tensor, k: int, train: bool = True):
+    def __call__(
+        self, tensors: dict[str, torch.Tensor], x: torch.Tensor, k: int, train: bool = True
+    ):
         """x: [K, B, ...] per-client inputs; returns per-client outputs [K, B, classes]."""
         return self.forward_batch_major(tensors, x.transpose(0, 1), k, train).transpose(0, 1)
 
-    def forward_batch_major(self, tensors: dict[str, torch.Tensor], xb: torch.Tensor, k: int,
-                            train: bool = True) -> torch.Tensor:
+    def forward_batch_major(
+        self, tensors: dict[str, torch.Tensor], xb: torch.Tensor, k: int, train: bool = True
+    ) -> torch.Tensor:
         """xb: [B, K, ...] (sample-major, as gathered by x[idx.T]); returns [B, K, classes].
 
         The training loop uses this layout because stacking along the channel dimension is then a

@@ -9,5 +9,9 @@ def pytest_sessionstart(session):
     if os.environ.get("FLKIT_REQUIRE_DATA") == "1":
         mirror = os.environ.get("FLKIT_MIRROR", "")
         if not mirror or not Path(mirror).is_dir():
-            pytest.exit(f"FLKIT_REQUIRE_DATA=1 but FLKIT_MIRROR={mirror!r} is not a folder; point it at the "
-                        "dataset mirror (see data/README.md)", returncode=4)
+            pytest.exit(
+                f"FLKIT_REQUIRE_DATA=1 but FLKIT_MIRROR={mirror!r} is not a folder; "
+                "point it at the "
+                "dataset mirror (see data/README.md)",
+                returncode=4,
+            )

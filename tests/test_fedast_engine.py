@@ -1,4 +1,5 @@
 """EngineTrainer + flkit.asyncfl.run on tiny synthetic two-task runs (no disk data)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -14,15 +15,29 @@ from flkit.utils import FlkitError
 
 
 def _task(name, **kw):
-    d = dict(name=name, dataset="synthetic", target=None, requests=4, buffer=2, samples_per_client=64,
-             max_rounds=6, test_every=2)
+    d = dict(
+        name=name,
+        dataset="synthetic",
+        target=None,
+        requests=4,
+        buffer=2,
+        samples_per_client=64,
+        max_rounds=6,
+        test_every=2,
+    )
     d.update(kw)
     return d
 
 
 def _cfg(method="fedast_d", **kw):
-    d = dict(method=method, num_clients=12, availability=0.75, ratio=2, k=2,
-             tasks=[_task("a"), _task("b", delay_ratio=0.3)])
+    d = dict(
+        method=method,
+        num_clients=12,
+        availability=0.75,
+        ratio=2,
+        k=2,
+        tasks=[_task("a"), _task("b", delay_ratio=0.3)],
+    )
     d.update(kw)
     return d
 
@@ -42,24 +57,47 @@ def test_event_log_matches_hand_computed_trace():
     t=0  a -> c0 (v0, ends 2); b -> c1 (v0, ends 3)
     t=2  a arrives, a v1, new a request -> c1 (busy until 3: starts 3, ends 5)
     t=3  b arrives, b v1, new b request -> c0 (ends 6)
-    t=5  a arrives (v1), a v2 = max_rounds: stop; its R goes to b, burst request b -> c2 (v1, ends 8)
+    t=5  a arrives (v1), a v2 = max_rounds: stop; its R goes to b, burst request b -> c2
+         (v1, ends 8)
     t=6  b arrives (v1), b v2: stop; b's request at c2 is cancelled. Both v1 requests of b were
          trained in one batch at t=6 (same version), so 5 trainings for 4 arrivals."""
-    cfg = F.FedASTRun.from_dict(dict(method="fedast_s", num_clients=4, availability=1.0, ratio=32, tasks=[
-        _task("a", requests=1, buffer=1, max_rounds=2, test_every=1),
-        _task("b", requests=1, buffer=1, max_rounds=2, test_every=1)])).validate()
+    cfg = F.FedASTRun.from_dict(
+        dict(
+            method="fedast_s",
+            num_clients=4,
+            availability=1.0,
+            ratio=32,
+            tasks=[
+                _task("a", requests=1, buffer=1, max_rounds=2, test_every=1),
+                _task("b", requests=1, buffer=1, max_rounds=2, test_every=1),
+            ],
+        )
+    ).validate()
     trainer = F.EngineTrainer(cfg, seed=0, device="cpu")
-    sched = FedAST(cfg, trainer, delays=FixedDelays(lambda t, c: 2.0 if t == 0 else 3.0),
-                   client_draws=[0, 1, 1, 0, 2])
+    sched = FedAST(
+        cfg,
+        trainer,
+        delays=FixedDelays(lambda t, c: 2.0 if t == 0 else 3.0),
+        client_draws=[0, 1, 1, 0, 2],
+    )
     res = sched.run()
     N = None
     expected = [
-        (0, 0, 0, 0, N, "dispatch"), (0, 1, 1, 0, N, "dispatch"),
-        (2, 0, 0, 0, 0, "arrive"), (2, 0, N, 1, N, "aggregate"), (2, 0, 1, 1, N, "dispatch"),
-        (3, 1, 1, 0, 0, "arrive"), (3, 1, N, 1, N, "aggregate"), (3, 1, 0, 1, N, "dispatch"),
-        (5, 0, 1, 1, 0, "arrive"), (5, 0, N, 2, N, "aggregate"), (5, 0, N, 2, N, "stop"),
+        (0, 0, 0, 0, N, "dispatch"),
+        (0, 1, 1, 0, N, "dispatch"),
+        (2, 0, 0, 0, 0, "arrive"),
+        (2, 0, N, 1, N, "aggregate"),
+        (2, 0, 1, 1, N, "dispatch"),
+        (3, 1, 1, 0, 0, "arrive"),
+        (3, 1, N, 1, N, "aggregate"),
+        (3, 1, 0, 1, N, "dispatch"),
+        (5, 0, 1, 1, 0, "arrive"),
+        (5, 0, N, 2, N, "aggregate"),
+        (5, 0, N, 2, N, "stop"),
         (5, 1, 2, 1, N, "dispatch"),
-        (6, 1, 0, 1, 0, "arrive"), (6, 1, N, 2, N, "aggregate"), (6, 1, N, 2, N, "stop"),
+        (6, 1, 0, 1, 0, "arrive"),
+        (6, 1, N, 2, N, "aggregate"),
+        (6, 1, N, 2, N, "stop"),
         (6, 1, 2, 1, N, "cancel"),
     ]
     assert [tuple(e) for e in res.events] == expected
@@ -70,8 +108,15 @@ def test_event_log_matches_hand_computed_trace():
 
 # ------------------------------------------------------------------------------ laziness
 def test_lazy_training_trains_exactly_the_kept_requests_fedast():
-    cfg = F.FedASTRun.from_dict(_cfg("fedast_d", tasks=[_task("a", target=0.3, max_rounds=40),
-                                                        _task("b", delay_ratio=0.3, max_rounds=12)])).validate()
+    cfg = F.FedASTRun.from_dict(
+        _cfg(
+            "fedast_d",
+            tasks=[
+                _task("a", target=0.3, max_rounds=40),
+                _task("b", delay_ratio=0.3, max_rounds=12),
+            ],
+        )
+    ).validate()
     sched, trainer = F.build_schedule(cfg, seed=1, device="cpu")
     res = sched.run()
     ev = res.events
@@ -131,14 +176,16 @@ def test_aggregate_applies_mean_difference_to_current_model():
 
 
 def test_version_store_releases_unreferenced_versions():
-    cfg = F.FedASTRun.from_dict(_cfg("fedast_s", tasks=[_task("a", max_rounds=10), _task("b", max_rounds=10)])).validate()
+    cfg = F.FedASTRun.from_dict(
+        _cfg("fedast_s", tasks=[_task("a", max_rounds=10), _task("b", max_rounds=10)])
+    ).validate()
     sched, trainer = F.build_schedule(cfg, seed=0, device="cpu")
     sched.run()
     assert trainer.released
     for name in ("a", "b"):
         stored = trainer.stored_versions(name)
         assert trainer.tasks[name].current in stored
-        assert len(stored) <= 3       # current + versions still referenced at the end
+        assert len(stored) <= 3  # current + versions still referenced at the end
     task, v = trainer.released[0]
     with pytest.raises(FlkitError, match="not stored"):
         trainer.train(task, v, [0])
@@ -152,11 +199,12 @@ def test_dispersion_excludes_bias_for_official_rule():
     tr.exclude_bias = False
     d_all = tr.dispersion("a", ups)
     from flkit.asyncfl import normalized_dispersion
+
     assert d_all == pytest.approx(normalized_dispersion([u.diff.numpy() for u in ups]), rel=1e-9)
     assert d_off != d_all and d_off > 0
 
 
-# ------------------------------------------------------------------------------ run(): determinism, cache
+# ------------------------------------------------------------------------ run(): determinism, cache
 def test_run_is_deterministic_given_the_seed():
     r1 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
     r2 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
@@ -174,6 +222,7 @@ def test_history_records_test_loss_at_evaluations():
     assert rows and all(h["test_loss"] > 0 and h["test_loss"] == h["test_loss"] for h in rows)
     assert all("test_loss" not in h for h in res.history if h["accuracy"] is None)
     from flkit.studies.fedast import curves
+
     c = curves(res)
     for _, g in c.groupby("task"):
         if len(g) > 1:
@@ -185,6 +234,7 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
 
     def boom(*a, **k):
         raise AssertionError("should have been loaded from the cache")
+
     monkeypatch.setattr(R, "EngineTrainer", boom)
     r2 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
     assert r2.completion_time == r1.completion_time and r2.events == r1.events
@@ -192,21 +242,32 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
         F.run(_cfg("sync_st"), seed=1, root=tmp_path, progress=False, device="cpu")
 
 
-@pytest.mark.parametrize("method", ["fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb",
-                                    "sync_bayes"])
+@pytest.mark.parametrize(
+    "method",
+    ["fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes"],
+)
 def test_every_method_runs(method):
     res = F.run(_cfg(method), seed=0, cache=False, progress=False, device="cpu")
     assert res.stats["trained"] > 0
-    assert res.method == {"fedast_d": "FedAST(D)", "fedast_s": "FedAST(S)", "nobuffer": "FedAST-NoBuffer",
-                          "sync_st": "Sync-ST", "sync_st_nomit": "Sync-ST-NoStragMit",
-                          "sync_ucb": "Sync-UCB-ST", "sync_bayes": "Sync-Bayes-ST"}[method]
+    assert (
+        res.method
+        == {
+            "fedast_d": "FedAST(D)",
+            "fedast_s": "FedAST(S)",
+            "nobuffer": "FedAST-NoBuffer",
+            "sync_st": "Sync-ST",
+            "sync_st_nomit": "Sync-ST-NoStragMit",
+            "sync_ucb": "Sync-UCB-ST",
+            "sync_bayes": "Sync-Bayes-ST",
+        }[method]
+    )
 
 
 # ------------------------------------------------------------------------------ bad input
 BAD = [
     (dict(tasks=[_task("a", buffer=0)]), "buffer"),
     (dict(tasks=[_task("a", requests=0)]), "requests"),
-    (dict(tasks=[_task("a", requests=10), _task("b", requests=10)]), "requests"),   # > 12 clients
+    (dict(tasks=[_task("a", requests=10), _task("b", requests=10)]), "requests"),  # > 12 clients
     (dict(tasks=[_task("a", dataset="imagenet")]), "dataset"),
     (dict(tasks=[_task("a", target=1.5)]), "target"),
     (dict(tasks=[_task("a", target=0.0)]), "target"),
@@ -227,6 +288,7 @@ BAD = [
 def test_bad_input_is_refused_before_any_work(changes, match, monkeypatch):
     def no_data(*a, **k):
         raise AssertionError("data was loaded before validation finished")
+
     monkeypatch.setattr(flkit_data, "load", no_data)
     with pytest.raises(FlkitError, match=match):
         F.run(_cfg(**changes), seed=0, cache=False, progress=False, device="cpu")
@@ -256,10 +318,15 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
     from flkit.asyncfl.runner import cache_key
     from flkit.utils import resolve_device
 
-    cfg = F.FedASTRun("fedast", (
-        {"name": "a", "dataset": "synthetic", "target": 0.5, "requests": 4, "buffer": 2},
-        {"name": "b", "dataset": "mnist", "max_rounds": 3, "requests": 5}),
-        num_clients=20, max_time=50.0).validate()
+    cfg = F.FedASTRun(
+        "fedast",
+        (
+            {"name": "a", "dataset": "synthetic", "target": 0.5, "requests": 4, "buffer": 2},
+            {"name": "b", "dataset": "mnist", "max_rounds": 3, "requests": 5},
+        ),
+        num_clients=20,
+        max_time=50.0,
+    ).validate()
     key = cache_key(cfg, 3, resolve_device("cpu"))
     assert store.config_hash(key) == "acd355ed3fe7"
     assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-acd355ed3fe7"

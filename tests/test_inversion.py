@@ -1,12 +1,22 @@
 """Gradient inversion on the engine: soft-label unroll = ordinary training with one-hot labels,
 batched inversion = separate inversions, recovery on a linear model, the top-K mask, the box."""
+
 import pytest
 import torch
 from torch import nn
 
 from flkit import models
-from flkit.inversion import (InversionSpec, box_from_data, box_from_normalization,
-                             check_model_mode, init_data, invert, lr_milestones, topk_mask, unroll)
+from flkit.inversion import (
+    InversionSpec,
+    box_from_data,
+    box_from_normalization,
+    check_model_mode,
+    init_data,
+    invert,
+    lr_milestones,
+    topk_mask,
+    unroll,
+)
 from flkit.state import broadcast_state, model_state
 from flkit.train import LocalSpec, train_clients, train_clients_reference
 from flkit.utils import FlkitError
@@ -31,8 +41,16 @@ def test_unroll_with_one_hot_equals_training_with_hard_labels(backend):
     upd = unroll(model, start, x, onehot, local, differentiable=True, backend=backend)
     # independent reference: the plain torch.optim.SGD loop on hard labels, eval mode
     idx = [torch.arange(i * r, (i + 1) * r) for i in range(k)]
-    ref = train_clients_reference(model, start, x.reshape(k * r, 1, 28, 28), labels.reshape(-1), idx,
-                                  local, [5, 6], train_mode=False)
+    ref = train_clients_reference(
+        model,
+        start,
+        x.reshape(k * r, 1, 28, 28),
+        labels.reshape(-1),
+        idx,
+        local,
+        [5, 6],
+        train_mode=False,
+    )
     for n, v in upd.items():
         assert torch.allclose(v, ref.state[n] - start[n], atol=1e-10), n
 
@@ -42,19 +60,43 @@ def test_soft_labels_reach_inputs_and_labels_through_the_unroll():
     x = torch.randn(1, 4, 1, 28, 28, dtype=torch.float64, requires_grad=True)
     ylog = torch.randn(1, 4, 10, dtype=torch.float64, requires_grad=True)
     local = LocalSpec(lr=0.1, batch_size=4, steps=2)
-    upd = unroll(model, broadcast_state(model_state(model), 1), x, torch.softmax(ylog, -1), local,
-                 differentiable=True)
+    upd = unroll(
+        model,
+        broadcast_state(model_state(model), 1),
+        x,
+        torch.softmax(ylog, -1),
+        local,
+        differentiable=True,
+    )
     gx, gy = torch.autograd.grad(sum(v.abs().sum() for v in upd.values()), [x, ylog])
     assert gx.abs().sum() > 0 and gy.abs().sum() > 0
     # directional derivative vs finite difference through the whole 2-step unroll
     d = torch.randn_like(x)
-    f = lambda xx: sum((v ** 2).sum() for v in unroll(  # noqa: E731
-        model, broadcast_state(model_state(model), 1), xx, torch.softmax(ylog.detach(), -1),
-        local).values())
+
+    def f(xx):
+        return sum(
+            (v**2).sum()
+            for v in unroll(
+                model,
+                broadcast_state(model_state(model), 1),
+                xx,
+                torch.softmax(ylog.detach(), -1),
+                local,
+            ).values()
+        )
+
     xx = x.detach().clone().requires_grad_(True)
-    val = sum((v ** 2).sum() for v in unroll(model, broadcast_state(model_state(model), 1), xx,
-                                               torch.softmax(ylog.detach(), -1), local,
-                                               differentiable=True).values())
+    val = sum(
+        (v**2).sum()
+        for v in unroll(
+            model,
+            broadcast_state(model_state(model), 1),
+            xx,
+            torch.softmax(ylog.detach(), -1),
+            local,
+            differentiable=True,
+        ).values()
+    )
     (gxx,) = torch.autograd.grad(val, [xx])
     eps = 1e-6
     fd = (f(x.detach() + eps * d) - f(x.detach() - eps * d)) / (2 * eps)
@@ -72,8 +114,15 @@ def test_batched_inversion_equals_separate_inversions():
     x0, y0 = init_data(k, spec, (1, 28, 28), 10, 0, [0, 1], "cpu", torch.float64)
     both = invert(model, start, target, local, spec, x0, y0)
     for i in range(k):
-        one = invert(model, {n: v[i:i + 1] for n, v in start.items()},
-                     {n: v[i:i + 1] for n, v in target.items()}, local, spec, x0[i:i + 1], y0[i:i + 1])
+        one = invert(
+            model,
+            {n: v[i : i + 1] for n, v in start.items()},
+            {n: v[i : i + 1] for n, v in target.items()},
+            local,
+            spec,
+            x0[i : i + 1],
+            y0[i : i + 1],
+        )
         assert torch.allclose(both.x[i], one.x[0], atol=1e-9)
         assert torch.allclose(both.losses[:, i], one.losses[:, 0], rtol=1e-9)
 
@@ -122,14 +171,23 @@ def test_stopping_tolerance_reports_iterations():
     local = LocalSpec(lr=0.1, batch_size=4, steps=1)
     target = {n: torch.zeros_like(v) for n, v in w0.items()}
     x0, y0 = init_data(1, InversionSpec(size=4), (4,), 2, 0, [0], "cpu", torch.float64)
-    res = invert(model, w0, target, local, InversionSpec(size=4, iters=400, lr=0.05, tol=0.5,
-                                                          window=5), x0, y0)
+    res = invert(
+        model,
+        w0,
+        target,
+        local,
+        InversionSpec(size=4, iters=400, lr=0.05, tol=0.5, window=5),
+        x0,
+        y0,
+    )
     assert int(res.iters[0]) < 400 and res.losses.shape[0] == int(res.iters[0]) + 1
 
 
 def test_box_and_schedule_and_modes():
     lo, hi = box_from_normalization((0.1307,), (0.3081,), 1)
-    assert float(lo[0]) == pytest.approx(-0.1307 / 0.3081) and float(hi[0]) == pytest.approx(0.8693 / 0.3081)
+    assert float(lo[0]) == pytest.approx(-0.1307 / 0.3081) and float(hi[0]) == pytest.approx(
+        0.8693 / 0.3081
+    )
     x = torch.tensor([[[[0.0, 1.0]]], [[[-2.0, 3.0]]]])
     blo, bhi = box_from_data(x)
     assert blo.tolist() == [-2.0] and bhi.tolist() == [3.0]
@@ -163,8 +221,9 @@ def test_train_clients_soft_targets_match_hard_in_the_engine():
     spec = LocalSpec(lr=0.1, batch_size=3, epochs=1)
     start = broadcast_state(model_state(model), 2)
     a = train_clients(model, start, x, y, idx, spec, [1, 2], train_mode=False)
-    b = train_clients(model, start, x, nn.functional.one_hot(y, 10).double(), idx, spec, [1, 2],
-                      train_mode=False)
+    b = train_clients(
+        model, start, x, nn.functional.one_hot(y, 10).double(), idx, spec, [1, 2], train_mode=False
+    )
     for n in a.state:
         assert torch.allclose(a.state[n], b.state[n], atol=1e-12)
     assert torch.allclose(a.train_loss, b.train_loss)

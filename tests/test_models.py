@@ -3,6 +3,7 @@
 Expected parameter counts are hard-coded from the specs in shared/papers/ (section cited per line);
 where a spec gives no number, the count is derived by hand from its layer list in the comment.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,8 @@ EXPECTED = {
     # spec 000 section 5.5 (MDI, 5 classes) gives no count: torchvision ResNet-18 has 11,689,512
     # with a 1000-way head; 5-way head: 11,689,512 - 512*1000-1000 + 512*5+5 = 11,179,077
     "resnet18_imagenet": ({"image_size": 64}, 11_179_077, (3, 64, 64), 5),
-    # spec 004 section 5.2: conv weights 1,124,640; FC weights 1,179,648 + 262,144 + 31,744 (62-way);
-    # plus BN affine 2*(32+64+128+128+256+256) = 1,728 and classifier bias 62 -> 2,599,966
+    # spec 004 section 5.2: conv weights 1,124,640; FC weights 1,179,648 + 262,144 + 31,744
+    # (62-way); plus BN affine 2*(32+64+128+128+256+256) = 1,728 and classifier bias 62 -> 2,599,966
     "vgg9": ({}, 2_599_966, (1, 28, 28), 62),
     # spec 004 section 5.2 [R] 1152-512-256-128-6, hidden layers without bias (section 8 item 10):
     # 1152*512 + 512*256 + 256*128 + 128*6+6 = 589,824 + 131,072 + 32,768 + 774 = 754,438
@@ -63,9 +64,22 @@ EXPECTED = {
     "lstm_shakespeare": ({}, 52_720, (80,), 80),
 }
 
-ALLOWED_LEAVES = (nn.Conv2d, nn.Linear, nn.BatchNorm1d, nn.BatchNorm2d, nn.GroupNorm, nn.ReLU,
-                  nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.Flatten, nn.Dropout,
-                  nn.Identity, nn.Embedding, nn.LSTM)
+ALLOWED_LEAVES = (
+    nn.Conv2d,
+    nn.Linear,
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.GroupNorm,
+    nn.ReLU,
+    nn.MaxPool2d,
+    nn.AvgPool2d,
+    nn.AdaptiveAvgPool2d,
+    nn.Flatten,
+    nn.Dropout,
+    nn.Identity,
+    nn.Embedding,
+    nn.LSTM,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -78,7 +92,7 @@ def _one_thread():
     torch.set_num_threads(prev)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _built(name, **kw):
     torch.manual_seed(0)
     return models.build(name, **kw)
@@ -90,7 +104,7 @@ def built(name, **kw):
 
 def sample(shape, batch, num_tokens=80, seed=0):
     g = torch.Generator().manual_seed(seed)
-    if len(shape) == 1 and shape[0] == 80 and num_tokens:   # token input of the LSTM
+    if len(shape) == 1 and shape[0] == 80 and num_tokens:  # token input of the LSTM
         return torch.randint(0, num_tokens, (batch,) + shape, generator=g)
     return torch.randn((batch,) + shape, generator=g)
 
@@ -114,8 +128,11 @@ def test_param_count_and_output_shape(name):
 
 
 def _weights(m, cls, kernel=None):
-    return sum(mod.weight.numel() for mod in m.modules() if isinstance(mod, cls)
-               and (kernel is None or mod.kernel_size == kernel))
+    return sum(
+        mod.weight.numel()
+        for mod in m.modules()
+        if isinstance(mod, cls) and (kernel is None or mod.kernel_size == kernel)
+    )
 
 
 def test_prunable_breakdowns_from_specs():
@@ -135,8 +152,11 @@ def test_prunable_breakdowns_from_specs():
     convs = [mod.weight.numel() for mod in v.modules() if isinstance(mod, nn.Conv2d)]
     assert convs == [288, 18_432, 73_728, 147_456, 294_912, 589_824]
     assert sum(convs[2:]) == 1_105_920
-    assert [mod.weight.numel() for mod in v.classifier if isinstance(mod, nn.Linear)] == \
-        [1_179_648, 262_144, 31_744]
+    assert [mod.weight.numel() for mod in v.classifier if isinstance(mod, nn.Linear)] == [
+        1_179_648,
+        262_144,
+        31_744,
+    ]
 
 
 def test_variant_counts():
@@ -178,7 +198,7 @@ def test_batch_size_agnostic(name):
     x = sample(shape, 3, seed=1)
     with torch.no_grad():
         out3 = m(x)
-        out1 = torch.cat([m(x[i:i + 1]) for i in range(3)])
+        out1 = torch.cat([m(x[i : i + 1]) for i in range(3)])
     assert out3.shape == (3, classes)
     torch.testing.assert_close(out1, out3, rtol=1e-4, atol=1e-5)
 
@@ -252,7 +272,7 @@ def test_kaiming_relu_uniform_init():
 def test_fedast_logit_relu_flag():
     x = sample((1, 28, 28), 8)
     with torch.no_grad():
-        assert (built("lenet5_fedast").eval()(x) >= 0).all()       # default follows the code quirk
+        assert (built("lenet5_fedast").eval()(x) >= 0).all()  # default follows the code quirk
         assert (built("lenet5_fedast", logit_relu=False).eval()(x) < 0).any()
 
 
@@ -292,14 +312,14 @@ def test_unknown_flag_and_bad_values():
         models.build("resnet18", norm="ln")
     with pytest.raises(FlkitError, match="init"):
         models.build("vgg9", init="xavier")
-    with pytest.raises(FlkitError, match="pretrained"):      # checked before any download
+    with pytest.raises(FlkitError, match="pretrained"):  # checked before any download
         models.build("resnet18_imagenet", norm="gn", pretrained=True)
 
 
 def test_check_fits_wrong_channels():
     m = built("lenet5_cifar")
     with pytest.raises(FlkitError) as e:
-        models.check_fits(m, (1, 28, 28), 10)           # 3-channel model on 1-channel MNIST
+        models.check_fits(m, (1, 28, 28), 10)  # 3-channel model on 1-channel MNIST
     msg = str(e.value)
     assert "lenet5_cifar" in msg and "(1, 28, 28)" in msg and "(3, 32, 32)" in msg
     with pytest.raises(FlkitError, match="cnn_mnist"):
@@ -310,7 +330,7 @@ def test_check_fits_wrong_channels():
 
 def test_check_fits_wrong_num_classes():
     with pytest.raises(FlkitError) as e:
-        models.check_fits(built("vgg9"), (1, 28, 28), 10)   # 62-way model, 10-class data
+        models.check_fits(built("vgg9"), (1, 28, 28), 10)  # 62-way model, 10-class data
     msg = str(e.value)
     assert "vgg9" in msg and "(2, 62)" in msg and "(2, 10)" in msg
 
@@ -318,13 +338,19 @@ def test_check_fits_wrong_num_classes():
 def test_describe():
     for name in models.MODELS:
         line = models.describe(name)
-        assert line.startswith(name + ":") and ("paper" in line or "et al." in line) and "\n" not in line
+        assert (
+            line.startswith(name + ":")
+            and ("paper" in line or "et al." in line)
+            and "\n" not in line
+        )
 
 
 @pytest.mark.parametrize("name", ["cnn_mnist", "vgg9"])
 def test_per_client_gradients_under_vmap(name):
-    # the batched engine's vmap backend: K stacked clients give each client's plain autograd gradient
+    # the batched engine's vmap backend: K stacked clients give each client's plain autograd
+    # gradient
     from torch.func import functional_call, grad, stack_module_state, vmap
+
     kw, _, shape, classes = EXPECTED[name]
     torch.manual_seed(0)
     nets = [models.build(name, **kw).eval() for _ in range(2)]

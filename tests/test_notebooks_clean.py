@@ -1,5 +1,6 @@
 """Committed notebooks carry no outputs and follow the parameters-cell convention
 (notebooks/README.md); tools/strip_notebooks.py cleans them."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,8 +15,9 @@ from flkit.reproduce import notebook_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "strip_notebooks.py"
-NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb")
-                   if ".ipynb_checkpoints" not in p.parts)
+NOTEBOOKS = sorted(
+    p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
+)
 FIXTURE_NOTEBOOKS = sorted((ROOT / "tests" / "fixtures" / "notebooks").glob("*.ipynb"))
 ALL = NOTEBOOKS + FIXTURE_NOTEBOOKS
 REQUIRED = ("preset", "seed", "device")
@@ -43,7 +45,9 @@ def test_committed_without_outputs(path):
             assert cell.get("outputs") == [], f"cell {i} has outputs"
             assert cell.get("execution_count") is None, f"cell {i} has an execution count"
     assert strip_notebooks.is_clean(nb), (
-        f"{_id(path)} has outputs or volatile metadata; run: python tools/strip_notebooks.py {_id(path)}")
+        f"{_id(path)} has outputs or volatile metadata; "
+        f"run: python tools/strip_notebooks.py {_id(path)}"
+    )
 
 
 @pytest.mark.parametrize("path", ALL, ids=_id)
@@ -51,14 +55,16 @@ def test_first_code_cell_is_parameters(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert code, "no code cells"
-    assert "parameters" in code[0].get("metadata", {}).get("tags", []), \
+    assert "parameters" in code[0].get("metadata", {}).get("tags", []), (
         "the first code cell must be tagged 'parameters' (papermill)"
+    )
     params = notebook_parameters(path)
     missing = [k for k in REQUIRED if k not in params]
     assert not missing, f"the parameters cell does not define {', '.join(missing)}"
     assert params["preset"] is None, (
         f"preset = {params['preset']!r} in the parameters cell; write preset = None so that "
-        "FLKIT_PRESET (tests) and the preset file's default apply")
+        "FLKIT_PRESET (tests) and the preset file's default apply"
+    )
     assert isinstance(params["seed"], int), "seed must be an integer literal"
 
 
@@ -67,33 +73,51 @@ def test_papermill_sees_every_parameter(path):
     """papermill's own parser must find every name the parameters cell assigns (a comment holding
     '=' makes it skip the line, and `papermill --help-notebook` then hides that parameter)."""
     from papermill.translators import PythonTranslator
+
     nb = json.loads(path.read_text(encoding="utf-8"))
     cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
     source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
     seen = {p.name for p in PythonTranslator.inspect({"source": source})}
     missing = sorted(set(notebook_parameters(path)) - seen)
-    assert not missing, f"papermill cannot parse the parameter line(s) of {missing}; avoid '=' in their comments"
+    assert not missing, (
+        f"papermill cannot parse the parameter line(s) of {missing}; avoid '=' in their comments"
+    )
 
 
 @pytest.mark.parametrize("path", ALL, ids=_id)
 def test_kernel_is_python3(path):
     ks = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("kernelspec")
-    assert ks is None or ks.get("name") == "python3", \
+    assert ks is None or ks.get("name") == "python3", (
         f"kernelspec name {ks.get('name')!r}; use 'python3' so papermill/nbval find the kernel"
+    )
 
 
 def _dirty_notebook() -> dict:
-    return {"cells": [
-        {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": ["# title"]},
-        {"cell_type": "code", "id": "c1", "execution_count": 3,
-         "metadata": {"tags": ["parameters"], "execution": {"iopub.status.busy": "x"},
-                      "papermill": {"duration": 1.0}, "scrolled": True},
-         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}],
-         "source": ["preset = None\n", "seed = 0\n", "device = 'auto'"]}],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                    "language": "python"},
-                     "widgets": {"state": {}}, "papermill": {"parameters": {}}},
-        "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": [
+            {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": ["# title"]},
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "execution_count": 3,
+                "metadata": {
+                    "tags": ["parameters"],
+                    "execution": {"iopub.status.busy": "x"},
+                    "papermill": {"duration": 1.0},
+                    "scrolled": True,
+                },
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}],
+                "source": ["preset = None\n", "seed = 0\n", "device = 'auto'"],
+            },
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "widgets": {"state": {}},
+            "papermill": {"parameters": {}},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def test_strip_tool(tmp_path):

@@ -1,5 +1,6 @@
 """flkit reproduce: bad input is refused before any work; a real run over two fixture notebooks
 (one fails on purpose) continues past the failure and writes both reports."""
+
 from __future__ import annotations
 
 import argparse
@@ -31,44 +32,76 @@ def _plan(tmp_path, **kw):
 
 # ------------------------------------------------------------------ validation, no execution
 
+
 def test_plan_lists_every_run(tmp_path):
     p = _plan(tmp_path, preset="smoke", seeds=[0, 3], overrides={"n": 5})
     assert p["notebooks"] == ["fixture_fail", "fixture_ok"]
     assert [(r["notebook"], r["seed"]) for r in p["runs"]] == [
-        ("fixture_fail", 0), ("fixture_fail", 3), ("fixture_ok", 0), ("fixture_ok", 3)]
+        ("fixture_fail", 0),
+        ("fixture_fail", 3),
+        ("fixture_ok", 0),
+        ("fixture_ok", 3),
+    ]
     assert p["runs"][3]["parameters"] == {"preset": "smoke", "seed": 3, "n": 5}
     assert p["runs"][3]["run_dir"] == str(p["out"] / "fixture_ok" / "seed3")
 
 
-@pytest.mark.parametrize("only,expected", [(["fixture_ok"], ["fixture_ok"]),
-                                           (["fixture_ok.ipynb"], ["fixture_ok"]),
-                                           (["ok", "fail"], ["fixture_ok", "fixture_fail"])])
+@pytest.mark.parametrize(
+    "only,expected",
+    [
+        (["fixture_ok"], ["fixture_ok"]),
+        (["fixture_ok.ipynb"], ["fixture_ok"]),
+        (["ok", "fail"], ["fixture_ok", "fixture_fail"]),
+    ],
+)
 def test_only_names(tmp_path, only, expected):
     assert _plan(tmp_path, preset="smoke", only=only)["notebooks"] == expected
 
 
-@pytest.mark.parametrize("kw,pattern", [
-    (dict(preset="gpu"), r"unknown preset 'gpu'.*accepted: smoke, cpu, paper"),
-    (dict(preset="smok"), r"unknown preset 'smok' for notebook\(s\) fixture_fail, fixture_ok "
-                          r"\(did you mean 'smoke'\?\); accepted: smoke, cpu, paper"),
-    (dict(only=["fixture_okay"]), r"unknown notebook 'fixture_okay' for --only.*fixture_fail, fixture_ok"),
-    (dict(only=["fixture"]), r"fixture"),
-    (dict(overrides={"nn": 3}), r"unknown parameter override 'nn'.*did you mean 'n'.*preset, seed, device, n"),
-    (dict(overrides={"n": "many"}), r"override n = 'many' is a str"),
-    (dict(overrides={"seed": 1}), r"--seeds"),
-    (dict(seeds=[0, 0]), r"seed 0 is given twice"),
-    (dict(seeds=[-1]), r"seed=-1"),
-    (dict(seeds=[]), r"seeds is empty"),
-    (dict(jobs=0), r"jobs=0"),
-    (dict(timeout=-5), r"timeout=-5"),
-    (dict(kernel_name="no-such-kernel"), r"unknown Jupyter kernel 'no-such-kernel'.*ipykernel install"),
-    (dict(notebooks_dir="/no/such/folder"), r"notebooks folder '/no/such/folder' does not exist"),
-])
+@pytest.mark.parametrize(
+    "kw,pattern",
+    [
+        (dict(preset="gpu"), r"unknown preset 'gpu'.*accepted: smoke, cpu, paper"),
+        (
+            dict(preset="smok"),
+            r"unknown preset 'smok' for notebook\(s\) fixture_fail, fixture_ok "
+            r"\(did you mean 'smoke'\?\); accepted: smoke, cpu, paper",
+        ),
+        (
+            dict(only=["fixture_okay"]),
+            r"unknown notebook 'fixture_okay' for --only.*fixture_fail, fixture_ok",
+        ),
+        (dict(only=["fixture"]), r"fixture"),
+        (
+            dict(overrides={"nn": 3}),
+            r"unknown parameter override 'nn'.*did you mean 'n'.*preset, seed, device, n",
+        ),
+        (dict(overrides={"n": "many"}), r"override n = 'many' is a str"),
+        (dict(overrides={"seed": 1}), r"--seeds"),
+        (dict(seeds=[0, 0]), r"seed 0 is given twice"),
+        (dict(seeds=[-1]), r"seed=-1"),
+        (dict(seeds=[]), r"seeds is empty"),
+        (dict(jobs=0), r"jobs=0"),
+        (dict(timeout=-5), r"timeout=-5"),
+        (
+            dict(kernel_name="no-such-kernel"),
+            r"unknown Jupyter kernel 'no-such-kernel'.*ipykernel install",
+        ),
+        (
+            dict(notebooks_dir="/no/such/folder"),
+            r"notebooks folder '/no/such/folder' does not exist",
+        ),
+    ],
+)
 def test_bad_input_is_refused_before_any_work(tmp_path, kw, pattern):
     kw.setdefault("preset", "smoke")
     with pytest.raises(FlkitError, match=pattern):
-        rp.reproduce(progress=False, notebooks_dir=kw.pop("notebooks_dir", NOTEBOOKS),
-                     out=tmp_path / "out", **kw)
+        rp.reproduce(
+            progress=False,
+            notebooks_dir=kw.pop("notebooks_dir", NOTEBOOKS),
+            out=tmp_path / "out",
+            **kw,
+        )
     assert not (tmp_path / "out" / "fixture_ok").exists()
 
 
@@ -91,7 +124,16 @@ def test_cli_help_and_list(capsys):
         parser.parse_args(["reproduce", "--help"])
     assert e.value.code == 0
     text = capsys.readouterr().out
-    for opt in ("--preset", "--only", "--seeds", "--jobs", "--out", "--set", "--timeout", "exit status"):
+    for opt in (
+        "--preset",
+        "--only",
+        "--seeds",
+        "--jobs",
+        "--out",
+        "--set",
+        "--timeout",
+        "exit status",
+    ):
         assert opt in text
     args = parser.parse_args(["reproduce", "--list", "--notebooks", str(NOTEBOOKS)])
     assert args.func(args) == 0
@@ -105,6 +147,7 @@ def test_cli_bad_argument_exit_status(tmp_path, capsys):
 
 # ------------------------------------------------------------------ a real run (papermill)
 
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """`flkit reproduce --preset smoke --seeds 0 1 --jobs 2 --set n=50` over both fixtures."""
@@ -113,8 +156,25 @@ def run(tmp_path_factory):
     mp.setenv("FLKIT_PRESET", "cpu")  # the explicit --preset must win over the environment
     out = tmp_path_factory.mktemp("reproduce") / "runs"
     try:
-        status = rp.main(["reproduce", "--preset", "smoke", "--seeds", "0", "1", "--jobs", "2",
-                          "--set", "n=50", "--notebooks", str(NOTEBOOKS), "--out", str(out), "-q"])
+        status = rp.main(
+            [
+                "reproduce",
+                "--preset",
+                "smoke",
+                "--seeds",
+                "0",
+                "1",
+                "--jobs",
+                "2",
+                "--set",
+                "n=50",
+                "--notebooks",
+                str(NOTEBOOKS),
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
     finally:
         mp.undo()
     return status, out
@@ -167,20 +227,22 @@ REAL = Path(__file__).resolve().parent.parent / "notebooks"
 
 @pytest.mark.slow
 def test_reproduce_one_real_notebook_at_smoke(tmp_path, monkeypatch):
-    """`flkit reproduce --preset smoke` on one real notebook ($FLKIT_TEST_NOTEBOOK, else the first)."""
+    """`flkit reproduce --preset smoke` on one real notebook ($FLKIT_TEST_NOTEBOOK, else the
+    first)."""
     monkeypatch.delenv("FLKIT_PRESET_PATH", raising=False)
     found = rp.discover(REAL)
     if not found:
         pytest.skip("no notebook with a preset file in notebooks/ yet")
-    name = rp.match_notebook(os.environ.get("FLKIT_TEST_NOTEBOOK", sorted(found)[0]),
-                     sorted(found))
-    path, infos = rp.reproduce_runs(preset="smoke", only=[name], out=tmp_path / "runs",
-                                notebooks_dir=REAL, progress=False)
+    name = rp.match_notebook(os.environ.get("FLKIT_TEST_NOTEBOOK", sorted(found)[0]), sorted(found))
+    path, infos = rp.reproduce_runs(
+        preset="smoke", only=[name], out=tmp_path / "runs", notebooks_dir=REAL, progress=False
+    )
     assert infos[0]["status"] == "ok", infos[0]["error"]
     md = path.read_text()
     assert f"| [{name}](#{name}) | ok | 1/1 |" in md
-    assert "| | paper reports | we measured | claim holds? |" in md, \
+    assert "| | paper reports | we measured | claim holds? |" in md, (
         f"{name} recorded no results through flkit.report"
+    )
     assert (tmp_path / "runs" / "report.html").is_file()
 
 

@@ -1,5 +1,7 @@
 """Staleness methods: the formulas against hand-computed values, the FIFO lag, the baselines on
-two-client examples, and the GI method's wiring (disabled = Unweighted; enabled changes the model)."""
+two-client examples, and the GI method's wiring (disabled = Unweighted; enabled changes the
+model)."""
+
 import math
 
 import pytest
@@ -8,9 +10,17 @@ from torch import nn
 
 from flkit import methods
 from flkit.methods import RunContext
-from flkit.methods.staleness import (AsynTiers, Unweighted, WPred, first_order, gamma_ramp,
-                                     round_robin, stale_clients, uniqueness_threshold,
-                                     weighted_factor)
+from flkit.methods.staleness import (
+    AsynTiers,
+    Unweighted,
+    WPred,
+    first_order,
+    gamma_ramp,
+    round_robin,
+    stale_clients,
+    uniqueness_threshold,
+    weighted_factor,
+)
 from flkit.state import model_state
 from flkit.train import LocalSpec
 from flkit.utils import FlkitError
@@ -20,7 +30,7 @@ def _ctx(n_clients=6, per=8, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n_clients * per, 5, generator=g, dtype=dtype)
     y = torch.randint(0, 3, (n_clients * per,), generator=g)
-    y[:2 * per] = 2  # clients 0 and 1 hold the most samples of class 2
+    y[: 2 * per] = 2  # clients 0 and 1 hold the most samples of class 2
     parts = [torch.arange(i * per, (i + 1) * per) for i in range(n_clients)]
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)).to(dtype)
@@ -98,7 +108,9 @@ def test_fifo_gives_exact_lag_and_stale_clients_normal_before_tau():
             assert torch.equal(then[n], models[t - tau][n]), (t, n)
     assert sorted(seen_then) == [4, 6, 8]
     # before tau: identical to the method without staleness
-    _, _, m_unstale, _ = _run(methods.get("unstale"), 4, _ctx(), tau=tau, affected_class=2, num_stale=2)
+    _, _, m_unstale, _ = _run(
+        methods.get("unstale"), 4, _ctx(), tau=tau, affected_class=2, num_stale=2
+    )
     for n in models[3]:
         assert torch.equal(models[3][n], m_unstale[3][n])
 
@@ -106,7 +118,9 @@ def test_fifo_gives_exact_lag_and_stale_clients_normal_before_tau():
 def test_wpred_prediction_and_correction_by_hand():
     ctx = _ctx()
     m = WPred(ctx, tau=3, affected_class=2, num_stale=2)
-    fifo = [{"w": torch.tensor([1.0])}, {"w": torch.tensor([2.0])}] + [{"w": torch.tensor([9.0])}] * 3
+    fifo = [{"w": torch.tensor([1.0])}, {"w": torch.tensor([2.0])}] + [
+        {"w": torch.tensor([9.0])}
+    ] * 3
     pred = m.stale_start({}, fifo)
     assert torch.allclose(pred["w"], torch.tensor([2.0 + 3 * (2.0 - 1.0)]))
     m.param_names = ["w"]
@@ -121,17 +135,22 @@ def test_asyn_tiers_population_weights_by_hand():
     m.stale = {1}
     now = {"w": torch.tensor([0.0])}
     m._clients = [0, 1]
-    out = m.combine({"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, True]))
+    out = m.combine(
+        {"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, True])
+    )
     assert torch.allclose(out["w"], torch.tensor([(3 * 1.0 + 1 * 3.0) / 4]))
     m._clients = [0, 2]  # no stale-tier participant: that tier keeps w^t
-    out = m.combine({"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, False]))
+    out = m.combine(
+        {"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, False])
+    )
     assert torch.allclose(out["w"], torch.tensor([(3 * 2.0 + 1 * 0.0) / 4]))
 
 
 def test_weighted_scales_the_stale_delta():
     ctx = _ctx()
-    _, s_w, _, _ = _run(methods.get("weighted"), 5, ctx, tau=3, affected_class=2, num_stale=2, b=3.0,
-                        a=1.0)
+    _, s_w, _, _ = _run(
+        methods.get("weighted"), 5, ctx, tau=3, affected_class=2, num_stale=2, b=3.0, a=1.0
+    )
     _, s_u, _, _ = _run(methods.get("unweighted"), 5, _ctx(), tau=3, affected_class=2, num_stale=2)
     assert not torch.allclose(s_w["model"]["0.weight"], s_u["model"]["0.weight"])
 
@@ -143,8 +162,9 @@ def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
     _, s_unw, _, _ = _run(methods.get("unweighted"), 6, _ctx(), **kw)
     for n in s_unw["model"]:
         assert torch.equal(s_off["model"][n], s_unw["model"][n])
-    _, s_on, _, logs = _run(gi, 6, _ctx(), gi=True, gi_size=4, gi_iters=3, gi_topk=1.0,
-                            switch="none", box="none", **kw)
+    _, s_on, _, logs = _run(
+        gi, 6, _ctx(), gi=True, gi_size=4, gi_iters=3, gi_topk=1.0, switch="none", box="none", **kw
+    )
     assert any("gi_iters" in lg.metrics for lg in logs)
     assert any(not torch.allclose(s_on["model"][n], s_unw["model"][n]) for n in s_unw["model"])
 
@@ -152,8 +172,17 @@ def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
 def test_gi_round_aggregates_the_estimate():
     """The aggregated model is the mean over participants with w^t + Delta_hat for the stale
     ones (the released code's defect replaced Delta_hat by the stale update)."""
-    kw = dict(tau=2, affected_class=2, num_stale=2, gi_size=4, gi_iters=2, gi_topk=1.0,
-              switch="none", box="none", track_error=True)
+    kw = dict(
+        tau=2,
+        affected_class=2,
+        num_stale=2,
+        gi_size=4,
+        gi_iters=2,
+        gi_topk=1.0,
+        switch="none",
+        box="none",
+        track_error=True,
+    )
     m, state, _, _ = _run(methods.get("gi_staleness"), 4, _ctx(), **kw)  # t = 0..3; stale at t=2
     captured = {}
     orig = m.adjust
@@ -162,6 +191,7 @@ def test_gi_round_aggregates_the_estimate():
         use, met = orig(st, info)
         captured.update(use=use, info=info)
         return use, met
+
     m.adjust = spy
     clients = m.select_clients(state, 5)  # t = 4: clients 0, 1, 2 with 0, 1 stale
     new, _ = m.round(state, clients, 5)
@@ -175,17 +205,20 @@ def test_gi_round_aggregates_the_estimate():
         assert torch.allclose(new["model"][n], expect, atol=1e-10)
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"tau": -1}, "tau"),
-    ({"affected_class": 3}, "affected_class"),
-    ({"num_stale": 7}, "num_stale"),
-    ({"gi_topk": 0.0}, "topk"),
-    ({"gi_topk": 1.5}, "topk"),
-    ({"gi_size": 0}, "R"),
-    ({"gi_iters": 0}, "T_GI"),
-    ({"gamma_window": -0.5}, "gamma_window"),
-    ({"participation": "random"}, "participation"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"tau": -1}, "tau"),
+        ({"affected_class": 3}, "affected_class"),
+        ({"num_stale": 7}, "num_stale"),
+        ({"gi_topk": 0.0}, "topk"),
+        ({"gi_topk": 1.5}, "topk"),
+        ({"gi_size": 0}, "R"),
+        ({"gi_iters": 0}, "T_GI"),
+        ({"gamma_window": -0.5}, "gamma_window"),
+        ({"participation": "random"}, "participation"),
+    ],
+)
 def test_bad_input_is_refused_before_training(params, match):
     with pytest.raises(FlkitError, match=match):
         methods.get("gi_staleness")(_ctx(), **{"affected_class": 2, "num_stale": 2, **params})
@@ -199,6 +232,13 @@ def test_gi_refuses_minibatch_clients():
 
 
 def test_methods_registered():
-    for name in ("unstale", "unweighted", "weighted", "first_order", "w_pred", "asyn_tiers",
-                 "gi_staleness"):
+    for name in (
+        "unstale",
+        "unweighted",
+        "weighted",
+        "first_order",
+        "w_pred",
+        "asyn_tiers",
+        "gi_staleness",
+    ):
         assert name in methods.names()

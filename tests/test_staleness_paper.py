@@ -1,7 +1,7 @@
 """Notebook 05's claim logic on hand-built tables, the Time column, and the exercise checker."""
+
 import pandas as pd
 import pytest
-import torch
 
 from flkit import presets
 from flkit.methods.staleness import first_order, weighted_factor
@@ -9,12 +9,21 @@ from flkit.papers.staleness import claims, exercise, study
 
 
 def _acc(**vals):
-    return pd.DataFrame([{"method": m, "acc": a, "time": t} for m, (a, t) in vals.items()]).set_index("method")
+    return pd.DataFrame(
+        [{"method": m, "acc": a, "time": t} for m, (a, t) in vals.items()]
+    ).set_index("method")
 
 
 def test_claims_on_hand_built_tables():
-    acc = _acc(unstale=(80, 90), unweighted=(60, 130), weighted=(40, 170), first_order=(60.5, 128),
-               w_pred=(59, 131), asyn_tiers=(61, 125), gi_staleness=(66, 100))
+    acc = _acc(
+        unstale=(80, 90),
+        unweighted=(60, 130),
+        weighted=(40, 170),
+        first_order=(60.5, 128),
+        w_pred=(59, 131),
+        asyn_tiers=(61, 125),
+        gi_staleness=(66, 100),
+    )
     assert claims.staleness_hurts(acc)[0]
     assert claims.weighted_worst(acc)[0]
     assert claims.compensations_track_unweighted(acc)[0]
@@ -26,13 +35,23 @@ def test_claims_on_hand_built_tables():
 
 
 def test_estimation_and_switch_claims():
-    err = pd.DataFrame([{"tau": t, "estimator": e, "cos": c, "l1": c} for t, e, c in
-                        [(5, "stale", .1), (5, "1st-Order", .1), (5, "GI", .3),
-                         (40, "stale", .6), (40, "1st-Order", .6), (40, "GI", .4)]])
+    err = pd.DataFrame(
+        [
+            {"tau": t, "estimator": e, "cos": c, "l1": c}
+            for t, e, c in [
+                (5, "stale", 0.1),
+                (5, "1st-Order", 0.1),
+                (5, "GI", 0.3),
+                (40, "stale", 0.6),
+                (40, "1st-Order", 0.6),
+                (40, "GI", 0.4),
+            ]
+        ]
+    )
     assert claims.gi_error_lower_at_large_tau(err)[0]
-    sw = pd.DataFrame({"err_gi_l1": [.5, .5, .5, .5], "err_stale_l1": [.9, .8, .6, .4]})
+    sw = pd.DataFrame({"err_gi_l1": [0.5, 0.5, 0.5, 0.5], "err_stale_l1": [0.9, 0.8, 0.6, 0.4]})
     assert claims.e2_falls_below_e1(sw)[0]
-    sw2 = pd.DataFrame({"err_gi_l1": [.3, .3, .3, .3], "err_stale_l1": [.9, .8, .6, .4]})
+    sw2 = pd.DataFrame({"err_gi_l1": [0.3, 0.3, 0.3, 0.3], "err_stale_l1": [0.9, 0.8, 0.6, 0.4]})
     assert not claims.e2_falls_below_e1(sw2)[0]
 
 
@@ -40,9 +59,15 @@ def test_time_column_by_hand():
     """Target = lowest final accuracy among the compared methods (here Unweighted's 0.5);
     Ours first reaches it at round 2, Unweighted at round 4 -> Time 200 vs 100."""
     rows = []
-    for m, curve in {"gi_staleness": [0.3, 0.6, 0.7, 0.7], "unweighted": [0.1, 0.2, 0.3, 0.5],
-                     "unstale": [0.9, 0.9, 0.9, 0.9]}.items():
-        rows += [{"method": m, "seed": 0, "round": r + 1, "affected_accuracy": a} for r, a in enumerate(curve)]
+    for m, curve in {
+        "gi_staleness": [0.3, 0.6, 0.7, 0.7],
+        "unweighted": [0.1, 0.2, 0.3, 0.5],
+        "unstale": [0.9, 0.9, 0.9, 0.9],
+    }.items():
+        rows += [
+            {"method": m, "seed": 0, "round": r + 1, "affected_accuracy": a}
+            for r, a in enumerate(curve)
+        ]
     t = study.accuracy_table(pd.DataFrame(rows), last=1, smooth=1)
     assert t.loc["unweighted", "time"] == pytest.approx(200)
     assert t.loc["gi_staleness", "time"] == pytest.approx(100)
@@ -52,6 +77,7 @@ def test_time_column_by_hand():
 def test_exercise_checker(capsys):
     def stub(delta, w_now, w_then, lam=4.0):
         raise NotImplementedError
+
     assert not exercise.check_first_order(stub)
     out = capsys.readouterr().out
     assert "not attempted yet" in out and "right" not in out
@@ -66,7 +92,7 @@ def test_presets_share_keys_and_configs_validate():
     tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "paper")}
     keys = {p: set(t) for p, t in tables.items()}
     assert keys["smoke"] == keys["cpu"] == keys["paper"]
-    for p, P in tables.items():
+    for _p, P in tables.items():
         for m in P["methods"]:
             cfg = study.config(P, m, 0)
             assert cfg.method_params["tau"] == P["tau"]

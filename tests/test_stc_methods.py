@@ -1,4 +1,5 @@
 """STC, FedFV and STC-PA (flkit.methods.stc, spec 001 §2.5) — independent expectations."""
+
 import io
 import math
 
@@ -8,8 +9,14 @@ from torch import nn
 
 from flkit import compress, methods, models
 from flkit.methods import RunContext
-from flkit.methods.stc import (STC, STCPA, FedFV, project_external, project_internal,
-                               rescale_to_mean_norm)
+from flkit.methods.stc import (
+    STC,
+    STCPA,
+    FedFV,
+    project_external,
+    project_internal,
+    rescale_to_mean_norm,
+)
 from flkit.state import flatten, model_state, param_names, unflatten
 from flkit.train import LocalSpec, evaluate
 from flkit.utils import FlkitError
@@ -25,7 +32,9 @@ class TinyNet(nn.Module):
         return self.net(x)
 
 
-def _ctx(num_clients=8, per_client=12, model=None, x_shape=(12,), classes=3, lr=0.1, batch=4, seed=0):
+def _ctx(
+    num_clients=8, per_client=12, model=None, x_shape=(12,), classes=3, lr=0.1, batch=4, seed=0
+):
     g = torch.Generator().manual_seed(0)
     n = num_clients * per_client
     x = torch.randn(n, *x_shape, generator=g)
@@ -34,7 +43,9 @@ def _ctx(num_clients=8, per_client=12, model=None, x_shape=(12,), classes=3, lr=
     if model is None:
         torch.manual_seed(1)
         model = TinyNet()
-    return RunContext(model, x, y, parts, LocalSpec(lr=lr, batch_size=batch, epochs=1), seed, classes)
+    return RunContext(
+        model, x, y, parts, LocalSpec(lr=lr, batch_size=batch, epochs=1), seed, classes
+    )
 
 
 def _run(method, rounds_clients):
@@ -58,7 +69,7 @@ def test_registered_names():
     assert {"fedavg", "stc", "fedfv", "stc_pa"} <= set(methods.names())
 
 
-# --------------------------------------------------------------------------- alpha = 1, tau = 0 is STC
+# ------------------------------------------------------------------------ alpha = 1, tau = 0 is STC
 def test_stc_pa_alpha1_tau0_is_exactly_stc():
     ctx = _ctx()
     s_stc, log_stc = _run(STC(ctx, p=0.1), SCHEDULE)
@@ -70,7 +81,9 @@ def test_stc_pa_alpha1_tau0_is_exactly_stc():
             assert torch.equal(s_stc["client_residuals"][c][n], s_pa["client_residuals"][c][n])
     for (u1, d1, _), (u2, d2, m2) in zip(log_stc, log_pa):
         assert u1.bits_up == u2.bits_up and d1 == d2
-        assert m2["kept"] == 4 and m2["internal_projections"] == 0 and m2["external_projections"] == 0
+        assert (
+            m2["kept"] == 4 and m2["internal_projections"] == 0 and m2["external_projections"] == 0
+        )
     # and the default STC-PA (alpha = 0.1, tau = 1) really does something else
     s_def, log_def = _run(STCPA(ctx, p=0.1), SCHEDULE)
     assert sum(m["internal_projections"] for _, _, m in log_def) > 0
@@ -86,7 +99,7 @@ def test_client_residuals_persist_when_not_selected_and_feed_back():
     state = m.aggregate(state, up1, 1)
     saved = {c: {n: t.clone() for n, t in state["client_residuals"][c].items()} for c in (0, 1, 2)}
     assert all(any(t.abs().sum() > 0 for t in saved[c].values()) for c in saved)
-    up2 = m.client_update(state, [3, 4], 2)                       # 0, 1, 2 are not selected
+    up2 = m.client_update(state, [3, 4], 2)  # 0, 1, 2 are not selected
     state = m.aggregate(state, up2, 2)
     assert set(state["client_residuals"]) == {0, 1, 2, 3, 4}
     for c in (0, 1, 2):
@@ -116,9 +129,13 @@ def test_server_residual_conserves_mass():
         mean = flatten(up.extra["sent"], m.param_names).mean(0)
         total_in = mean if total_in is None else total_in + mean
         state = m.aggregate(state, up, rnd)
-    sent = flatten({n: (w0[n] - state["model"][n]).unsqueeze(0) for n in m.param_names}, m.param_names)[0]
-    resid = flatten({n: state["server_residual"]["server"][n].unsqueeze(0) for n in m.param_names},
-                    m.param_names)[0]
+    sent = flatten(
+        {n: (w0[n] - state["model"][n]).unsqueeze(0) for n in m.param_names}, m.param_names
+    )[0]
+    resid = flatten(
+        {n: state["server_residual"]["server"][n].unsqueeze(0) for n in m.param_names},
+        m.param_names,
+    )[0]
     assert torch.allclose(sent + resid, total_in, atol=1e-5)
 
 
@@ -140,7 +157,7 @@ def test_state_checkpoint_resumes_exactly():
         assert torch.equal(full["model"][n], state["model"][n])
 
 
-# --------------------------------------------------------------------------- FedFV = projection of dense updates
+# -------------------------------------------------------------- FedFV = projection of dense updates
 def test_fedfv_equals_projection_functions_on_dense_updates():
     ctx = _ctx()
     m = FedFV(ctx, alpha=0.25, tau=1)
@@ -149,7 +166,9 @@ def test_fedfv_equals_projection_functions_on_dense_updates():
     hist = {}
     for rnd, clients in enumerate([[0, 1, 2, 3], [4, 5, 6, 7], [1, 4, 5, 6]], start=1):
         w = state["model"]
-        losses = [evaluate(ctx.model, w, ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1] for c in clients]
+        losses = [
+            evaluate(ctx.model, w, ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1] for c in clients
+        ]
         up = m.client_update(state, clients, rnd)
         G = flatten({n: w[n].unsqueeze(0) - up.state[n] for n in names}, names)
         for i, c in enumerate(clients):
@@ -163,8 +182,9 @@ def test_fedfv_equals_projection_functions_on_dense_updates():
             assert torch.allclose(state["model"][n], expected[n], atol=1e-6), (rnd, n)
         assert up.bits_up == [32 * sum(v.numel() for v in w.values())] * len(clients)
     metrics = m.round_metrics(state, up)
-    assert metrics["kept"] == 1                     # 4 - ceil(3 * 0.75) = 1
-    # after round 3 (tau = 1) only round-3 updates can still be used (by round 4): older ones are dropped
+    assert metrics["kept"] == 1  # 4 - ceil(3 * 0.75) = 1
+    # after round 3 (tau = 1) only round-3 updates can still be used (by round 4): older ones are
+    # dropped
     assert set(state["history"]) == {1, 4, 5, 6}
     assert state["last_round"][7] == 2 and state["last_round"][0] == 1
 
@@ -176,30 +196,40 @@ def test_loss_before_vs_during():
     st = before.init_state(model_state(ctx.model))
     ub = before.client_update(st, [0, 1], 1)
     ud = during.client_update(st, [0, 1], 1)
-    want = torch.tensor([evaluate(ctx.model, st["model"], ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1]
-                         for c in (0, 1)], dtype=torch.float64)
+    want = torch.tensor(
+        [
+            evaluate(ctx.model, st["model"], ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1]
+            for c in (0, 1)
+        ],
+        dtype=torch.float64,
+    )
     assert torch.allclose(ub.extra["losses"], want)
     assert torch.allclose(ud.extra["losses"], ud.train_loss.double())
 
 
-# --------------------------------------------------------------------------- bits per round (spec 2.6 worked examples)
-@pytest.mark.parametrize("name,shape,fedavg_mbit,stc_kb,factor", [
-    ("vgg11_star", (3, 32, 32), 27.70, 73.09, 47.4),
-    ("cnn3_mnist", (1, 28, 28), 4.19, 11.06, 47.4),
-])
+# -------------------------------------------------------- bits per round (spec 2.6 worked examples)
+@pytest.mark.parametrize(
+    "name,shape,fedavg_mbit,stc_kb,factor",
+    [
+        ("vgg11_star", (3, 32, 32), 27.70, 73.09, 47.4),
+        ("cnn3_mnist", (1, 28, 28), 4.19, 11.06, 47.4),
+    ],
+)
 def test_bits_per_round_match_worked_example(name, shape, fedavg_mbit, stc_kb, factor):
     torch.manual_seed(0)
     model = models.build(name)
-    ctx = _ctx(num_clients=2, per_client=4, model=model, x_shape=shape, classes=10, lr=0.05, batch=4)
-    m = STCPA(ctx, p=0.1)                                        # simulator counter by default
+    ctx = _ctx(
+        num_clients=2, per_client=4, model=model, x_shape=shape, classes=10, lr=0.05, batch=4
+    )
+    m = STCPA(ctx, p=0.1)  # simulator counter by default
     state = m.init_state(model_state(model))
     d = models.count_params(model)
-    assert m.downlink_bits(state, [0, 1]) == [32 * d] * 2         # round 1: dense initial model
+    assert m.downlink_bits(state, [0, 1]) == [32 * d] * 2  # round 1: dense initial model
     up = m.client_update(state, [0, 1], 1)
     state = m.aggregate(state, up, 1)
     nominal = compress.STCCodec(0.1).expected_bits(model)
     assert up.bits_up == [nominal, nominal]
-    assert m.downlink_bits(state, [0, 1]) == [nominal, nominal]   # round 2: the broadcast ḡ
+    assert m.downlink_bits(state, [0, 1]) == [nominal, nominal]  # round 2: the broadcast ḡ
     assert round(32 * d / 1e6, 2) == fedavg_mbit
     assert round(nominal / 8 / 1e3, 2) == stc_kb
     assert round(32 * d / nominal, 1) == factor
@@ -211,14 +241,27 @@ def test_bits_per_round_match_worked_example(name, shape, fedavg_mbit, stc_kb, f
 
 
 # --------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("cls,kw,field", [
-    (STC, {"p": 0}, "p"), (STC, {"p": 1.5}, "p"), (STC, {"p": -0.1}, "p"), (STC, {"p": float("nan")}, "p"),
-    (STC, {"p": "0.1"}, "p"), (STC, {"counter": "bogus"}, "counter"),
-    (STCPA, {"alpha": -0.1}, "alpha"), (STCPA, {"alpha": 1.01}, "alpha"), (FedFV, {"alpha": 2}, "alpha"),
-    (STCPA, {"tau": -1}, "tau"), (STCPA, {"tau": 1.5}, "tau"), (FedFV, {"tau": True}, "tau"),
-    (STCPA, {"loss": "after"}, "loss"), (STCPA, {"external_variant": "v2"}, "external_variant"),
-    (FedFV, {"p": 0.1}, "p"), (STC, {"alpha": 0.1}, "alpha"),
-])
+@pytest.mark.parametrize(
+    "cls,kw,field",
+    [
+        (STC, {"p": 0}, "p"),
+        (STC, {"p": 1.5}, "p"),
+        (STC, {"p": -0.1}, "p"),
+        (STC, {"p": float("nan")}, "p"),
+        (STC, {"p": "0.1"}, "p"),
+        (STC, {"counter": "bogus"}, "counter"),
+        (STCPA, {"alpha": -0.1}, "alpha"),
+        (STCPA, {"alpha": 1.01}, "alpha"),
+        (FedFV, {"alpha": 2}, "alpha"),
+        (STCPA, {"tau": -1}, "tau"),
+        (STCPA, {"tau": 1.5}, "tau"),
+        (FedFV, {"tau": True}, "tau"),
+        (STCPA, {"loss": "after"}, "loss"),
+        (STCPA, {"external_variant": "v2"}, "external_variant"),
+        (FedFV, {"p": 0.1}, "p"),
+        (STC, {"alpha": 0.1}, "alpha"),
+    ],
+)
 def test_bad_hyperparameters(cls, kw, field):
     with pytest.raises(FlkitError, match=field):
         cls(_ctx(), **kw)
@@ -229,7 +272,7 @@ def test_p_one_is_accepted_and_still_ternary():
     m = STC(ctx, p=1.0)
     st = m.init_state(model_state(ctx.model))
     up = m.client_update(st, [0], 1)
-    for n, v in up.extra["sent"].items():
+    for _n, v in up.extra["sent"].items():
         assert len(v[0].abs().unique()) <= 2
 
 
@@ -254,14 +297,32 @@ def test_empty_client_set_and_mismatched_losses():
 
 def test_runs_through_experiment_and_reports_metrics(tmp_path):
     from flkit.experiment import RunConfig, run
-    cfg = RunConfig(method="stc_pa", dataset="synthetic", model="logreg", num_clients=10, partition="iid",
-                    clients_per_round=4, rounds=3, batch_size=10, lr=0.05, per_client_eval=True,
-                    method_params={"p": 0.1, "alpha": 0.1, "tau": 1}, device="cpu")
+
+    cfg = RunConfig(
+        method="stc_pa",
+        dataset="synthetic",
+        model="logreg",
+        num_clients=10,
+        partition="iid",
+        clients_per_round=4,
+        rounds=3,
+        batch_size=10,
+        lr=0.05,
+        per_client_eval=True,
+        method_params={"p": 0.1, "alpha": 0.1, "tau": 1},
+        device="cpu",
+    )
     res = run(cfg, out_dir=tmp_path, progress=False)
     h = res.history
-    for col in ("kept", "internal_projections", "external_projections", "client_acc_var", "bytes_up"):
+    for col in (
+        "kept",
+        "internal_projections",
+        "external_projections",
+        "client_acc_var",
+        "bytes_up",
+    ):
         assert col in h.columns
-    assert (h["kept"] == 1).all()                                  # 4 - ceil(3 * 0.9) = 1
+    assert (h["kept"] == 1).all()  # 4 - ceil(3 * 0.9) = 1
     dense = 32 * 610 * 4 / 8
     assert h["bytes_down"].iloc[0] == dense and h["bytes_down"].iloc[1] < dense / 10
     assert math.isfinite(float(h["test_accuracy"].iloc[-1]))

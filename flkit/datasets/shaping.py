@@ -1,4 +1,6 @@
-"""Array shaping behind flkit.data.load: stratified subsets, HAR's per-subject split, Shakespeare windows."""
+"""Array shaping behind flkit.data.load: stratified subsets, HAR's per-subject split, Shakespeare
+windows."""
+
 from __future__ import annotations
 
 import warnings
@@ -18,7 +20,9 @@ def stratified_subset(labels: np.ndarray, n: int, seed: int, *keys) -> np.ndarra
     rest = n - take.sum()
     take[np.argsort(-(quota - take), kind="stable")[:rest]] += 1
     rng = numpy_rng(seed, "subset", *keys)
-    picks = [rng.choice(np.flatnonzero(labels == c), k, replace=False) for c, k in zip(classes, take)]
+    picks = [
+        rng.choice(np.flatnonzero(labels == c), k, replace=False) for c, k in zip(classes, take)
+    ]
     return np.sort(np.concatenate(picks))
 
 
@@ -32,7 +36,10 @@ def subsets(name, arr, kwargs, seed, meta):
             raise FlkitError(f"{split}_subset={n!r} must be an int in [1, inf)")
         check_range(f"{split}_subset", int(n), 1, None)
         if n >= total:  # not clamped silently: warn and record
-            msg = f"{split}_subset={n} but {name} has only {total} {split} samples here; using all of them"
+            msg = (
+                f"{split}_subset={n} but {name} has only {total} {split} samples here; "
+                "using all of them"
+            )
             warnings.warn(msg, stacklevel=3)
             meta.setdefault("subset", {})[split] = msg
             continue
@@ -55,7 +62,11 @@ def har_per_subject(arr, seed, test_frac=0.25) -> dict:
             idx = np.flatnonzero((pooled["g"] == s) & (pooled["y"] == c))
             k = int(round(test_frac * len(idx)))
             test[rng.permutation(idx)[:k]] = True
-    return {f"{k}_{sp}": pooled[k][m] for k in ("x", "y", "g") for sp, m in (("train", ~test), ("test", test))}
+    return {
+        f"{k}_{sp}": pooled[k][m]
+        for k in ("x", "y", "g")
+        for sp, m in (("train", ~test), ("test", test))
+    }
 
 
 def shakespeare_arrays(raw) -> dict:
@@ -67,15 +78,24 @@ def shakespeare_arrays(raw) -> dict:
     codes = lut[text]
     if (codes < 0).any():
         bad = sorted({chr(c) for c in text[codes < 0]})
-        raise FlkitError(f"shakespeare text holds characters outside the 80-symbol vocabulary: {bad}")
+        raise FlkitError(
+            f"shakespeare text holds characters outside the 80-symbol vocabulary: {bad}"
+        )
     codes = codes.astype(np.uint8)
     windows = np.lib.stride_tricks.sliding_window_view(codes, 81)
-    off, ns, ntr, ts = (np.asarray(raw[k], dtype=np.int64) for k in ("text_offsets", "num_samples", "num_train", "test_start"))
+    off, ns, ntr, ts = (
+        np.asarray(raw[k], dtype=np.int64)
+        for k in ("text_offsets", "num_samples", "num_train", "test_start")
+    )
     out = {}
     for split, lo, hi in (("train", np.zeros_like(ntr), ntr), ("test", ts, ns)):
         cnt = np.maximum(hi - lo, 0)
         role = np.repeat(np.arange(len(cnt)), cnt)
         pos = off[role] + lo[role] + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
         w = windows[pos]
-        out[f"x_{split}"], out[f"y_{split}"], out[f"g_{split}"] = w[:, :80], w[:, 80].astype(np.int64), role
+        out[f"x_{split}"], out[f"y_{split}"], out[f"g_{split}"] = (
+            w[:, :80],
+            w[:, 80].astype(np.int64),
+            role,
+        )
     return out

@@ -41,6 +41,7 @@ Options for the code variants the paper leaves open (our defaults first):
 data before local training) or ``"during"`` (mean training loss of the local epoch);
 ``external_variant="paper"`` (default, lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,16 +49,32 @@ import math
 import torch
 
 from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec, check_p
-from ..projection import (EXTERNAL_VARIANTS, keep_count, project_external, project_internal,
-                          rescale_to_mean_norm)
+from ..projection import (
+    EXTERNAL_VARIANTS,
+    keep_count,
+    project_external,
+    project_internal,
+    rescale_to_mean_norm,
+)
 from ..state import broadcast_state, flatten, unflatten
 from ..train import evaluate
 from ..utils import FlkitError, check_choice, check_range
 from .base import ClientUpdates, Method, weighted_average
 from .registry import register
 
-__all__ = ["STC", "FedFV", "STCPA", "project_internal", "project_external", "rescale_to_mean_norm",
-           "keep_count", "LOSS_MODES", "check_p", "check_alpha", "check_tau"]
+__all__ = [
+    "STC",
+    "FedFV",
+    "STCPA",
+    "project_internal",
+    "project_external",
+    "rescale_to_mean_norm",
+    "keep_count",
+    "LOSS_MODES",
+    "check_p",
+    "check_alpha",
+    "check_tau",
+]
 
 LOSS_MODES = ("before", "during")
 
@@ -77,7 +94,9 @@ def check_alpha(alpha) -> float:
 
 def check_tau(tau) -> int:
     """Rounds of history for the external projection: an integer >= 0."""
-    if isinstance(tau, bool) or not (isinstance(tau, int) or (isinstance(tau, float) and tau.is_integer())):
+    if isinstance(tau, bool) or not (
+        isinstance(tau, int) or (isinstance(tau, float) and tau.is_integer())
+    ):
         raise FlkitError(f"tau={tau!r} must be an integer >= 0 (rounds of history)")
     check_range("tau", int(tau), 0)
     return int(tau)
@@ -86,6 +105,7 @@ def check_tau(tau) -> int:
 # --------------------------------------------------------------------------- the family
 class _UpdateExchange(Method):
     """Shared round of STC / FedFV / STC-PA (flags ``compress`` and ``project``)."""
+
     compress = True
     project = False
     params: dict = {}
@@ -104,7 +124,9 @@ class _UpdateExchange(Method):
             check_choice("external_variant", self.external_variant, EXTERNAL_VARIANTS)
         if "loss" in self.hp:
             check_choice("loss", self.loss, LOSS_MODES)
-        check_choice("residual_dtype", self.hp.get("residual_dtype", "float32"), ("float32", "float16"))
+        check_choice(
+            "residual_dtype", self.hp.get("residual_dtype", "float32"), ("float32", "float16")
+        )
         self.codec = STCCodec(self.p, self.counter) if self.compress else DenseCodec()
         self.uplink = self.codec
 
@@ -112,15 +134,23 @@ class _UpdateExchange(Method):
         """An ErrorFeedback whose residuals live in ``store`` (a dict of the method state), so
         they are checkpointed with the state and persist across rounds."""
         dtype = torch.float16 if self.hp.get("residual_dtype") == "float16" else None
-        ef = ErrorFeedback(device="cpu" if self.ctx.x.device.type == "cpu" else self.ctx.x.device,
-                           dtype=dtype)
-        ef._res = store           # the method state owns the tensors
+        ef = ErrorFeedback(
+            device="cpu" if self.ctx.x.device.type == "cpu" else self.ctx.x.device, dtype=dtype
+        )
+        ef._res = store  # the method state owns the tensors
         return ef
 
     # -- state
     def init_state(self, model_state):
-        return {"model": model_state, "client_residuals": {}, "server_residual": {}, "history": {},
-                "last_round": {}, "down_bits": None, "metrics": {}}
+        return {
+            "model": model_state,
+            "client_residuals": {},
+            "server_residual": {},
+            "history": {},
+            "last_round": {},
+            "down_bits": None,
+            "metrics": {},
+        }
 
     # -- client side
     def client_losses(self, state, clients):
@@ -149,16 +179,22 @@ class _UpdateExchange(Method):
         if losses is None:
             losses = res.train_loss.detach().double().cpu()
         names = self.param_names
-        g = {n: starts[n] - res.state[n] for n in names}              # pseudo-gradients [K, ...]
+        g = {n: starts[n] - res.state[n] for n in names}  # pseudo-gradients [K, ...]
         if self.compress:
             ef = self._ef(state["client_residuals"])
-            sent = ef.step_stacked(clients, g, self.codec)             # a = g + e; g~ = STC(a); e = a − g~
+            sent = ef.step_stacked(clients, g, self.codec)  # a = g + e; g~ = STC(a); e = a − g~
             bits = list(ef.last_bits)
         else:
-            sent, bits = g, list(self.codec.message_bits(g, stacked=True))   # dense: sent as is
+            sent, bits = g, list(self.codec.message_bits(g, stacked=True))  # dense: sent as is
         kept = [int(sum((sent[n][i] != 0).sum().item() for n in names)) for i in range(K)]
-        return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, bits,
-                             extra={"sent": sent, "losses": losses, "nonzeros": kept})
+        return ClientUpdates(
+            clients,
+            res.state,
+            res.samples.float(),
+            res.train_loss,
+            bits,
+            extra={"sent": sent, "losses": losses, "nonzeros": kept},
+        )
 
     # -- server side
     def aggregate(self, state, updates, rnd):
@@ -167,7 +203,7 @@ class _UpdateExchange(Method):
             raise FlkitError("aggregate got no client updates; need at least one client")
         names = self.param_names
         sent = updates.extra["sent"]
-        G = flatten(sent, names)                                       # [m, d] whole-model rows
+        G = flatten(sent, names)  # [m, d] whole-model rows
         m = G.shape[0]
         metrics = {"clients": m, "up_nonzeros_mean": float(sum(updates.extra["nonzeros"]) / m)}
         history = dict(state["history"])
@@ -175,18 +211,25 @@ class _UpdateExchange(Method):
         if self.project:
             losses = updates.extra["losses"]
             if len(losses) != m:
-                raise FlkitError(f"{len(losses)} losses for {m} client updates; give one loss per client")
-            for i, c in enumerate(clients):                            # Alg. 4 line 14: GH_i <- (g~_i, t)
+                raise FlkitError(
+                    f"{len(losses)} losses for {m} client updates; give one loss per client"
+                )
+            for i, c in enumerate(clients):  # Alg. 4 line 14: GH_i <- (g~_i, t)
                 history[c] = (G[i].detach().clone(), rnd)
                 last_round[c] = rnd
             g, info = project_internal(G, losses, self.alpha, return_info=True)
-            g, einfo = project_external(g, history, rnd, self.tau, self.external_variant, return_info=True)
+            g, einfo = project_external(
+                g, history, rnd, self.tau, self.external_variant, return_info=True
+            )
             g = rescale_to_mean_norm(g, G)
-            oldest = rnd + 1 - self.tau                                # never visited again
+            oldest = rnd + 1 - self.tau  # never visited again
             history = {c: v for c, v in history.items() if v[1] >= oldest}
-            metrics.update(kept=info.kept, internal_projections=info.projections,
-                           external_projections=einfo.projections,
-                           external_conflicts=len(einfo.conflicting_clients))
+            metrics.update(
+                kept=info.kept,
+                internal_projections=info.projections,
+                external_projections=einfo.projections,
+                external_conflicts=len(einfo.conflicting_clients),
+            )
         else:
             g = G.mean(dim=0)
             for c in clients:
@@ -194,25 +237,32 @@ class _UpdateExchange(Method):
         g_dict = unflatten(g, state["model"], names)
         if self.compress:
             ef = self._ef(state["server_residual"])
-            down = ef.step("server", g_dict, self.codec)               # a_s = g + e_s; ḡ = STC(a_s)
+            down = ef.step("server", g_dict, self.codec)  # a_s = g + e_s; ḡ = STC(a_s)
             down_bits = int(ef.last_bits)
         else:
-            down, down_bits = g_dict, None                             # dense model download
+            down, down_bits = g_dict, None  # dense model download
         model = dict(state["model"])
         for n in names:
             model[n] = state["model"][n] - down[n].to(state["model"][n].dtype)
         others = [n for n, v in state["model"].items() if n not in names and v.is_floating_point()]
-        if others:                                                     # BN statistics: plain average
+        if others:  # BN statistics: plain average
             avg = weighted_average({n: updates.state[n] for n in others}, updates.weights)
             model.update(avg)
         metrics["update_norm"] = float(torch.linalg.vector_norm(g))
         if self.compress:
             metrics["down_nonzeros"] = int(sum((down[n] != 0).sum().item() for n in names))
-        return {**state, "model": model, "history": history, "last_round": last_round,
-                "down_bits": down_bits, "metrics": metrics}
+        return {
+            **state,
+            "model": model,
+            "history": history,
+            "last_round": last_round,
+            "down_bits": down_bits,
+            "metrics": metrics,
+        }
 
     def downlink_bits(self, state, clients):
-        """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV: dense)."""
+        """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV:
+        dense)."""
         if not self.compress or state.get("down_bits") is None:
             return super().downlink_bits(state, clients)
         return [int(state["down_bits"])] * len(clients)
@@ -224,6 +274,7 @@ class _UpdateExchange(Method):
 @register
 class STC(_UpdateExchange):
     """Sparse ternary compression both ways with error feedback; plain mean of the g~_i."""
+
     name = "stc"
     params = {"p": 0.1, "counter": DEFAULT_COUNTER, "residual_dtype": "float32"}
     compress, project = True, False
@@ -232,6 +283,7 @@ class STC(_UpdateExchange):
 @register
 class FedFV(_UpdateExchange):
     """FedFV: conflict projection (internal + external) and norm rescaling, no compression."""
+
     name = "fedfv"
     params = {"alpha": 0.1, "tau": 1, "external_variant": "paper", "loss": "before"}
     compress, project = False, True
@@ -240,7 +292,15 @@ class FedFV(_UpdateExchange):
 @register
 class STCPA(_UpdateExchange):
     """STC-PA (Tian 2022, Algorithm 4): STC up, projection aggregation, STC down."""
+
     name = "stc_pa"
-    params = {"p": 0.1, "counter": DEFAULT_COUNTER, "alpha": 0.1, "tau": 1,
-              "external_variant": "paper", "loss": "before", "residual_dtype": "float32"}
+    params = {
+        "p": 0.1,
+        "counter": DEFAULT_COUNTER,
+        "alpha": 0.1,
+        "tau": 1,
+        "external_variant": "paper",
+        "loss": "before",
+        "residual_dtype": "float32",
+    }
     compress, project = True, True

@@ -7,7 +7,7 @@ holds the ``nn.Module`` classes and builders, split by size:
 - ``deep``: VGG11*, VGG9, AlexNet and the ResNet-18 family.
 
 Every model follows the engine compatibility rule of docs/ARCHITECTURE.md: forward passes flatten
-with ``torch.flatten(x, 1)``, and the only leaf layers are Conv2d, Linear, BatchNorm1d/2d, GroupNorm,
-ReLU, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout, Identity, Embedding and LSTM
-(batch_first=True). No model keeps state between forward calls.
+with ``torch.flatten(x, 1)``, and the only leaf layers are Conv2d, Linear, BatchNorm1d/2d,
+GroupNorm, ReLU, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten, Dropout, Identity, Embedding and
+LSTM (batch_first=True). No model keeps state between forward calls.
 """

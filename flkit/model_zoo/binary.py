@@ -21,7 +21,7 @@ class SignActivation(nn.Hardtanh):
 def binarize_activations(model: nn.Module) -> nn.Module:
     """A copy of `model` whose ReLUs are SignActivations (the logits stay real; same weights)."""
     net = copy.deepcopy(model)
-    for name, mod in list(net.named_modules()):
+    for _name, mod in list(net.named_modules()):
         for child_name, child in list(mod.named_children()):
             if isinstance(child, nn.ReLU):
                 setattr(mod, child_name, SignActivation())

@@ -1,7 +1,9 @@
 """Deeper models: VGG11* (STC-projection paper), VGG9 (HideNseek), AlexNet (FedDIP) and
 ResNet-18 (the staleness, FedDIP and FedAST papers;
-002, 003). Builders take ``(num_classes, in_channels, **flags)`` and return ``(module, input_shape)``.
+002, 003). Builders take ``(num_classes, in_channels, **flags)`` and return
+``(module, input_shape)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,14 +36,23 @@ def build_vgg11_star(num_classes, in_channels, *, image_size=32):
             c = v
     features = nn.Sequential(*layers)
     n = flat_dim(features, in_channels, image_size, "vgg11_star")
-    classifier = nn.Sequential(nn.Linear(n, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
-                               nn.Linear(128, num_classes))
+    classifier = nn.Sequential(
+        nn.Linear(n, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, num_classes)
+    )
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
 # --------------------------------------------------------------------------------- HideNseek
-def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine=True,
-               init="kaiming_relu", width=1.0):
+def build_vgg9(
+    num_classes,
+    in_channels,
+    *,
+    image_size=28,
+    bias=False,
+    bn_affine=True,
+    init="kaiming_relu",
+    width=1.0,
+):
     """HideNseek's VGG9 with BatchNorm (the HideNseek paper; widths = the FedMA VGG-9 layout):
     ConvBlock(32) -> ConvBlock(64) -> MaxPool -> ConvBlock(128) -> ConvBlock(128) -> MaxPool ->
     ConvBlock(256) -> ConvBlock(256) -> MaxPool -> flatten (256x3x3 = 2304 for 28x28) ->
@@ -65,14 +76,22 @@ def build_vgg9(num_classes, in_channels, *, image_size=28, bias=False, bn_affine
             layers.append(nn.MaxPool2d(2, 2))
         else:
             v = max(1, int(round(v * width)))
-            layers += [nn.Conv2d(c, v, 3, padding=1, bias=False), nn.BatchNorm2d(v, affine=bn_affine),
-                       nn.ReLU()]
+            layers += [
+                nn.Conv2d(c, v, 3, padding=1, bias=False),
+                nn.BatchNorm2d(v, affine=bn_affine),
+                nn.ReLU(),
+            ]
             c = v
     features = nn.Sequential(*layers)
     n = flat_dim(features, in_channels, image_size, "vgg9")
     fc = max(1, int(round(512 * width)))
-    classifier = nn.Sequential(nn.Linear(n, fc, bias=bias), nn.ReLU(), nn.Linear(fc, fc, bias=bias),
-                               nn.ReLU(), nn.Linear(fc, num_classes))
+    classifier = nn.Sequential(
+        nn.Linear(n, fc, bias=bias),
+        nn.ReLU(),
+        nn.Linear(fc, fc, bias=bias),
+        nn.ReLU(),
+        nn.Linear(fc, num_classes),
+    )
     model = SeqNet(features, classifier)
     if init == "kaiming_relu":
         kaiming_relu_uniform_(model)
@@ -87,16 +106,31 @@ def build_alexnet_cifar(num_classes, in_channels, *, image_size=32):
     ReLU -> conv 256->256 -> ReLU -> maxpool 2 -> adaptive avg-pool 2x2 -> flatten 1024 ->
     dropout 0.5 -> FC 1024->4096 -> ReLU -> dropout 0.5 -> FC 4096->4096 -> ReLU -> FC 4096->10."""
     features = nn.Sequential(
-        nn.Conv2d(in_channels, 64, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 192, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.AdaptiveAvgPool2d((2, 2)))
-    flat_dim(features, in_channels, image_size, "alexnet_cifar")   # validates image_size
+        nn.Conv2d(in_channels, 64, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 192, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(192, 384, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(384, 256, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d((2, 2)),
+    )
+    flat_dim(features, in_channels, image_size, "alexnet_cifar")  # validates image_size
     classifier = nn.Sequential(
-        nn.Dropout(0.5), nn.Linear(256 * 2 * 2, 4096), nn.ReLU(),
-        nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, num_classes))
+        nn.Dropout(0.5),
+        nn.Linear(256 * 2 * 2, 4096),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(4096, 4096),
+        nn.ReLU(),
+        nn.Linear(4096, num_classes),
+    )
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
@@ -118,8 +152,9 @@ class BasicBlock(nn.Module):
         self.conv2 = nn.Conv2d(cout, cout, 3, stride=1, padding=1, bias=False)
         self.bn2 = _norm(norm, cout, gn_groups)
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
-                                          _norm(norm, cout, gn_groups))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False), _norm(norm, cout, gn_groups)
+            )
         else:
             self.shortcut = nn.Identity()
 
@@ -139,8 +174,12 @@ class ResNet18CIFAR(nn.Module):
         self.bn1 = _norm(norm, 64, gn_groups)
         stages, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(nn.Sequential(BasicBlock(cin, cout, stride, norm, gn_groups),
-                                        BasicBlock(cout, cout, 1, norm, gn_groups)))
+            stages.append(
+                nn.Sequential(
+                    BasicBlock(cin, cout, stride, norm, gn_groups),
+                    BasicBlock(cout, cout, 1, norm, gn_groups),
+                )
+            )
             cin = cout
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.pool = nn.AvgPool2d(pool_kernel)
@@ -155,7 +194,7 @@ class ResNet18CIFAR(nn.Module):
 def _resnet_flags(norm, gn_groups, pool_kernel):
     check_choice("norm", norm, NORMS)
     check_range("gn_groups", gn_groups, 1)
-    check_choice("pool_kernel", pool_kernel, (3, 4))   # both give 1x1 on the 4x4 map
+    check_choice("pool_kernel", pool_kernel, (3, 4))  # both give 1x1 on the 4x4 map
     for c in (64, 128, 256, 512):
         if norm == "gn" and c % gn_groups:
             raise FlkitError(f"gn_groups={gn_groups} must divide every width 64/128/256/512")
@@ -168,8 +207,10 @@ def build_resnet18(num_classes, in_channels, *, norm="bn", gn_groups=2, pool_ker
     1/2/2/2) -> 4x4 average pool -> Linear(512 -> num_classes). 11,173,962 parameters with 10
     classes, 11,220,132 with 100. ``norm="gn"`` swaps every BN for GroupNorm(gn_groups)."""
     _resnet_flags(norm, gn_groups, pool_kernel)
-    return (ResNet18CIFAR(num_classes, in_channels, norm, gn_groups, pool_kernel),
-            (in_channels, 32, 32))
+    return (
+        ResNet18CIFAR(num_classes, in_channels, norm, gn_groups, pool_kernel),
+        (in_channels, 32, 32),
+    )
 
 
 def build_resnet18_gn(num_classes, in_channels, *, norm="gn", gn_groups=2, pool_kernel=3):
@@ -179,20 +220,23 @@ def build_resnet18_gn(num_classes, in_channels, *, norm="gn", gn_groups=2, pool_
     map (so only its top-left 3x3 window reaches the classifier; ``pool_kernel=4`` averages all
     of it). Same parameter count as the BN version: 11,220,132 with 100 classes."""
     _resnet_flags(norm, gn_groups, pool_kernel)
-    return (ResNet18CIFAR(num_classes, in_channels, norm, gn_groups, pool_kernel),
-            (in_channels, 32, 32))
+    return (
+        ResNet18CIFAR(num_classes, in_channels, norm, gn_groups, pool_kernel),
+        (in_channels, 32, 32),
+    )
 
 
-def build_resnet18_imagenet(num_classes, in_channels, *, image_size=224, norm="bn", gn_groups=2,
-                            pretrained=False):
+def build_resnet18_imagenet(
+    num_classes, in_channels, *, image_size=224, norm="bn", gn_groups=2, pretrained=False
+):
     """torchvision's ImageNet-style ResNet-18 (7x7 stride-2 stem + max-pool, adaptive average pool):
     the MDI model of the staleness paper (ImageNet weights, head replaced by a 5-class one;
     224x224 input) and, with ``norm="gn"``, FedDyn's GroupNorm(2) "Resnet18" named by the
     FedAST paper. 11,179,077 parameters with 5 classes (11,689,512 - 1000*513 + 5*513).
 
-    ``pretrained=True`` loads torchvision's IMAGENET1K_V1 weights (BN, 3 channels only) from the torch
-    hub cache, downloading them when online, and then replaces the head. The network is input-size
-    agnostic; ``image_size`` only sets the expected shape recorded for ``check_fits``."""
+    ``pretrained=True`` loads torchvision's IMAGENET1K_V1 weights (BN, 3 channels only) from the
+    torch hub cache, downloading them when online, and then replaces the head. The network is
+    input-size agnostic; ``image_size`` only sets the expected shape recorded for ``check_fits``."""
     import torchvision
 
     check_choice("norm", norm, NORMS)
@@ -200,22 +244,28 @@ def build_resnet18_imagenet(num_classes, in_channels, *, image_size=224, norm="b
     norm_layer = None if norm == "bn" else (lambda c: nn.GroupNorm(gn_groups, c))
     if pretrained:
         if norm != "bn" or in_channels != 3:
-            raise FlkitError("pretrained=True needs norm='bn' and in_channels=3 (the ImageNet weights); "
-                             f"got norm={norm!r}, in_channels={in_channels}")
+            raise FlkitError(
+                "pretrained=True needs norm='bn' and in_channels=3 (the ImageNet weights); "
+                f"got norm={norm!r}, in_channels={in_channels}"
+            )
         weights = torchvision.models.ResNet18_Weights.IMAGENET1K_V1
         try:
             model = torchvision.models.resnet18(weights=weights)
         except Exception as e:  # offline: urllib errors, hub cache missing
-            raise FlkitError(f"pretrained ResNet-18 weights unavailable ({type(e).__name__}: {e}); put "
-                             f"{weights.url.rsplit('/', 1)[-1]} in {torch.hub.get_dir()}/checkpoints "
-                             "or use pretrained=False") from None
+            raise FlkitError(
+                f"pretrained ResNet-18 weights unavailable ({type(e).__name__}: {e}); put "
+                f"{weights.url.rsplit('/', 1)[-1]} in {torch.hub.get_dir()}/checkpoints "
+                "or use pretrained=False"
+            ) from None
         model.fc = nn.Linear(512, num_classes)
     else:
-        model = torchvision.models.resnet18(weights=None, num_classes=num_classes, norm_layer=norm_layer)
+        model = torchvision.models.resnet18(
+            weights=None, num_classes=num_classes, norm_layer=norm_layer
+        )
     if in_channels != 3:
         model.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
-    for m in model.modules():          # in-place ReLU is fragile under functional/batched training
+    for m in model.modules():  # in-place ReLU is fragile under functional/batched training
         if isinstance(m, nn.ReLU):
             m.inplace = False
     return model, (in_channels, image_size, image_size)

@@ -4,6 +4,7 @@ Each builder takes ``(num_classes, in_channels, **flags)`` and returns ``(module
 where ``input_shape`` is the shape of one sample the module expects (recorded for error messages).
 Each model names the paper it follows.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,12 +40,15 @@ def flat_dim(features: nn.Module, in_channels: int, image_size: int, what: str) 
         with torch.no_grad():
             n = features(torch.zeros(1, in_channels, image_size, image_size)).numel()
     except RuntimeError as e:
-        raise FlkitError(f"image_size={image_size} is too small for {what}: "
-                         f"{str(e).splitlines()[0]}") from None
+        raise FlkitError(
+            f"image_size={image_size} is too small for {what}: {str(e).splitlines()[0]}"
+        ) from None
     finally:
         features.train(was_training)
     if n == 0:
-        raise FlkitError(f"image_size={image_size} is too small for {what}: the feature map vanishes")
+        raise FlkitError(
+            f"image_size={image_size} is too small for {what}: the feature map vanishes"
+        )
     return n
 
 
@@ -73,20 +77,38 @@ def build_cnn_mnist(num_classes, in_channels, *, image_size=28, dropout2d=False)
     Dropout2d is not on the engine's list of leaf layers; ``dropout2d=True`` restores the code's
     ``nn.Dropout2d``. Parameter counts are identical either way."""
     features = nn.Sequential(
-        nn.Conv2d(in_channels, 10, 5), nn.MaxPool2d(2), nn.ReLU(),
-        nn.Conv2d(10, 20, 5), nn.Dropout2d(0.5) if dropout2d else nn.Dropout(0.5),
-        nn.MaxPool2d(2), nn.ReLU())
+        nn.Conv2d(in_channels, 10, 5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+        nn.Conv2d(10, 20, 5),
+        nn.Dropout2d(0.5) if dropout2d else nn.Dropout(0.5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+    )
     n = flat_dim(features, in_channels, image_size, "cnn_mnist")
-    classifier = nn.Sequential(nn.Linear(n, 50), nn.ReLU(), nn.Dropout(0.5), nn.Linear(50, num_classes))
+    classifier = nn.Sequential(
+        nn.Linear(n, 50), nn.ReLU(), nn.Dropout(0.5), nn.Linear(50, num_classes)
+    )
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
 def _lenet5(num_classes, in_channels, image_size, padding, logit_relu, what):
     features = nn.Sequential(
-        nn.Conv2d(in_channels, 6, 5, padding=padding), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
+        nn.Conv2d(in_channels, 6, 5, padding=padding),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
     n = flat_dim(features, in_channels, image_size, what)
-    layers = [nn.Linear(n, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, num_classes)]
+    layers = [
+        nn.Linear(n, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, num_classes),
+    ]
     if logit_relu:
         layers.append(nn.ReLU())
     return SeqNet(features, nn.Sequential(*layers)), (in_channels, image_size, image_size)
@@ -126,9 +148,16 @@ def build_cnn3_mnist(num_classes, in_channels, *, image_size=28):
     Conv(3x3, pad 1) -> ReLU -> MaxPool 2 with 32, 64, 64 channels (28 -> 14 -> 7 -> 3) ->
     flatten 576 -> Linear(576->128) -> ReLU -> Linear(128->10). No batch norm."""
     features = nn.Sequential(
-        nn.Conv2d(in_channels, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        nn.Conv2d(in_channels, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
     n = flat_dim(features, in_channels, image_size, "cnn3_mnist")
     classifier = nn.Sequential(nn.Linear(n, 128), nn.ReLU(), nn.Linear(128, num_classes))
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
@@ -141,8 +170,9 @@ def build_mlp_mnist(num_classes, in_channels, *, image_size=28):
     Input width = in_channels * image_size**2 (also accepts already flattened samples)."""
     check_range("image_size", image_size, 1)
     n = in_channels * image_size * image_size
-    classifier = nn.Sequential(nn.Linear(n, 200), nn.ReLU(), nn.Linear(200, 200), nn.ReLU(),
-                               nn.Linear(200, num_classes))
+    classifier = nn.Sequential(
+        nn.Linear(n, 200), nn.ReLU(), nn.Linear(200, 200), nn.ReLU(), nn.Linear(200, num_classes)
+    )
     return SeqNet(nn.Identity(), classifier), (in_channels, image_size, image_size)
 
 
@@ -151,11 +181,17 @@ def build_cnn_cifar10(num_classes, in_channels, *, image_size=32):
     Conv2d(3, 64, 5) -> ReLU -> MaxPool 2 -> Conv2d(64, 64, 5) -> ReLU -> MaxPool 2 -> flatten 1600
     -> Linear(1600, 384) -> ReLU -> Linear(384, 192) -> ReLU -> Linear(192, 10)."""
     features = nn.Sequential(
-        nn.Conv2d(in_channels, 64, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2, 2))
+        nn.Conv2d(in_channels, 64, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2, 2),
+        nn.Conv2d(64, 64, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2, 2),
+    )
     n = flat_dim(features, in_channels, image_size, "cnn_cifar10")
-    classifier = nn.Sequential(nn.Linear(n, 384), nn.ReLU(), nn.Linear(384, 192), nn.ReLU(),
-                               nn.Linear(192, num_classes))
+    classifier = nn.Sequential(
+        nn.Linear(n, 384), nn.ReLU(), nn.Linear(384, 192), nn.ReLU(), nn.Linear(192, num_classes)
+    )
     return SeqNet(features, classifier), (in_channels, image_size, image_size)
 
 
@@ -177,8 +213,16 @@ class CharLSTM(nn.Module):
         return self.fc(out[:, -1, :])
 
 
-def build_lstm_shakespeare(num_classes, in_channels, *, seq_len=80, vocab_size=80, embed_dim=8,
-                           hidden_size=100, num_layers=1):
+def build_lstm_shakespeare(
+    num_classes,
+    in_channels,
+    *,
+    seq_len=80,
+    vocab_size=80,
+    embed_dim=8,
+    hidden_size=100,
+    num_layers=1,
+):
     """Shakespeare next-character LSTM of Async-HFL / FedAST (the FedAST paper), 52,720
     parameters: Embedding(80, 8) -> LSTM(8 -> 100, 1 layer, batch_first) over the 80 steps ->
     Linear(100, 80) on the last step's output. ``num_layers=2`` gives the 2-layer stacked LSTM of
@@ -188,11 +232,18 @@ def build_lstm_shakespeare(num_classes, in_channels, *, seq_len=80, vocab_size=8
     into the next (and across test batches); here every forward starts from zeros, because the
     batched engine needs stateless forward passes. ``in_channels`` does not apply (token input)."""
     if in_channels is not None:
-        raise FlkitError(f"in_channels={in_channels!r} does not apply to 'lstm_shakespeare' (its "
-                         "input is int64 token indices [batch, seq_len]); accepted: None. "
-                         "Use vocab_size= to change the number of symbols")
-    for field, v in (("seq_len", seq_len), ("vocab_size", vocab_size), ("embed_dim", embed_dim),
-                     ("hidden_size", hidden_size), ("num_layers", num_layers)):
+        raise FlkitError(
+            f"in_channels={in_channels!r} does not apply to 'lstm_shakespeare' (its "
+            "input is int64 token indices [batch, seq_len]); accepted: None. "
+            "Use vocab_size= to change the number of symbols"
+        )
+    for field, v in (
+        ("seq_len", seq_len),
+        ("vocab_size", vocab_size),
+        ("embed_dim", embed_dim),
+        ("hidden_size", hidden_size),
+        ("num_layers", num_layers),
+    ):
         check_range(field, v, 1)
     return CharLSTM(num_classes, vocab_size, embed_dim, hidden_size, num_layers), (seq_len,)
 
@@ -218,8 +269,9 @@ def build_mlp_har(num_classes, in_channels, *, bias=False, init="kaiming_relu"):
 
 
 def build_logreg(num_classes, in_channels, *, hidden=0):
-    """Multinomial logistic regression on flat features (FedProx's model for Synthetic(alpha, beta));
-    hidden > 0 adds one ReLU layer of that width (a small MLP for quick demos)."""
+    """Multinomial logistic regression on flat features (FedProx's model for
+    Synthetic(alpha, beta)); hidden > 0 adds one ReLU layer of that width (a small MLP for quick
+    demos)."""
     if hidden < 0:
         raise FlkitError(f"hidden={hidden!r} must be >= 0")
     layers = [nn.Flatten()]

@@ -127,7 +127,7 @@ def accuracy_curves(
                 ct = res.completion_time.get(t)
                 if ct is not None:
                     ax.axvline(ct, color=color_for(label), ls=ls, lw=0.8, alpha=0.6)
-    for t, v in (targets or {}).items():
+    for _t, v in (targets or {}).items():
         ax.axhline(v, color="black", lw=0.8, ls=":")
     ax.set_xlabel("simulated time")
     ax.set_ylabel("test accuracy" if metric == "accuracy" else metric.replace("_", " "))

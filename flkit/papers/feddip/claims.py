@@ -32,7 +32,7 @@ def sparsity_exact(res: dict, preset: str, tol: float = 1e-9) -> dict:
     """FedDIP's global mask has exactly the schedule's sparsity at every reconfiguration round
     (checked as |mask_sparsity - s_t| * n_prunable < 0.5, i.e. the same integer count)."""
     worst, n_checked = 0.0, 0
-    for (m, s, seed), r in res.items():
+    for (m, _s, _seed), r in res.items():
         if m != "feddip":
             continue
         h = r.history

@@ -5,6 +5,7 @@
 and the sigmoid staleness weight s(tau) = 1 / (1 + exp(a (tau - b))). `check_first_order` and
 `check_weighted` compare the student's functions with flkit.methods.staleness on several cases
 and explain a mismatch in words. They never raise on a wrong or unfinished answer."""
+
 from __future__ import annotations
 
 import math
@@ -23,20 +24,38 @@ HINTS_FO = {
 
 def _fo_cases(seed=0):
     g = torch.Generator().manual_seed(seed)
-    out = [("hand-made", torch.tensor([0.1, -0.2]), torch.tensor([3.0, 5.0]),
-            torch.tensor([2.0, 3.0]), 4.0)]
-    for i, lam in enumerate((4.0, 1.0, 0.5)):
+    out = [
+        (
+            "hand-made",
+            torch.tensor([0.1, -0.2]),
+            torch.tensor([3.0, 5.0]),
+            torch.tensor([2.0, 3.0]),
+            4.0,
+        )
+    ]
+    for _i, lam in enumerate((4.0, 1.0, 0.5)):
         d, wn, wt = (torch.randn(50, generator=g) * s for s in (0.1, 1, 1))
         out.append((f"random, lam={lam}", d, wn, wt, lam))
-    out.append(("global model did not move", torch.randn(5, generator=g), torch.ones(5),
-                torch.ones(5), 4.0))
+    out.append(
+        (
+            "global model did not move",
+            torch.randn(5, generator=g),
+            torch.ones(5),
+            torch.ones(5),
+            4.0,
+        )
+    )
     return out
 
 
 def _diagnose(fn, d, wn, wt, lam, got):
     ref = first_order(d, wn, wt, lam)
-    tries = {"sign": d + lam * d * d * (wn - wt), "square": d - lam * d.abs() * (wn - wt),
-             "direction": d - lam * d * d * (wt - wn), "lam": d - d * d * (wn - wt)}
+    tries = {
+        "sign": d + lam * d * d * (wn - wt),
+        "square": d - lam * d.abs() * (wn - wt),
+        "direction": d - lam * d * d * (wt - wn),
+        "lam": d - d * d * (wn - wt),
+    }
     for key, alt in tries.items():
         if torch.allclose(got, alt, atol=1e-6) and not torch.allclose(alt, ref, atol=1e-6):
             return HINTS_FO[key]
@@ -85,9 +104,11 @@ def check_weighted(fn) -> bool:
         if math.isclose(got, ref, rel_tol=1e-6, abs_tol=1e-12):
             print(f"tau={tau}, a={a}, b={b}: right ({ref:.3g})")
         else:
-            hint = ("the sign inside exp is flipped: stale updates must get smaller weights"
-                    if math.isclose(got, 1 / (1 + math.exp(-a * (tau - b))), rel_tol=1e-6)
-                    else "expected 1 / (1 + exp(a * (tau - b)))")
+            hint = (
+                "the sign inside exp is flipped: stale updates must get smaller weights"
+                if math.isclose(got, 1 / (1 + math.exp(-a * (tau - b))), rel_tol=1e-6)
+                else "expected 1 / (1 + exp(a * (tau - b)))"
+            )
             print(f"tau={tau}, a={a}, b={b}: wrong ({got:.3g} vs {ref:.3g}): {hint}")
             ok_all = False
     return ok_all
