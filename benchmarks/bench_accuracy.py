@@ -3,6 +3,7 @@
 
     python benchmarks/bench_accuracy.py [--device cpu] [--seed 0]
 Writes benchmarks/results/accuracy-<device>-seed<k>.json."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,17 +23,36 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    cfg = RunConfig(method="fedavg", dataset="mnist", model="lenet5", num_clients=100, partition="dirichlet",
-                    partition_kwargs={"alpha": 0.5}, clients_per_round=10, local_epochs=1, batch_size=50,
-                    lr=0.05, rounds=50, eval_every=5, seed=args.seed, device=args.device)
+    cfg = RunConfig(
+        method="fedavg",
+        dataset="mnist",
+        model="lenet5",
+        num_clients=100,
+        partition="dirichlet",
+        partition_kwargs={"alpha": 0.5},
+        clients_per_round=10,
+        local_epochs=1,
+        batch_size=50,
+        lr=0.05,
+        rounds=50,
+        eval_every=5,
+        seed=args.seed,
+        device=args.device,
+    )
     t = time.perf_counter()
     res = run(cfg, cache=False, progress=False)
     wall = time.perf_counter() - t
     h = res.history.dropna(subset=["test_accuracy"])
-    out = {"config": cfg.key(), "final_accuracy": res.final(), "wall_seconds": wall,
-           "curve": dict(zip(h["round"].astype(int).tolist(), h["test_accuracy"].round(4).tolist()))}
+    out = {
+        "config": cfg.key(),
+        "final_accuracy": res.final(),
+        "wall_seconds": wall,
+        "curve": dict(zip(h["round"].astype(int).tolist(), h["test_accuracy"].round(4).tolist())),
+    }
     print(json.dumps(out, indent=1))
-    path = Path(__file__).parent / "results" / f"accuracy-{cfg.key()['device']}-seed{args.seed}.json"
+    path = (
+        Path(__file__).parent / "results" / f"accuracy-{cfg.key()['device']}-seed{args.seed}.json"
+    )
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(out, indent=2))
 

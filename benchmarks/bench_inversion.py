@@ -4,6 +4,7 @@ unroll of 5 full-batch steps, and batched inversion of 10 clients vs 10 one afte
     python benchmarks/bench_inversion.py [--device cpu] [--threads 1] [--sizes 64 256] [--iters 5]
 
 Writes benchmarks/results/inversion-<device>.json and prints a table."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--batch-size", type=int, default=64,
-                    help="R of the batched-vs-sequential test")
+    ap.add_argument(
+        "--batch-size", type=int, default=64, help="R of the batched-vs-sequential test"
+    )
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     device = resolve_device(a.device)
@@ -58,8 +60,10 @@ def main():
     batched = one(model, 10, r, a.iters, device)
     seq = sum(one(model, 1, r, a.iters, device) for _ in range(10))
     out.update(batched_s=batched, sequential_s=seq, speedup=seq / batched, batch_R=r)
-    print(f"10 clients, R={r}, {a.iters} iterations: batched {batched:.2f} s, "
-          f"sequential {seq:.2f} s, speedup {seq / batched:.2f}x")
+    print(
+        f"10 clients, R={r}, {a.iters} iterations: batched {batched:.2f} s, "
+        f"sequential {seq:.2f} s, speedup {seq / batched:.2f}x"
+    )
     path = Path(__file__).parent / "results" / f"inversion-{device.type}.json"
     path.write_text(json.dumps(out, indent=1))
 

@@ -8,6 +8,7 @@ without the event log, and (2) the full FedAST scheduler (option S and D/officia
 null trainer, at the paper's demo scale (N = 1000, 300 available, 4 tasks x 96 requests, b = 3).
 Target: >= 100,000 events/s for the core on a 2-core CPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,7 @@ def bench_core(n_events: int, record: bool, seed: int = 0) -> float:
         if buf[m] >= 3:
             buf[m] = 0
             sim.advance_version(m)
-        for _k in range(min(96 - outstanding[m], 2)):   # K rule refill
+        for _k in range(min(96 - outstanding[m], 2)):  # K rule refill
             if send(m) is not None:
                 outstanding[m] += 1
     dt = time.perf_counter() - t0
@@ -68,8 +69,10 @@ class NullTrainer:
 
 
 def bench_fedast(n_events: int, option: str, record: bool = True) -> float:
-    tasks = [TaskConfig(n, dataset=n, target=1.0, requests=96, buffer=3, lr=0.1, test_every=4)
-             for n in ("mnist", "fmnist", "cifar10", "shakespeare")]
+    tasks = [
+        TaskConfig(n, dataset=n, target=1.0, requests=96, buffer=3, lr=0.1, test_every=4)
+        for n in ("mnist", "fmnist", "cifar10", "shakespeare")
+    ]
     method = {"S": "fedast_s", "D": "fedast_d"}[option]
     cfg = FedASTRun(method, tuple(tasks), max_events=n_events, record_events=record)
     t0 = time.perf_counter()

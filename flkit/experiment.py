@@ -9,6 +9,7 @@
 Every random choice derives from `seed` through named streams (flkit.utils.derive_seed), so a
 run resumed from a checkpoint continues exactly as if it had never stopped.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,7 +23,7 @@ import torch
 
 from . import methods, metrics, store
 from .state import model_state
-from .train import BACKENDS, LocalSpec, evaluate
+from .train import BACKENDS, LocalSpec
 from .utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
 
 PARTITIONS = ("iid", "dirichlet", "shards", "classes_per_client", "natural")
@@ -55,29 +56,42 @@ class RunConfig:
 
     def __post_init__(self):
         from . import data, models
+
         check_choice("method", self.method, methods.names())
         check_choice("dataset", self.dataset, data.DATASETS)
         check_choice("model", self.model, models.MODELS)
         check_choice("partition", self.partition, PARTITIONS)
         if self.partition == "natural" and self.dataset not in data.GROUPED:
-            raise FlkitError(f"dataset {self.dataset!r} has no natural groups (client ids), so "
-                             f"partition='natural' cannot split it; datasets with groups: "
-                             f"{', '.join(data.GROUPED)}; or use 'dirichlet', 'iid', 'shards'")
+            raise FlkitError(
+                f"dataset {self.dataset!r} has no natural groups (client ids), so "
+                f"partition='natural' cannot split it; datasets with groups: "
+                f"{', '.join(data.GROUPED)}; or use 'dirichlet', 'iid', 'shards'"
+            )
         check_choice("backend", self.backend, BACKENDS)
         for name in ("num_clients", "clients_per_round", "batch_size", "rounds", "eval_every"):
             check_range(name, getattr(self, name), 1)
         if self.clients_per_round > self.num_clients:
-            raise FlkitError(f"clients_per_round={self.clients_per_round} is more than num_clients="
-                             f"{self.num_clients}; accepted: 1..{self.num_clients}")
+            raise FlkitError(
+                f"clients_per_round={self.clients_per_round} is more than num_clients="
+                f"{self.num_clients}; accepted: 1..{self.num_clients}"
+            )
         if "alpha" in self.partition_kwargs:
-            check_range("partition_kwargs.alpha", self.partition_kwargs["alpha"], 0, None, low_open=True)
+            check_range(
+                "partition_kwargs.alpha", self.partition_kwargs["alpha"], 0, None, low_open=True
+            )
         if self.device != "auto":
             resolve_device(self.device)
         self.local_spec()  # validates lr, momentum, epochs/steps
 
     def local_spec(self) -> LocalSpec:
-        return LocalSpec(lr=self.lr, batch_size=self.batch_size, epochs=self.local_epochs,
-                         steps=self.local_steps, momentum=self.momentum, weight_decay=self.weight_decay)
+        return LocalSpec(
+            lr=self.lr,
+            batch_size=self.batch_size,
+            epochs=self.local_epochs,
+            steps=self.local_steps,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -88,11 +102,11 @@ class RunConfig:
         d["device"] = str(resolve_device(self.device)).split(":")[0]
         return d
 
-    def replace(self, **changes) -> "RunConfig":
+    def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -106,7 +120,7 @@ class RunResult:
     history: pd.DataFrame
     final_state: dict | None
     run_dir: Path | None
-    client_accuracy: torch.Tensor | None = None   # [clients] at the last evaluation
+    client_accuracy: torch.Tensor | None = None  # [clients] at the last evaluation
 
     def final(self, column: str = "test_accuracy") -> float:
         return float(self.history[column].dropna().iloc[-1])
@@ -118,6 +132,7 @@ class RunResult:
 @dataclass
 class Setup:
     """Data, partition and model of a config, built once (notebooks reuse it across methods)."""
+
     config: RunConfig
     data: Any
     parts: list
@@ -125,18 +140,29 @@ class Setup:
     device: torch.device
 
     @classmethod
-    def build(cls, cfg: RunConfig, data_obj=None) -> "Setup":
-        from . import data as data_mod, models, partition as part_mod
+    def build(cls, cfg: RunConfig, data_obj=None) -> Setup:
+        from . import data as data_mod
+        from . import models
+        from . import partition as part_mod
+
         device = resolve_device(cfg.device)
-        ds = data_obj if data_obj is not None else data_mod.load(cfg.dataset, device=device, **cfg.dataset_kwargs)
+        ds = (
+            data_obj
+            if data_obj is not None
+            else data_mod.load(cfg.dataset, device=device, **cfg.dataset_kwargs)
+        )
         kw = dict(cfg.partition_kwargs)
         if cfg.partition == "natural":
             kw.setdefault("groups", ds.train_groups)
-        parts = part_mod.partition(cfg.partition, ds.y_train, cfg.num_clients, derive_seed(cfg.seed, "partition"), **kw)
+        parts = part_mod.partition(
+            cfg.partition, ds.y_train, cfg.num_clients, derive_seed(cfg.seed, "partition"), **kw
+        )
         parts = [p.to(device) for p in parts]
         torch.manual_seed(derive_seed(cfg.seed, "init"))
         in_ch = ds.input_shape[0] if len(ds.input_shape) == 3 else None
-        model = models.build(cfg.model, num_classes=ds.num_classes, in_channels=in_ch, **cfg.model_kwargs)
+        model = models.build(
+            cfg.model, num_classes=ds.num_classes, in_channels=in_ch, **cfg.model_kwargs
+        )
         model = model.to(device)
         if ds.x_train.is_floating_point():
             model = model.to(ds.x_train.dtype)
@@ -146,7 +172,9 @@ class Setup:
 
 def sample_clients(seed: int, rnd: int, num_clients: int, m: int) -> list[int]:
     """Uniform participation (what `Method.select_clients` does by default)."""
-    return sorted(numpy_rng(seed, "sample", rnd).choice(num_clients, size=m, replace=False).tolist())
+    return sorted(
+        numpy_rng(seed, "sample", rnd).choice(num_clients, size=m, replace=False).tolist()
+    )
 
 
 def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch.Tensor:
@@ -163,8 +191,14 @@ def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch
     return torch.tensor(out)
 
 
-def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = True, cache: bool = True,
-        setup: Setup | None = None, checkpoint_every: int = 10) -> RunResult:
+def run(
+    config: RunConfig,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    cache: bool = True,
+    setup: Setup | None = None,
+    checkpoint_every: int = 10,
+) -> RunResult:
     """Train `config.rounds` rounds; return the history with its config.
 
     out_dir: the cache root (default $FLKIT_RUNS or runs/cache); the run lives in a sub-folder named
@@ -173,9 +207,17 @@ def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = T
     if folder is not None and store.is_done(folder):
         return load(folder)
     setup = setup or Setup.build(config)
-    ctx = methods.RunContext(setup.model, setup.data.x_train, setup.data.y_train, setup.parts,
-                             config.local_spec(), config.seed, setup.data.num_classes, config.backend,
-                             config.clients_per_round)
+    ctx = methods.RunContext(
+        setup.model,
+        setup.data.x_train,
+        setup.data.y_train,
+        setup.parts,
+        config.local_spec(),
+        config.seed,
+        setup.data.num_classes,
+        config.backend,
+        config.clients_per_round,
+    )
     method = methods.get(config.method)(ctx, **config.method_params)
     state = method.init_state(model_state(setup.model))
     rows, start_round = [], 1
@@ -194,9 +236,17 @@ def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = T
         clients = method.select_clients(state, rnd)
         state, log = method.round(state, clients, rnd)
         cum_up, cum_down = cum_up + log.bytes_up, cum_down + log.bytes_down
-        row = {"round": rnd, "train_loss": log.train_loss, "bytes_up": log.bytes_up,
-               "bytes_down": log.bytes_down, "cum_bytes_up": cum_up, "cum_bytes_down": cum_down,
-               "test_accuracy": float("nan"), "test_loss": float("nan"), **log.metrics}
+        row = {
+            "round": rnd,
+            "train_loss": log.train_loss,
+            "bytes_up": log.bytes_up,
+            "bytes_down": log.bytes_down,
+            "cum_bytes_up": cum_up,
+            "cum_bytes_down": cum_down,
+            "test_accuracy": float("nan"),
+            "test_loss": float("nan"),
+            **log.metrics,
+        }
         if rnd % config.eval_every == 0 or rnd == config.rounds:
             row.update(_evaluate(setup, method, state, config.per_client_eval))
             row.update(method.eval_metrics(state, setup.data.x_test, setup.data.y_test))
@@ -217,9 +267,17 @@ def run(config: RunConfig, out_dir: str | Path | None = None, progress: bool = T
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
-        store.save_torch(folder / "final_state.pt", {"state": state["model"], "client_accuracy": client_acc})
-        store.save_json(folder / "meta.json", {"wall_seconds": history.attrs["wall_seconds"],
-                                               "device": str(setup.device), "torch": torch.__version__})
+        store.save_torch(
+            folder / "final_state.pt", {"state": state["model"], "client_accuracy": client_acc}
+        )
+        store.save_json(
+            folder / "meta.json",
+            {
+                "wall_seconds": history.attrs["wall_seconds"],
+                "device": str(setup.device),
+                "torch": torch.__version__,
+            },
+        )
         store.mark_done(folder)
         if ckpt.exists():
             ckpt.unlink()
@@ -230,7 +288,9 @@ def load(folder: str | Path) -> RunResult:
     """A finished run from its folder (history, config, final model state)."""
     folder = Path(folder)
     if not store.is_done(folder):
-        raise FlkitError(f"{folder} holds no finished run (no DONE marker); run it or resume it with run()")
+        raise FlkitError(
+            f"{folder} holds no finished run (no DONE marker); run it or resume it with run()"
+        )
     cfg = RunConfig.from_dict(store.load_json(folder / "config.json"))
     history = pd.read_csv(folder / "history.csv")
     history.attrs["config"] = cfg.key()
@@ -247,13 +307,19 @@ def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
         return {"test_accuracy": acc, "test_loss": loss}
     acc, loss, per_class = method.evaluate(state, ds.x_test, ds.y_test, per_class=ds.num_classes)
     ca = client_accuracy(per_class, setup.parts, ds.y_train, ds.num_classes)
-    return {"test_accuracy": acc, "test_loss": loss, "client_acc_mean": float(ca.mean()),
-            "client_acc_std": float(ca.std(unbiased=False)), "client_acc_var": float(ca.var(unbiased=False)),
-            "_client_acc": ca}
+    return {
+        "test_accuracy": acc,
+        "test_loss": loss,
+        "client_acc_mean": float(ca.mean()),
+        "client_acc_std": float(ca.std(unbiased=False)),
+        "client_acc_var": float(ca.var(unbiased=False)),
+        "_client_acc": ca,
+    }
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool):
     if not enabled:
         return None
     from tqdm.auto import tqdm  # notebook-aware: a widget in Jupyter, a text bar in a terminal
+
     return tqdm(total=total, initial=done, desc=desc, leave=False)

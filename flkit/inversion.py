@@ -13,6 +13,7 @@ with Adam on sign(dDisparity/dX) and on dDisparity/dY~, the learning rate divide
 clients are independent terms of one summed loss, so the batched inversion gives each client
 exactly the gradient a separate inversion would (Adam and the sign act element-wise).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ class InversionSpec:
     stops a client once its Disparity fell by less than tol (relatively) over `window` iterations
     (0 = run all `iters`); `model_mode="eval"` runs the unroll without dropout and with BatchNorm
     on running statistics (the default and the documented behaviour)."""
+
     size: int = 64
     iters: int = 300
     lr: float = 0.1
@@ -56,12 +58,12 @@ class InversionSpec:
 
 @dataclass
 class InversionResult:
-    x: torch.Tensor            # [K, R, ...] surrogate inputs
-    y: torch.Tensor            # [K, R, C] label logits
-    losses: torch.Tensor       # [iterations run, K] Disparity before each step
-    iters: torch.Tensor        # [K] iterations until the client stopped (the whole run if never)
-    init_loss: torch.Tensor    # [K]
-    final_loss: torch.Tensor   # [K] Disparity of the returned (x, y)
+    x: torch.Tensor  # [K, R, ...] surrogate inputs
+    y: torch.Tensor  # [K, R, C] label logits
+    losses: torch.Tensor  # [iterations run, K] Disparity before each step
+    iters: torch.Tensor  # [K] iterations until the client stopped (the whole run if never)
+    init_loss: torch.Tensor  # [K]
+    final_loss: torch.Tensor  # [K] Disparity of the returned (x, y)
 
 
 def check_model_mode(model: nn.Module, mode: str) -> None:
@@ -71,8 +73,10 @@ def check_model_mode(model: nn.Module, mode: str) -> None:
     if mode == "train":
         bn = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         if bn:
-            raise FlkitError(f"model_mode='train' with BatchNorm layers {bn[:3]} is not supported "
-                             "during inversion; accepted: model_mode='eval' (running statistics)")
+            raise FlkitError(
+                f"model_mode='train' with BatchNorm layers {bn[:3]} is not supported "
+                "during inversion; accepted: model_mode='eval' (running statistics)"
+            )
 
 
 def box_from_normalization(mean, std, channels: int, device="cpu"):
@@ -106,20 +110,43 @@ def lr_milestones(iters: int) -> list[int]:
     return [int(iters / 2.667), int(iters / 1.6), int(iters / 1.142)]
 
 
-def unroll(model: nn.Module, start: dict, x: torch.Tensor, y: torch.Tensor, local: LocalSpec,
-           differentiable: bool = False, train_mode: bool = False, backend: str = "auto") -> dict:
+def unroll(
+    model: nn.Module,
+    start: dict,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    local: LocalSpec,
+    differentiable: bool = False,
+    train_mode: bool = False,
+    backend: str = "auto",
+) -> dict:
     """U(w; X, Y): the local program of K clients on their surrogate data, full batch per step.
 
     start: {name: [K, ...]}; x: [K, R, ...]; y: [K, R, C] probabilities (or [K, R] class indices).
     Returns the update {name: [K, ...]} of the trainable tensors."""
     k, r = x.shape[0], x.shape[1]
     steps = local.steps if local.steps is not None else local.epochs
-    spec = LocalSpec(lr=local.lr, batch_size=r, steps=steps, momentum=local.momentum,
-                     weight_decay=local.weight_decay)
+    spec = LocalSpec(
+        lr=local.lr,
+        batch_size=r,
+        steps=steps,
+        momentum=local.momentum,
+        weight_decay=local.weight_decay,
+    )
     idx = [torch.arange(i * r, (i + 1) * r, device=x.device) for i in range(k)]
-    res = train_clients(model, start, x.reshape(k * r, *x.shape[2:]),
-                        y.reshape(k * r, *y.shape[2:]), idx, spec, [0] * k, backend=backend,
-                        differentiable=differentiable, chunk_size=k, train_mode=train_mode)
+    res = train_clients(
+        model,
+        start,
+        x.reshape(k * r, *x.shape[2:]),
+        y.reshape(k * r, *y.shape[2:]),
+        idx,
+        spec,
+        [0] * k,
+        backend=backend,
+        differentiable=differentiable,
+        chunk_size=k,
+        train_mode=train_mode,
+    )
     return {n: res.state[n] - start[n] for n in param_names(model) if n in start}
 
 
@@ -127,8 +154,16 @@ def flat_update(update: dict, names) -> torch.Tensor:
     return torch.cat([update[n].reshape(update[n].shape[0], -1) for n in names], dim=1)
 
 
-def init_data(k: int, spec: InversionSpec, input_shape, num_classes: int, seed: int, keys,
-              device, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def init_data(
+    k: int,
+    spec: InversionSpec,
+    input_shape,
+    num_classes: int,
+    seed: int,
+    keys,
+    device,
+    dtype=torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random surrogate data: N(0, 1) inputs and label logits, one seeded stream per client."""
     xs, ys = [], []
     for key in keys:
@@ -140,8 +175,17 @@ def init_data(k: int, spec: InversionSpec, input_shape, num_classes: int, seed: 
     return torch.stack(xs).to(device, dtype), torch.stack(ys).to(device, dtype)
 
 
-def invert(model: nn.Module, start: dict, target: dict, local: LocalSpec, spec: InversionSpec,
-           x0: torch.Tensor, y0: torch.Tensor, box=None, backend: str = "auto") -> InversionResult:
+def invert(
+    model: nn.Module,
+    start: dict,
+    target: dict,
+    local: LocalSpec,
+    spec: InversionSpec,
+    x0: torch.Tensor,
+    y0: torch.Tensor,
+    box=None,
+    backend: str = "auto",
+) -> InversionResult:
     """Optimise surrogate data (x0, y0: [K, R, ...], [K, R, C]) so that the unroll from `start`
     ({name: [K, ...]}) reproduces `target` ({name: [K, ...]} updates of the trainable tensors)."""
     check_model_mode(model, spec.model_mode)
@@ -166,8 +210,16 @@ def invert(model: nn.Module, start: dict, target: dict, local: LocalSpec, spec: 
     losses = []
 
     def disparity(xx, yy, grad):
-        upd = unroll(model, start, xx, torch.softmax(yy, -1), local, differentiable=grad,
-                     train_mode=train, backend=backend)
+        upd = unroll(
+            model,
+            start,
+            xx,
+            torch.softmax(yy, -1),
+            local,
+            differentiable=grad,
+            train_mode=train,
+            backend=backend,
+        )
         diff = (flat_update(upd, names) - goal).abs()
         return (diff * mask if mask is not None else diff).sum(1)
 

@@ -1,7 +1,8 @@
 """Small measures that several studies share: rounds to a target, oscillation, time gain."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

@@ -7,6 +7,7 @@ Conventions for helpers added here: take data (tensors, DataFrames), never re-ru
 ``ax=None`` (make a new figure) and return the Axes; use ``COLORS`` / ``color_for(name)`` so one
 method has the same colour in every figure.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,12 +41,14 @@ STYLE = {
 
 def _prop_cycle():
     from cycler import cycler
+
     return cycler(color=list(COLORS))
 
 
 def apply_style() -> None:
     """Set the house style globally (matplotlib rcParams) for the rest of the session."""
     import matplotlib as mpl
+
     mpl.rcParams.update(STYLE)
     mpl.rcParams["axes.prop_cycle"] = _prop_cycle()
 
@@ -54,6 +57,7 @@ def apply_style() -> None:
 def style():
     """Use the house style inside a ``with`` block only."""
     import matplotlib as mpl
+
     with mpl.rc_context({**STYLE, "axes.prop_cycle": _prop_cycle()}):
         yield
 
@@ -73,17 +77,23 @@ def new_ax(ax=None, figsize=None):
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
+
     _, ax = plt.subplots(figsize=figsize)
     return ax
 
 
-# the figure modules of the notebooks still call the old private name; it goes when they call new_ax
-_new_ax = new_ax
-
-
-def label_distribution(partition_indices, labels, num_classes: int, ax=None, normalize: bool = False,
-                       max_clients: int | None = None, class_names=None, cmap: str = "Blues",
-                       title: str | None = None, colorbar: bool = True):
+def label_distribution(
+    partition_indices,
+    labels,
+    num_classes: int,
+    ax=None,
+    normalize: bool = False,
+    max_clients: int | None = None,
+    class_names=None,
+    cmap: str = "Blues",
+    title: str | None = None,
+    colorbar: bool = True,
+):
     """Heat map of how many samples of each class every client holds (clients on x, classes on y).
 
     The papers' Dirichlet figure (e.g. Fig. 10 of the staleness paper, Fig. 5 of HideNseek).
@@ -113,5 +123,7 @@ def label_distribution(partition_indices, labels, num_classes: int, ax=None, nor
     if title:
         ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(im, ax=ax, label="fraction of client's data" if normalize else "samples", pad=0.01)
+        ax.figure.colorbar(
+            im, ax=ax, label="fraction of client's data" if normalize else "samples", pad=0.01
+        )
     return ax

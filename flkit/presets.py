@@ -42,6 +42,7 @@ Extra preset folders (tests, private experiments) holding ``<notebook>.toml`` fi
 first when listed in the environment variable ``FLKIT_PRESET_PATH`` (``os.pathsep``-separated).
 Folders whose name starts with ``_`` (``flkit/papers/_template/``) are not papers.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -63,8 +64,21 @@ ENV_PATH = "FLKIT_PRESET_PATH"
 DEFAULT_PRESET = "cpu"
 _ENV_ALIASES = (None, "env")
 
-__all__ = ["Preset", "load", "available", "notebooks", "meta", "resolve", "preset_file",
-           "validate_file", "search_path", "notebook_file", "unknown_choice", "paper_presets", "REQUIRED"]
+__all__ = [
+    "Preset",
+    "load",
+    "available",
+    "notebooks",
+    "meta",
+    "resolve",
+    "preset_file",
+    "validate_file",
+    "search_path",
+    "notebook_file",
+    "unknown_choice",
+    "paper_presets",
+    "REQUIRED",
+]
 
 
 class Preset(dict):
@@ -84,11 +98,16 @@ class Preset(dict):
         return f"Preset({self.notebook!r}, {self.name!r}, {dict.__repr__(self)})"
 
     def to_dict(self) -> dict:
-        return {"notebook": self.notebook, "preset": self.name,
-                "overrides": dict(self.overrides), "values": dict(self)}
+        return {
+            "notebook": self.notebook,
+            "preset": self.name,
+            "overrides": dict(self.overrides),
+            "values": dict(self),
+        }
 
 
 # ---------------------------------------------------------------------------------------- files
+
 
 def search_path() -> list[Path]:
     """Folders searched: ``$FLKIT_PRESET_PATH`` entries (``<notebook>.toml`` files), then
@@ -114,7 +133,9 @@ def _files() -> dict[str, Path]:
 def paper_presets() -> list[Path]:
     """``flkit/papers/<slug>/preset.toml`` of every paper folder (``_template`` and other
     folders starting with ``_`` are skipped)."""
-    return [f for f in sorted(PAPERS_DIR.glob("*/preset.toml")) if not f.parent.name.startswith("_")]
+    return [
+        f for f in sorted(PAPERS_DIR.glob("*/preset.toml")) if not f.parent.name.startswith("_")
+    ]
 
 
 def _paper_notebook(path: Path) -> str:
@@ -122,7 +143,7 @@ def _paper_notebook(path: Path) -> str:
     with open(path, "rb") as fh:
         nb = tomllib.load(fh).get("meta", {}).get("notebook")
     if not nb:
-        raise FlkitError(f"preset file {path} needs [meta] notebook = \"NN_<slug>.ipynb\"")
+        raise FlkitError(f'preset file {path} needs [meta] notebook = "NN_<slug>.ipynb"')
     return _stem(nb)
 
 
@@ -136,15 +157,21 @@ def preset_file(notebook: str) -> Path:
     files = _files()
     name = _stem(notebook)
     if name not in files:
-        raise FlkitError(unknown_choice("notebook", notebook, sorted(files),
-                                  extra=f" (preset files are searched in: "
-                                        f"{', '.join(str(p) for p in search_path())})"))
+        raise FlkitError(
+            unknown_choice(
+                "notebook",
+                notebook,
+                sorted(files),
+                extra=f" (preset files are searched in: "
+                f"{', '.join(str(p) for p in search_path())})",
+            )
+        )
     return files[name]
 
 
 def _stem(notebook: str) -> str:
     name = Path(str(notebook)).name
-    return name[:-len(".ipynb")] if name.endswith(".ipynb") else name
+    return name[: -len(".ipynb")] if name.endswith(".ipynb") else name
 
 
 _CACHE: dict[Path, tuple[float, dict]] = {}
@@ -176,16 +203,21 @@ def validate_file(path: str | Path) -> dict:
         raise FlkitError(f"preset file {path}: 'meta' must be a table [meta]")
     for k in meta:
         if k not in META_KEYS:
-            raise FlkitError(f"preset file {path}: unknown [meta] key {k!r}; "
-                             f"accepted: {', '.join(META_KEYS)}")
+            raise FlkitError(
+                f"preset file {path}: unknown [meta] key {k!r}; accepted: {', '.join(META_KEYS)}"
+            )
     for name, table in raw.items():
         if not isinstance(table, dict):
-            raise FlkitError(f"preset file {path}: top-level key {name!r} is not a table; "
-                             f"write presets as [{name}] tables")
+            raise FlkitError(
+                f"preset file {path}: top-level key {name!r} is not a table; "
+                f"write presets as [{name}] tables"
+            )
     missing = [p for p in REQUIRED if p not in raw]
     if missing:
-        raise FlkitError(f"preset file {path} lacks the preset(s) {', '.join(missing)}; "
-                         f"every preset file needs: {', '.join(REQUIRED)}")
+        raise FlkitError(
+            f"preset file {path} lacks the preset(s) {', '.join(missing)}; "
+            f"every preset file needs: {', '.join(REQUIRED)}"
+        )
     ref = raw["smoke"]
     if not ref:
         raise FlkitError(f"preset file {path}: [smoke] is empty")
@@ -194,14 +226,17 @@ def validate_file(path: str | Path) -> dict:
         presets[name] = _conform(table, ref, f"{path}: [{name}]", name)
     default = meta.get("default", DEFAULT_PRESET)
     if default not in presets:
-        raise FlkitError(f"preset file {path}: meta.default={default!r} is not a preset here; "
-                         f"accepted: {', '.join(presets)}")
+        raise FlkitError(
+            f"preset file {path}: meta.default={default!r} is not a preset here; "
+            f"accepted: {', '.join(presets)}"
+        )
     return {"meta": dict(meta), "presets": presets}
 
 
 def _type_name(v) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list",
-            dict: "table"}.get(type(v), type(v).__name__)
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "table"}.get(
+        type(v), type(v).__name__
+    )
 
 
 def _conform(table: dict, ref: dict, where: str, preset: str) -> dict:
@@ -214,8 +249,11 @@ def _conform(table: dict, ref: dict, where: str, preset: str) -> dict:
             parts.append(f"keys not in [smoke]: {', '.join(extra)}")
         if lacking:
             parts.append(f"keys missing (present in [smoke]): {', '.join(lacking)}")
-        raise FlkitError(f"{where} does not have the same keys as [smoke]; " + "; ".join(parts)
-                         + ". Every preset must define every key.")
+        raise FlkitError(
+            f"{where} does not have the same keys as [smoke]; "
+            + "; ".join(parts)
+            + ". Every preset must define every key."
+        )
     return {k: _coerce(table[k], ref[k], f"{where} key {k!r}") for k in ref}
 
 
@@ -248,12 +286,15 @@ def _coerce(value, ref, where: str):
     else:  # dates/times from TOML: same type only
         ok = type(value) is type(ref)
     if not ok:
-        raise FlkitError(f"{where} = {value!r} is a {_type_name(value)}, but [smoke] has a "
-                         f"{_type_name(ref)} ({ref!r}); accepted: a {_type_name(ref)}")
+        raise FlkitError(
+            f"{where} = {value!r} is a {_type_name(value)}, but [smoke] has a "
+            f"{_type_name(ref)} ({ref!r}); accepted: a {_type_name(ref)}"
+        )
     return value
 
 
 # ------------------------------------------------------------------------------------ queries
+
 
 def available(notebook: str) -> list[str]:
     """Preset names of ``notebook``: smoke, cpu, paper first, then any extra ones."""
@@ -265,8 +306,13 @@ def available(notebook: str) -> list[str]:
 def meta(notebook: str) -> dict:
     """The ``[meta]`` table, with ``title``, ``notebook`` (file name) and ``default`` filled in."""
     path, data = _read(notebook)
-    m = {"title": path.stem, "notebook": f"{path.stem}.ipynb", "default": DEFAULT_PRESET,
-         "description": "", "paper": ""}
+    m = {
+        "title": path.stem,
+        "notebook": f"{path.stem}.ipynb",
+        "default": DEFAULT_PRESET,
+        "description": "",
+        "paper": "",
+    }
     m.update(data["meta"])
     m["preset_file"] = str(path)
     return m
@@ -289,8 +335,9 @@ def resolve(notebook: str, preset: str | None = None) -> str:
             preset = meta(notebook)["default"]
     if not isinstance(preset, str) or preset not in names:
         src = f" (from ${ENV_PRESET})" if source != "preset" else ""
-        raise FlkitError(unknown_choice("preset", preset, names,
-                                  where=f"{src} for notebook {_stem(notebook)!r}"))
+        raise FlkitError(
+            unknown_choice("preset", preset, names, where=f"{src} for notebook {_stem(notebook)!r}")
+        )
     return preset
 
 
@@ -308,8 +355,11 @@ def load(notebook: str, preset: str | None = None, **overrides) -> Preset:
     applied = {}
     for key, value in overrides.items():
         if key not in ref:
-            raise FlkitError(unknown_choice("override", key, list(ref),
-                                      where=f" for notebook {_stem(notebook)!r}"))
+            raise FlkitError(
+                unknown_choice(
+                    "override", key, list(ref), where=f" for notebook {_stem(notebook)!r}"
+                )
+            )
         if value is None:
             continue
         value = _coerce(value, ref[key], f"override {key}")
@@ -331,5 +381,7 @@ def unknown_choice(field: str, value, choices: list, where: str = "", extra: str
     lists the accepted ones."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return (f"unknown {field} {value!r}{where}{hint}; accepted: "
-            f"{', '.join(map(str, choices)) or '(none)'}{extra}")
+    return (
+        f"unknown {field} {value!r}{where}{hint}; accepted: "
+        f"{', '.join(map(str, choices)) or '(none)'}{extra}"
+    )

@@ -13,19 +13,27 @@ flattened and concatenated), because FedFV's dot products and norms are over the
 Sign convention: updates are pseudo-gradients g = w_before − w_after; projections are invariant to
 a global sign flip.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import torch
 from torch import Tensor
 
 from .utils import FlkitError, check_choice, check_range
 
-__all__ = ["keep_count", "InternalInfo", "ExternalInfo", "project_internal", "project_external",
-           "rescale_to_mean_norm", "EXTERNAL_VARIANTS"]
+__all__ = [
+    "keep_count",
+    "InternalInfo",
+    "ExternalInfo",
+    "project_internal",
+    "project_external",
+    "rescale_to_mean_norm",
+    "EXTERNAL_VARIANTS",
+]
 
 EXTERNAL_VARIANTS = ("paper", "easyfl-later")
 
@@ -55,21 +63,23 @@ def keep_count(m: int, alpha: float) -> int:
 @dataclass
 class InternalInfo:
     """What :func:`project_internal` did."""
-    kept: int                      # number of clients left unprojected
-    kept_indices: list[int]        # their row indices (the highest losses)
-    order: list[int]               # row indices sorted by loss ascending (stable)
-    projections: int               # number of projection steps applied (conflicts found)
-    projected: Tensor              # [m, d] the h_k (kept rows equal the inputs)
+
+    kept: int  # number of clients left unprojected
+    kept_indices: list[int]  # their row indices (the highest losses)
+    order: list[int]  # row indices sorted by loss ascending (stable)
+    projections: int  # number of projection steps applied (conflicts found)
+    projected: Tensor  # [m, d] the h_k (kept rows equal the inputs)
     last_conflict: dict = field(default_factory=dict)  # k -> last j that h_k was projected against
 
 
 @dataclass
 class ExternalInfo:
     """What :func:`project_external` did."""
-    applied: bool                  # False when τ = 0 or t < τ
-    rounds: list[int]              # rounds t − i visited, in order
-    projections: int               # number of rounds whose g_con was projected out
-    conflicting_clients: list      # client ids that entered a g_con
+
+    applied: bool  # False when τ = 0 or t < τ
+    rounds: list[int]  # rounds t − i visited, in order
+    projections: int  # number of rounds whose g_con was projected out
+    conflicting_clients: list  # client ids that entered a g_con
 
 
 def project_internal(grads: Tensor, losses, alpha: float = 0.1, return_info: bool = False):
@@ -91,8 +101,10 @@ def project_internal(grads: Tensor, losses, alpha: float = 0.1, return_info: boo
     :class:`~flkit.utils.FlkitError`."""
     alpha = _check_alpha(alpha)
     if not isinstance(grads, Tensor) or grads.dim() != 2:
-        raise FlkitError(f"grads must be a [m, d] tensor (one flat row per client); got "
-                         f"{tuple(grads.shape) if isinstance(grads, Tensor) else type(grads).__name__}")
+        raise FlkitError(
+            f"grads must be a [m, d] tensor (one flat row per client); got "
+            f"{tuple(grads.shape) if isinstance(grads, Tensor) else type(grads).__name__}"
+        )
     m = grads.shape[0]
     if m == 0:
         raise FlkitError("grads has no clients (m = 0); need at least one")
@@ -104,7 +116,7 @@ def project_internal(grads: Tensor, losses, alpha: float = 0.1, return_info: boo
 
     order = torch.sort(losses, stable=True).indices.tolist()
     n_keep = keep_count(m, alpha)
-    kept = order[m - n_keep:] if n_keep else []
+    kept = order[m - n_keep :] if n_keep else []
     kept_set = set(kept)
     sq_norms = (grads * grads).sum(dim=1)
     h = grads.clone()
@@ -125,13 +137,20 @@ def project_internal(grads: Tensor, losses, alpha: float = 0.1, return_info: boo
         h[k] = hk
     g = h.mean(dim=0)
     if return_info:
-        return g, InternalInfo(kept=n_keep, kept_indices=sorted(kept), order=order,
-                               projections=projections, projected=h, last_conflict=last_conflict)
+        return g, InternalInfo(
+            kept=n_keep,
+            kept_indices=sorted(kept),
+            order=order,
+            projections=projections,
+            projected=h,
+            last_conflict=last_conflict,
+        )
     return g
 
 
-def project_external(g: Tensor, history: Mapping, t: int, tau: int, variant: str = "paper",
-                     return_info: bool = False):
+def project_external(
+    g: Tensor, history: Mapping, t: int, tau: int, variant: str = "paper", return_info: bool = False
+):
     """MitigateExternalConflict (STC-PA Algorithm 3 / FedFV).
 
     ``g``: [d] the aggregate after internal projection; ``history``: client id ->
@@ -152,11 +171,15 @@ def project_external(g: Tensor, history: Mapping, t: int, tau: int, variant: str
     if isinstance(t, bool) or not isinstance(t, int):
         raise FlkitError(f"t={t!r} (current round) must be an integer")
     if not isinstance(g, Tensor) or g.dim() != 1:
-        raise FlkitError(f"g must be a flat [d] tensor; got "
-                         f"{tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}")
+        raise FlkitError(
+            f"g must be a flat [d] tensor; got "
+            f"{tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}"
+        )
     if not isinstance(history, Mapping):
-        raise FlkitError(f"history must be a dict client_id -> (update, last_round); got "
-                         f"{type(history).__name__}")
+        raise FlkitError(
+            f"history must be a dict client_id -> (update, last_round); got "
+            f"{type(history).__name__}"
+        )
     g = g.clone()
     info = ExternalInfo(applied=False, rounds=[], projections=0, conflicting_clients=[])
     if tau == 0 or t < tau:
@@ -172,8 +195,9 @@ def project_external(g: Tensor, history: Mapping, t: int, tau: int, variant: str
         if upd is None or last is None or (isinstance(last, float) and math.isinf(last)):
             continue
         if upd.shape != g.shape:
-            raise FlkitError(f"history[{cid!r}] update has shape {tuple(upd.shape)}, "
-                             f"expected {tuple(g.shape)}")
+            raise FlkitError(
+                f"history[{cid!r}] update has shape {tuple(upd.shape)}, expected {tuple(g.shape)}"
+            )
         by_round.setdefault(int(last), []).append((cid, upd))
     for i in lags:
         r = t - i
@@ -200,11 +224,15 @@ def rescale_to_mean_norm(g: Tensor, grads: Tensor) -> Tensor:
     Computed as g · (‖mean‖ / ‖g‖), so when g *is* the plain mean (α = 1, τ = 0) the factor is
     exactly 1 and the result equals the mean bit for bit."""
     if not isinstance(grads, Tensor) or grads.dim() != 2 or grads.shape[0] == 0:
-        raise FlkitError(f"grads must be a non-empty [m, d] tensor; got "
-                         f"{tuple(grads.shape) if isinstance(grads, Tensor) else type(grads).__name__}")
+        raise FlkitError(
+            f"grads must be a non-empty [m, d] tensor; got "
+            f"{tuple(grads.shape) if isinstance(grads, Tensor) else type(grads).__name__}"
+        )
     if not isinstance(g, Tensor) or g.shape != grads.shape[1:]:
-        raise FlkitError(f"g must have shape {tuple(grads.shape[1:])} (one row of grads); got "
-                         f"{tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}")
+        raise FlkitError(
+            f"g must have shape {tuple(grads.shape[1:])} (one row of grads); got "
+            f"{tuple(g.shape) if isinstance(g, Tensor) else type(g).__name__}"
+        )
     g_norm = torch.linalg.vector_norm(g)
     if g_norm == 0:
         return g.clone()

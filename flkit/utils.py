@@ -35,6 +35,13 @@ def check_range(field: str, value, low=None, high=None, low_open=False, high_ope
         raise FlkitError(f"{field}={value!r} is outside the accepted range {interval}")
 
 
+def check_int(field: str, value, low=None) -> None:
+    """Raise FlkitError unless value is an int (bool excluded) and, when given, value >= low."""
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        bound = "" if low is None else f" >= {low}"
+        raise FlkitError(f"{field}={value!r} must be an integer{bound}")
+
+
 def configure_threads(threads: int | str | None = None) -> int:
     """Set torch's CPU threads from `threads` or $FLKIT_THREADS (unset: torch's default, one per
     core).

@@ -1,6 +1,7 @@
 """flkit.data: loaders against the offline mirror ($FLKIT_MIRROR), errors, caching, subsets, CLI.
 
 Tests needing the mirror are skipped when $FLKIT_MIRROR is unset (CI sets it)."""
+
 from __future__ import annotations
 
 import gzip
@@ -18,7 +19,9 @@ from flkit import data_admin
 from flkit.utils import FlkitError
 
 MIRROR = os.environ.get("FLKIT_MIRROR")
-needs_mirror = pytest.mark.skipif(not MIRROR or not Path(MIRROR).is_dir(), reason="FLKIT_MIRROR not set")
+needs_mirror = pytest.mark.skipif(
+    not MIRROR or not Path(MIRROR).is_dir(), reason="FLKIT_MIRROR not set"
+)
 
 
 @pytest.fixture
@@ -28,7 +31,9 @@ def empty_root(tmp_path):
 
 def load(name, **kw):
     """Read from the mirror only (the data root is an empty temp path, no download)."""
-    return D.load(name, root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False, **kw)
+    return D.load(
+        name, root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False, **kw
+    )
 
 
 def _idx_raw(path):
@@ -44,7 +49,9 @@ def test_mnist_shapes_and_normalisation():
     assert ds.x_train.shape == (60000, 1, 28, 28) and ds.x_test.shape == (10000, 1, 28, 28)
     assert ds.x_train.dtype == torch.float32 and ds.y_train.dtype == torch.int64
     assert ds.input_shape == (1, 28, 28) and ds.num_classes == 10
-    assert ds.meta["normalization"]["mean"] == [0.1307] and ds.meta["normalization"]["std"] == [0.3081]
+    assert ds.meta["normalization"]["mean"] == [0.1307] and ds.meta["normalization"]["std"] == [
+        0.3081
+    ]
     # independent check from the raw bytes
     pix = _idx_raw(Path(MIRROR) / "MNIST/raw/train-images-idx3-ubyte.gz").astype(np.float64) / 255
     expect = (pix - 0.1307) / 0.3081
@@ -52,14 +59,19 @@ def test_mnist_shapes_and_normalisation():
     assert abs(ds.x_train.mean().item()) < 0.01 and abs(ds.x_train.std().item() - 1) < 0.01
     labels = _idx_raw(Path(MIRROR) / "MNIST/raw/train-labels-idx1-ubyte.gz")
     assert np.array_equal(ds.y_train.numpy(), labels)
-    assert np.array_equal(np.bincount(ds.y_train.numpy(), minlength=10), np.bincount(labels, minlength=10))
+    assert np.array_equal(
+        np.bincount(ds.y_train.numpy(), minlength=10), np.bincount(labels, minlength=10)
+    )
     # pixel 0 of image 0 and a stroke pixel decode exactly
-    assert torch.allclose(ds.x_train[0].flatten(), torch.tensor(expect[:784], dtype=torch.float32), atol=1e-5)
+    assert torch.allclose(
+        ds.x_train[0].flatten(), torch.tensor(expect[:784], dtype=torch.float32), atol=1e-5
+    )
 
 
 @needs_mirror
 def test_cache_makes_second_load_fast_and_independent():
     import time
+
     a = load("mnist")
     t = time.perf_counter()
     b = load("mnist")
@@ -74,7 +86,11 @@ def test_fmnist_and_normalize_options():
     assert ds.x_train.shape == (60000, 1, 28, 28) and ds.y_test.shape == (10000,)
     assert abs(ds.x_train.mean().item()) < 0.02 and abs(ds.x_train.std().item() - 1) < 0.02
     raw = load("fmnist", normalize="none", test_subset=1000)
-    assert raw.x_test.min() >= 0 and raw.x_test.max() <= 1 and raw.meta["normalization"]["scheme"] == "none"
+    assert (
+        raw.x_test.min() >= 0
+        and raw.x_test.max() <= 1
+        and raw.meta["normalization"]["scheme"] == "none"
+    )
     fedast = load("fmnist", normalize="mnist", train_subset=100)
     assert fedast.meta["normalization"]["mean"] == [0.1307]
     with pytest.raises(FlkitError, match="normalize"):
@@ -123,7 +139,11 @@ def test_cifar100_fine_and_coarse():
 @needs_mirror
 def test_har_subjects_as_groups():
     ds = load("har")
-    assert ds.x_train.shape == (7352, 9, 128) and ds.x_test.shape == (2947, 9, 128) and ds.num_classes == 6
+    assert (
+        ds.x_train.shape == (7352, 9, 128)
+        and ds.x_test.shape == (2947, 9, 128)
+        and ds.num_classes == 6
+    )
     groups = torch.cat([ds.train_groups, ds.test_groups]).unique()
     assert torch.equal(groups, torch.arange(1, 31))
     assert ds.train_groups.unique().numel() == 21 and ds.test_groups.unique().numel() == 9
@@ -152,22 +172,26 @@ def test_femnist_writers():
 def test_shakespeare_matches_readme_formula():
     ds = load("shakespeare")
     with np.load(Path(MIRROR) / "shakespeare.npz") as z:
-        text, off, ns, ntr, ts, vocab = (z[k] for k in ("text", "text_offsets", "num_samples", "num_train",
-                                                        "test_start", "vocab"))
+        text, off, ns, ntr, ts, vocab = (
+            z[k]
+            for k in ("text", "text_offsets", "num_samples", "num_train", "test_start", "vocab")
+        )
     vocab = str(vocab)
     assert ds.x_train.dtype == torch.int64 and ds.input_shape == (80,) and ds.num_classes == 80
-    n_test = np.maximum(ns - ts, 0)  # roles whose test_start lies past their last window have no test samples
+    n_test = np.maximum(
+        ns - ts, 0
+    )  # roles whose test_start lies past their last window have no test samples
     assert len(ds.y_train) == ntr.sum() and len(ds.y_test) == n_test.sum()
     for r, i in ((0, 0), (0, 17), (3, int(ntr[3]) - 1), (149, 5)):
-        t = text[off[r]:off[r + 1]].tobytes().decode()
+        t = text[off[r] : off[r + 1]].tobytes().decode()
         j = int(ntr[:r].sum()) + i  # train samples are stored role by role, in window order
-        assert "".join(vocab[k] for k in ds.x_train[j].tolist()) == t[i:i + 80]
+        assert "".join(vocab[k] for k in ds.x_train[j].tolist()) == t[i : i + 80]
         assert ds.y_train[j].item() == vocab.find(t[i + 80]) and ds.train_groups[j].item() == r
     r = 2
-    t = text[off[r]:off[r + 1]].tobytes().decode()
+    t = text[off[r] : off[r + 1]].tobytes().decode()
     j = int(n_test[:r].sum())  # first test sample of role 2 is window test_start[2]
     i = int(ts[r])
-    assert "".join(vocab[k] for k in ds.x_test[j].tolist()) == t[i:i + 80]
+    assert "".join(vocab[k] for k in ds.x_test[j].tolist()) == t[i : i + 80]
     assert ds.y_test[j].item() == vocab.find(t[i + 80]) and ds.test_groups[j].item() == r
 
 
@@ -212,7 +236,9 @@ def test_missing_data_error_names_places_and_fix(empty_root, monkeypatch):
     assert "FLKIT_MIRROR" in msg and "download=False" in msg
     with pytest.raises(D.DataNotFoundError) as e:
         D.load("har", root=empty_root, mirror=str(empty_root / "nomirror"), download=None)
-    assert "har" in str(e.value) and "nomirror" in str(e.value) and "flkit data link" in str(e.value)
+    assert (
+        "har" in str(e.value) and "nomirror" in str(e.value) and "flkit data link" in str(e.value)
+    )
 
 
 def _write_idx_gz(path, magic, arr):
@@ -236,8 +262,15 @@ def test_small_root_in_mirror_layout_loads(tmp_path):
     assert ds.x_train.shape == (20, 1, 28, 28) and ds.meta["source_place"] == "root"
 
 
-@pytest.mark.parametrize("damage, expect", [
-    ("garbage", "decompress"), ("magic", "magic"), ("shape", "shape"), ("truncated", "decompress")])
+@pytest.mark.parametrize(
+    "damage, expect",
+    [
+        ("garbage", "decompress"),
+        ("magic", "magic"),
+        ("shape", "shape"),
+        ("truncated", "decompress"),
+    ],
+)
 def test_corrupt_gz_names_the_file(tmp_path, damage, expect):
     raw = _fake_mnist(tmp_path)
     bad = raw / "train-images-idx3-ubyte.gz"
@@ -246,7 +279,9 @@ def test_corrupt_gz_names_the_file(tmp_path, damage, expect):
     elif damage == "magic":
         _write_idx_gz(bad, 2049, np.zeros((20, 28, 28)))
     elif damage == "shape":
-        header = (2051).to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in (20, 28, 28))
+        header = (2051).to_bytes(4, "big") + b"".join(
+            int(d).to_bytes(4, "big") for d in (20, 28, 28)
+        )
         bad.write_bytes(gzip.compress(header + bytes(100)))
     else:
         bad.write_bytes(bad.read_bytes()[:-40])
@@ -261,12 +296,19 @@ def test_corrupt_npz_names_the_file(tmp_path):
     with pytest.raises(D.CorruptDataError) as e:
         D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
     assert str(bad) in str(e.value)
-    np.savez(bad, x_train=np.zeros((4, 32, 32, 3), np.uint8), y_train=np.zeros(4, np.int64))  # missing keys
+    np.savez(
+        bad, x_train=np.zeros((4, 32, 32, 3), np.uint8), y_train=np.zeros(4, np.int64)
+    )  # missing keys
     with pytest.raises(D.CorruptDataError, match="missing") as e:
         D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
     assert str(bad) in str(e.value)
-    np.savez(bad, x_train=np.zeros((4, 28, 28), np.uint8), y_train=np.zeros(4, np.int64),
-             x_test=np.zeros((4, 32, 32, 3), np.uint8), y_test=np.zeros(4, np.int64))  # wrong shape
+    np.savez(
+        bad,
+        x_train=np.zeros((4, 28, 28), np.uint8),
+        y_train=np.zeros(4, np.int64),
+        x_test=np.zeros((4, 32, 32, 3), np.uint8),
+        y_test=np.zeros(4, np.int64),
+    )  # wrong shape
     with pytest.raises(D.CorruptDataError, match="shape"):
         D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
 
@@ -275,8 +317,10 @@ def test_corrupt_npz_names_the_file(tmp_path):
 def test_cli_link_list_verify(tmp_path, capsys):
     mirror = tmp_path / "mirror"
     raw = _fake_mnist(mirror)
-    entries = [{"name": f"MNIST/raw/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-               for p in sorted(raw.iterdir())]
+    entries = [
+        {"name": f"MNIST/raw/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p in sorted(raw.iterdir())
+    ]
     (mirror / "MANIFEST.json").write_text(json.dumps({"files": entries}))
     root = tmp_path / "root"
     assert data_admin.main(["data", "link", "--mirror", str(mirror), "--root", str(root)]) == 0
@@ -285,12 +329,20 @@ def test_cli_link_list_verify(tmp_path, capsys):
     assert data_admin.main(["data", "list", "--root", str(root), "--mirror", ""]) == 0
     out = capsys.readouterr().out
     assert "mnist" in out and str(root) in out and "missing" in out
-    assert data_admin.main(["data", "verify", "mnist", "--root", str(root), "--mirror", str(mirror)]) == 0
+    assert (
+        data_admin.main(["data", "verify", "mnist", "--root", str(root), "--mirror", str(mirror)])
+        == 0
+    )
     assert "OK" in capsys.readouterr().out
     # damage the mirror file: verify reports the mismatch and fails
     target = raw / "t10k-labels-idx1-ubyte.gz"
     target.write_bytes(target.read_bytes() + b"x")
-    assert data_admin.main(["data", "verify", "mnist", "--mirror", str(mirror), "--root", str(tmp_path / "x")]) == 1
+    assert (
+        data_admin.main(
+            ["data", "verify", "mnist", "--mirror", str(mirror), "--root", str(tmp_path / "x")]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "MISMATCH" in out and str(target) in out
 
@@ -299,12 +351,15 @@ def test_cli_download_offline_and_non_downloadable(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("FLKIT_OFFLINE", "1")
     assert data_admin.main(["data", "download", "mnist", "--root", str(tmp_path)]) == 2
     assert "offline" in capsys.readouterr().err
-    assert data_admin.main(["data", "download", "femnist", "--root", str(tmp_path)]) == 2  # a bad value
+    assert (
+        data_admin.main(["data", "download", "femnist", "--root", str(tmp_path)]) == 2
+    )  # a bad value
     assert "mirror" in capsys.readouterr().err
 
 
 def test_cli_help_is_complete():
     import argparse
+
     parser = argparse.ArgumentParser(prog="flkit")
     data_parser = data_admin.register_cli(parser.add_subparsers())
     text = data_parser.format_help()
@@ -315,15 +370,20 @@ def test_cli_help_is_complete():
 def test_torchvision_cifar_layout_is_read(tmp_path):
     """A data root filled by torchvision's CIFAR10 download (pickled batches) loads too."""
     import pickle
+
     folder = tmp_path / "cifar-10-batches-py"
     folder.mkdir()
     rng = np.random.default_rng(0)
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         batch = {"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), "labels": [0, 1, 2, 3]}
         (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": [f"c{i}" for i in range(10)]}))
+    (folder / "batches.meta").write_bytes(
+        pickle.dumps({"label_names": [f"c{i}" for i in range(10)]})
+    )
     ds = D.load("cifar10", root=tmp_path, mirror="", download=False, device="cpu", normalize="none")
     assert ds.x_train.shape == (20, 3, 32, 32) and ds.x_test.shape == (4, 3, 32, 32)
     first = pickle.loads((folder / "data_batch_1").read_bytes())["data"][0]
-    assert torch.allclose(ds.x_train[0].flatten() * 255, torch.tensor(first, dtype=torch.float32), atol=1e-3)
+    assert torch.allclose(
+        ds.x_train[0].flatten() * 255, torch.tensor(first, dtype=torch.float32), atol=1e-3
+    )
     assert ds.meta["source_layout"] == "cifar-pickle" and ds.meta["classes"][3] == "c3"

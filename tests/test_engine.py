@@ -1,4 +1,5 @@
 """The batched engine against the plain torch.optim.SGD loop, in float64."""
+
 import pytest
 import torch
 from torch import nn
@@ -46,8 +47,12 @@ def _data(kind, n=60):
 
 def _model(kind):
     torch.manual_seed(1)
-    m = {"cnn": SmallCNN, "bn": lambda: SmallCNN(bn=True), "gn": lambda: SmallCNN(gn=True),
-         "lstm": CharLSTM}[kind]()
+    m = {
+        "cnn": SmallCNN,
+        "bn": lambda: SmallCNN(bn=True),
+        "gn": lambda: SmallCNN(gn=True),
+        "lstm": CharLSTM,
+    }[kind]()
     return m.double()
 
 
@@ -75,7 +80,8 @@ def test_wide_matches_loop(kind, sizes):
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(3))
     idx, lo = [], 0
     for s in sizes:
-        idx.append(perm[lo:lo + s]); lo += s
+        idx.append(perm[lo : lo + s])
+        lo += s
     spec = LocalSpec(lr=0.05, batch_size=4, epochs=2, momentum=0.9, weight_decay=1e-3)
     start = _starts(model, len(sizes))
     seeds = [11, 12, 13]
@@ -83,8 +89,10 @@ def test_wide_matches_loop(kind, sizes):
     wide = train_clients(model, start, x, y, idx, spec, seeds, backend="wide")
     _close(wide, ref)
     # the run really trained: parameters moved
-    assert not torch.allclose(ref.state["fc.3.weight" if kind != "lstm" else "out.weight"],
-                              start["fc.3.weight" if kind != "lstm" else "out.weight"])
+    assert not torch.allclose(
+        ref.state["fc.3.weight" if kind != "lstm" else "out.weight"],
+        start["fc.3.weight" if kind != "lstm" else "out.weight"],
+    )
 
 
 @pytest.mark.parametrize("kind", ["cnn", "lstm"])
@@ -108,7 +116,9 @@ def test_prox_term_and_transforms_match_loop():
     mu = 0.3
 
     def prox(params, ctx):
-        return sum(((p - ctx["start"][n]) ** 2).flatten(1).sum(1) for n, p in params.items()) * mu / 2
+        return (
+            sum(((p - ctx["start"][n]) ** 2).flatten(1).sum(1) for n, p in params.items()) * mu / 2
+        )
 
     def half_grads(grads, params, ctx):
         return {n: 0.5 * g for n, g in grads.items()}
@@ -141,13 +151,18 @@ def test_single_sgd_step_by_hand():
     x = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
     y = torch.tensor([0])
     spec = LocalSpec(lr=0.5, batch_size=1, steps=1, weight_decay=0.1)
-    res = train_clients(model, broadcast_state(model_state(model), 1), x, y, [torch.tensor([0])], spec, [0])
+    res = train_clients(
+        model, broadcast_state(model_state(model), 1), x, y, [torch.tensor([0])], spec, [0]
+    )
     # logits (1, 2); softmax = (e/(e+e^2), e^2/(e+e^2)); dL/dlogits = softmax - onehot(0)
     import math
-    p0 = math.e / (math.e + math.e ** 2)
+
+    p0 = math.e / (math.e + math.e**2)
     d = torch.tensor([p0 - 1, 1 - p0], dtype=torch.float64)
     grad = d[:, None] * x  # outer product
-    expected = torch.eye(2, dtype=torch.float64) - 0.5 * (grad + 0.1 * torch.eye(2, dtype=torch.float64))
+    expected = torch.eye(2, dtype=torch.float64) - 0.5 * (
+        grad + 0.1 * torch.eye(2, dtype=torch.float64)
+    )
     assert torch.allclose(res.state["1.weight"][0], expected, atol=1e-12)
 
 
@@ -155,7 +170,9 @@ def test_batch_plan_counts():
     spec = LocalSpec(lr=0.1, batch_size=4, epochs=2)
     plan = batch_plan(10, spec, seed=0)
     assert [len(b) for b in plan] == [4, 4, 2, 4, 4, 2]
-    assert sorted(torch.cat(plan[:3]).tolist()) == list(range(10))  # each epoch covers every sample once
+    assert sorted(torch.cat(plan[:3]).tolist()) == list(
+        range(10)
+    )  # each epoch covers every sample once
     spec = LocalSpec(lr=0.1, batch_size=4, steps=5, drop_last=True)
     assert [len(b) for b in batch_plan(10, spec, seed=0)] == [4] * 5
     assert torch.equal(torch.cat(batch_plan(10, spec, 7)), torch.cat(batch_plan(10, spec, 7)))
@@ -164,9 +181,19 @@ def test_batch_plan_counts():
 def test_differentiable_mode_gives_gradients_to_start():
     model = _model("cnn")
     x, y = _data("cnn")
-    start = {n: v.clone().requires_grad_(v.is_floating_point()) for n, v in _starts(model, 2).items()}
-    res = train_clients(model, start, x, y, [torch.arange(8), torch.arange(8, 16)],
-                        LocalSpec(lr=0.1, batch_size=4, steps=2), [0, 1], differentiable=True)
+    start = {
+        n: v.clone().requires_grad_(v.is_floating_point()) for n, v in _starts(model, 2).items()
+    }
+    res = train_clients(
+        model,
+        start,
+        x,
+        y,
+        [torch.arange(8), torch.arange(8, 16)],
+        LocalSpec(lr=0.1, batch_size=4, steps=2),
+        [0, 1],
+        differentiable=True,
+    )
     res.state["fc.3.weight"].sum().backward()
     assert start["conv1.weight"].grad is not None and start["conv1.weight"].grad.abs().sum() > 0
 
@@ -179,10 +206,26 @@ def test_bad_input():
     model = _model("cnn")
     x, y = _data("cnn")
     with pytest.raises(FlkitError, match="backend"):
-        train_clients(model, _starts(model, 1), x, y, [torch.arange(3)], LocalSpec(lr=0.1, batch_size=1, epochs=1),
-                      [0], backend="fast")
+        train_clients(
+            model,
+            _starts(model, 1),
+            x,
+            y,
+            [torch.arange(3)],
+            LocalSpec(lr=0.1, batch_size=1, epochs=1),
+            [0],
+            backend="fast",
+        )
     with pytest.raises(FlkitError, match="no data"):
-        train_clients(model, _starts(model, 1), x, y, [torch.arange(0)], LocalSpec(lr=0.1, batch_size=1, epochs=1), [0])
+        train_clients(
+            model,
+            _starts(model, 1),
+            x,
+            y,
+            [torch.arange(0)],
+            LocalSpec(lr=0.1, batch_size=1, epochs=1),
+            [0],
+        )
 
 
 class ScaledLinear(nn.Module):
@@ -200,6 +243,7 @@ class ScaledLinear(nn.Module):
 
 def test_backend_fallback_for_models_the_wide_path_cannot_run():
     from flkit.train import choose_backend
+
     assert choose_backend(_model("cnn")) == "wide"
     assert choose_backend(ScaledLinear()) == "vmap"
     assert choose_backend(ScaledLinear(bn=True)) == "loop"
@@ -213,11 +257,15 @@ def test_backend_fallback_for_models_the_wide_path_cannot_run():
     spec = LocalSpec(lr=0.1, batch_size=4, epochs=1)
     start = _starts(m, 2)
     idx = [torch.arange(6), torch.arange(6, 12)]
-    _close(train_clients(m, start, x, y, idx, spec, [0, 1]), train_clients_reference(m, start, x, y, idx, spec, [0, 1]))
+    _close(
+        train_clients(m, start, x, y, idx, spec, [0, 1]),
+        train_clients_reference(m, start, x, y, idx, spec, [0, 1]),
+    )
 
 
 def test_thread_setting(monkeypatch):
     from flkit.utils import configure_threads
+
     before = torch.get_num_threads()
     try:
         assert configure_threads(1) == 1 and torch.get_num_threads() == 1

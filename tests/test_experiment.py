@@ -1,4 +1,5 @@
 """Runs: aggregation by hand, determinism, cache, exact resume after a crash, bad input, CLI."""
+
 import json
 
 import pandas as pd
@@ -11,9 +12,21 @@ from flkit.experiment import RunConfig, Setup, run, sample_clients
 from flkit.methods import weighted_average
 from flkit.utils import FlkitError
 
-BASE = dict(method="fedavg", dataset="synthetic", model="logreg", num_clients=30, partition="natural",
-            clients_per_round=5, local_epochs=1, batch_size=10, lr=0.05, rounds=4, seed=3, device="cpu",
-            dataset_kwargs={"alpha": 0.5, "beta": 0.5, "num_clients": 30})
+BASE = dict(
+    method="fedavg",
+    dataset="synthetic",
+    model="logreg",
+    num_clients=30,
+    partition="natural",
+    clients_per_round=5,
+    local_epochs=1,
+    batch_size=10,
+    lr=0.05,
+    rounds=4,
+    seed=3,
+    device="cpu",
+    dataset_kwargs={"alpha": 0.5, "beta": 0.5, "num_clients": 30},
+)
 
 
 def cfg(**kw):
@@ -31,10 +44,18 @@ def test_weighted_average_by_hand():
 def test_fedavg_round_equals_weighted_mean_of_client_models():
     c = cfg(rounds=1)
     setup = Setup.build(c)
-    ctx = methods.RunContext(setup.model, setup.data.x_train, setup.data.y_train, setup.parts, c.local_spec(),
-                             c.seed, setup.data.num_classes)
+    ctx = methods.RunContext(
+        setup.model,
+        setup.data.x_train,
+        setup.data.y_train,
+        setup.parts,
+        c.local_spec(),
+        c.seed,
+        setup.data.num_classes,
+    )
     m = methods.get("fedavg")(ctx)
     from flkit.state import model_state
+
     state = m.init_state(model_state(setup.model))
     clients = sample_clients(c.seed, 1, c.num_clients, c.clients_per_round)
     up = m.client_update(state, clients, 1)
@@ -54,7 +75,9 @@ def test_same_config_same_numbers_and_fedprox_mu0_is_fedavg(tmp_path):
     b = run(cfg(), cache=False, progress=False).history
     pd.testing.assert_frame_equal(a, b)
     p = run(cfg(method="fedprox", method_params={"mu": 0.0}), cache=False, progress=False).history
-    assert torch.allclose(torch.tensor(a["test_accuracy"].values), torch.tensor(p["test_accuracy"].values))
+    assert torch.allclose(
+        torch.tensor(a["test_accuracy"].values), torch.tensor(p["test_accuracy"].values)
+    )
     other_seed = run(cfg(seed=4), cache=False, progress=False).history
     assert not a["train_loss"].equals(other_seed["train_loss"])
 
@@ -63,10 +86,18 @@ def test_fedprox_keeps_clients_closer_to_the_global_model():
     c = cfg(rounds=1, local_epochs=5, lr=0.2)
     setup = Setup.build(c)
     from flkit.state import model_state
+
     dist = {}
     for mu in (0.0, 1.0):
-        ctx = methods.RunContext(setup.model, setup.data.x_train, setup.data.y_train, setup.parts,
-                                 c.local_spec(), c.seed, setup.data.num_classes)
+        ctx = methods.RunContext(
+            setup.model,
+            setup.data.x_train,
+            setup.data.y_train,
+            setup.parts,
+            c.local_spec(),
+            c.seed,
+            setup.data.num_classes,
+        )
         m = methods.get("fedprox")(ctx, mu=mu)
         st = m.init_state(model_state(setup.model))
         up = m.client_update(st, [0, 1, 2], 1)
@@ -85,6 +116,7 @@ def test_cache_and_exact_resume(tmp_path, monkeypatch):
         if rnd == 5:
             raise KeyboardInterrupt("simulated crash")
         return orig(self, state, updates, rnd)
+
     monkeypatch.setattr(cls, "aggregate", crash)
     with pytest.raises(KeyboardInterrupt):
         run(c, out_dir=tmp_path / "b", progress=False, checkpoint_every=2)
@@ -101,16 +133,19 @@ def test_cache_and_exact_resume(tmp_path, monkeypatch):
     assert json.loads((folder / "config.json").read_text())["seed"] == c.seed
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(method="fedsgd"), "method"),
-    (dict(dataset="imagenet"), "dataset"),
-    (dict(model="gpt"), "model"),
-    (dict(partition="random"), "partition"),
-    (dict(partition="dirichlet", partition_kwargs={"alpha": 0.0}), "alpha"),
-    (dict(clients_per_round=31), "clients_per_round"),
-    (dict(lr=-1.0), "lr"),
-    (dict(rounds=0), "rounds"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(method="fedsgd"), "method"),
+        (dict(dataset="imagenet"), "dataset"),
+        (dict(model="gpt"), "model"),
+        (dict(partition="random"), "partition"),
+        (dict(partition="dirichlet", partition_kwargs={"alpha": 0.0}), "alpha"),
+        (dict(clients_per_round=31), "clients_per_round"),
+        (dict(lr=-1.0), "lr"),
+        (dict(rounds=0), "rounds"),
+    ],
+)
 def test_bad_config(kw, match):
     with pytest.raises(FlkitError, match=match):
         cfg(**kw)
@@ -130,13 +165,40 @@ def test_model_that_does_not_fit_the_data():
 
 def test_cli_run_writes_history_and_config(tmp_path, capsys):
     out = tmp_path / "out"
-    code = cli_main(["run", "fedprox", "--dataset", "synthetic", "--model", "logreg", "--clients", "30",
-                     "--partition", "iid", "--clients-per-round", "3", "--rounds", "2", "--mu", "0.1",
-                     "--batch-size", "10", "--device", "cpu", "--out", str(out), "--cache", str(tmp_path / "c"),
-                     "--no-progress"])
+    code = cli_main(
+        [
+            "run",
+            "fedprox",
+            "--dataset",
+            "synthetic",
+            "--model",
+            "logreg",
+            "--clients",
+            "30",
+            "--partition",
+            "iid",
+            "--clients-per-round",
+            "3",
+            "--rounds",
+            "2",
+            "--mu",
+            "0.1",
+            "--batch-size",
+            "10",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "c"),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     h = pd.read_csv(out / "history.csv")
-    assert list(h["round"]) == [1, 2] and {"test_accuracy", "bytes_up", "bytes_down"} <= set(h.columns)
+    assert list(h["round"]) == [1, 2] and {"test_accuracy", "bytes_up", "bytes_down"} <= set(
+        h.columns
+    )
     conf = json.loads((out / "config.json").read_text())
     assert conf["method_params"] == {"mu": 0.1} and conf["method"] == "fedprox"
 

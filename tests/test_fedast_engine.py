@@ -221,7 +221,7 @@ def test_history_records_test_loss_at_evaluations():
     rows = [h for h in res.history if h["accuracy"] is not None]
     assert rows and all(h["test_loss"] > 0 and h["test_loss"] == h["test_loss"] for h in rows)
     assert all("test_loss" not in h for h in res.history if h["accuracy"] is None)
-    from flkit.studies.fedast import curves
+    from flkit.papers.fedast.tables import curves
 
     c = curves(res)
     for _, g in c.groupby("task"):

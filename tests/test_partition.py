@@ -1,4 +1,5 @@
 """flkit.partition: coverage, disjointness, sizes, skew vs alpha, determinism, validation; plots."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,9 @@ from flkit import partition as P
 from flkit.utils import FlkitError
 
 MIRROR = os.environ.get("FLKIT_MIRROR")
-needs_mirror = pytest.mark.skipif(not MIRROR or not Path(MIRROR).is_dir(), reason="FLKIT_MIRROR not set")
+needs_mirror = pytest.mark.skipif(
+    not MIRROR or not Path(MIRROR).is_dir(), reason="FLKIT_MIRROR not set"
+)
 
 
 def balanced_labels(per_class=600, classes=10, seed=0):
@@ -64,7 +67,10 @@ def test_shards_mnist_sizes_and_coverage(y60k):
 @needs_mirror
 def test_shards_on_real_mnist_give_600_per_client():
     from flkit import data
-    y = data.load("mnist", root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False).y_train
+
+    y = data.load(
+        "mnist", root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False
+    ).y_train
     parts = P.partition("shards", y, 100, seed=0)
     assert [len(p) for p in parts] == [600] * 100 and torch.equal(flat(parts), torch.arange(60000))
     assert np.mean([y[p].unique().numel() for p in parts]) < 2.2
@@ -85,7 +91,9 @@ def test_dirichlet_min_samples(y60k):
     parts = P.partition("dirichlet", y60k, 50, seed=0, alpha=0.5, min_samples=100)
     assert min(len(p) for p in parts) >= 100
     with pytest.raises(FlkitError, match="min_samples"):
-        P.partition("dirichlet", torch.arange(20) % 2, 10, seed=0, alpha=0.01, min_samples=2, max_tries=3)
+        P.partition(
+            "dirichlet", torch.arange(20) % 2, 10, seed=0, alpha=0.01, min_samples=2, max_tries=3
+        )
 
 
 def test_dirichlet_fixed_size_recycles_samples(y60k):
@@ -99,7 +107,9 @@ def test_dirichlet_fixed_size_recycles_samples(y60k):
     # before the first recycle, samples are handed out without repetition
     first = torch.cat(parts[:10])
     assert first.unique().numel() == len(first)
-    floor = P.partition("dirichlet", small, 20, seed=0, alpha=1.0, samples_per_client=50, rounding="floor")
+    floor = P.partition(
+        "dirichlet", small, 20, seed=0, alpha=1.0, samples_per_client=50, rounding="floor"
+    )
     assert all(len(p) <= 50 for p in floor)
     lo = P.partition("dirichlet", y60k, 200, seed=1, alpha=0.1, samples_per_client=300)
     hi = P.partition("dirichlet", y60k, 200, seed=1, alpha=10.0, samples_per_client=300)
@@ -115,7 +125,10 @@ def test_classes_per_client_exactly_two_labels():
     parts = P.partition("classes_per_client", y, 50, seed=0, classes=2)
     assert [y[p].unique().numel() for p in parts] == [2] * 50
     assert torch.equal(flat(parts), torch.arange(len(y)))  # disjoint, covers everything
-    assert set(y[parts[0]].tolist()) == {0, 1} and set(y[parts[10]].tolist()) == {2, 3}  # FedDIP's order
+    assert set(y[parts[0]].tolist()) == {0, 1} and set(y[parts[10]].tolist()) == {
+        2,
+        3,
+    }  # FedDIP's order
     sizes = [len(p) for p in parts]
     assert max(sizes) - min(sizes) <= 2
     three = P.partition("classes_per_client", y, 100, seed=0, classes=3)
@@ -129,7 +142,9 @@ def test_natural_groups():
     assert [p.tolist() for p in parts] == [[8], [0, 1, 5], [2, 4], [3, 6, 7]]
     some = P.partition("natural", y, 2, seed=0, groups=g)
     assert len(some) == 2 and all(g[p].unique().numel() == 1 for p in some)
-    assert [p.tolist() for p in some] == [p.tolist() for p in P.partition("natural", y, 2, seed=0, groups=g)]
+    assert [p.tolist() for p in some] == [
+        p.tolist() for p in P.partition("natural", y, 2, seed=0, groups=g)
+    ]
     with pytest.raises(FlkitError, match="groups"):
         P.partition("natural", y, None, seed=0)
     with pytest.raises(FlkitError, match="num_clients=5"):
@@ -137,9 +152,16 @@ def test_natural_groups():
 
 
 # ------------------------------------------------------------------ determinism
-@pytest.mark.parametrize("scheme, kw", [
-    ("iid", {}), ("dirichlet", {"alpha": 0.5}), ("dirichlet", {"alpha": 0.5, "samples_per_client": 100}),
-    ("shards", {}), ("classes_per_client", {})])
+@pytest.mark.parametrize(
+    "scheme, kw",
+    [
+        ("iid", {}),
+        ("dirichlet", {"alpha": 0.5}),
+        ("dirichlet", {"alpha": 0.5, "samples_per_client": 100}),
+        ("shards", {}),
+        ("classes_per_client", {}),
+    ],
+)
 def test_same_seed_same_indices(scheme, kw):
     y = balanced_labels(200)
     a = P.partition(scheme, y, 20, seed=7, **kw)
@@ -156,19 +178,22 @@ def test_label_counts():
 
 
 # ------------------------------------------------------------------ validation
-@pytest.mark.parametrize("args, kw, match", [
-    (("dirichlet", 10), {"alpha": 0}, "alpha=0"),
-    (("dirichlet", 10), {"alpha": -1.0}, "alpha=-1.0"),
-    (("dirichlet", 10), {}, "alpha"),
-    (("iid", 0), {}, "num_clients=0"),
-    (("iid", 101), {}, "num_clients=101"),
-    (("bogus", 10), {}, "iid"),
-    (("shards", 7), {}, "14 equal shards"),
-    (("shards", 10), {"shards_per_client": 0}, "shards_per_client=0"),
-    (("classes_per_client", 2), {"classes": 2}, "num_clients"),
-    (("classes_per_client", 10), {"classes": 11}, "classes=11"),
-    (("iid", 10), {"alpha": 1}, "accepted"),
-])
+@pytest.mark.parametrize(
+    "args, kw, match",
+    [
+        (("dirichlet", 10), {"alpha": 0}, "alpha=0"),
+        (("dirichlet", 10), {"alpha": -1.0}, "alpha=-1.0"),
+        (("dirichlet", 10), {}, "alpha"),
+        (("iid", 0), {}, "num_clients=0"),
+        (("iid", 101), {}, "num_clients=101"),
+        (("bogus", 10), {}, "iid"),
+        (("shards", 7), {}, "14 equal shards"),
+        (("shards", 10), {"shards_per_client": 0}, "shards_per_client=0"),
+        (("classes_per_client", 2), {"classes": 2}, "num_clients"),
+        (("classes_per_client", 10), {"classes": 11}, "classes=11"),
+        (("iid", 10), {"alpha": 1}, "accepted"),
+    ],
+)
 def test_bad_input_raises_flkit_error(args, kw, match):
     y = balanced_labels(10)  # 100 samples, 10 classes
     with pytest.raises(FlkitError, match=match):
@@ -178,10 +203,12 @@ def test_bad_input_raises_flkit_error(args, kw, match):
 # ------------------------------------------------------------------ the label-distribution figure
 def test_label_distribution_plot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from flkit import plots
+
     y = balanced_labels(100)
     parts = P.partition("dirichlet", y, 30, seed=0, alpha=0.1)
     with plots.style():

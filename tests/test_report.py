@@ -1,4 +1,5 @@
 """flkit.report: what a notebook records, how it is stored, and how seeds are summarised."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def clean_env(monkeypatch):
 
 def test_records_and_saves(tmp_path):
     r = Report("fixture_ok", "cpu", 3, out_dir=tmp_path, device="cpu")
-    assert r.number("acc", np.float32(0.875), paper=97.1, unit="%", note="LeNet") == np.float32(0.875)
+    assert r.number("acc", np.float32(0.875), paper=97.1, unit="%", note="LeNet") == np.float32(
+        0.875
+    )
     r.number("loss", torch.tensor(0.25))
     r.number("count", np.int64(4), paper="≈ 4")
     r.claim("it works", np.bool_(True), evidence="acc 0.875", paper="Table 1")
@@ -74,9 +77,13 @@ def test_smoke_verdicts_are_inconclusive(tmp_path):
     assert c["trained"]["evidence"].startswith("acc 0.9 — inconclusive (smoke preset")
     assert c["trained"]["evidence"].endswith("at face value it holds")
     assert c["not trained"]["evidence"].endswith("at face value it does not hold")
-    assert c["already open"]["evidence"] == "no target reached"   # nothing to add
-    assert c["from shapes"] == {"text": "from shapes", "holds": False, "evidence": "47x",
-                                "paper": ""}
+    assert c["already open"]["evidence"] == "no target reached"  # nothing to add
+    assert c["from shapes"] == {
+        "text": "from shapes",
+        "holds": False,
+        "evidence": "47x",
+        "paper": "",
+    }
     # any other preset records the verdict as given
     r2 = Report("fixture_ok", "cpu", 0, out_dir=tmp_path / "cpu")
     assert r2.claim("trained", True, evidence="acc 0.9") is True
@@ -115,15 +122,18 @@ def test_preset_none_resolves_like_presets(tmp_path, monkeypatch):
     assert Report("fixture_ok", None, 0, out_dir=tmp_path).preset == "paper"
 
 
-@pytest.mark.parametrize("call,pattern", [
-    (lambda r: r.number("", 1.0), "key"),
-    (lambda r: r.number("x", "high"), "accepted: a number"),
-    (lambda r: r.number("x", np.zeros(3)), "single number"),
-    (lambda r: r.claim("x", "yes"), "True, False or None"),
-    (lambda r: r.claim("x", 1), "True, False or None"),
-    (lambda r: r.figure(plt.figure(), "../escape"), "no folders"),
-    (lambda r: r.figure(object(), "x"), "not a matplotlib"),
-])
+@pytest.mark.parametrize(
+    "call,pattern",
+    [
+        (lambda r: r.number("", 1.0), "key"),
+        (lambda r: r.number("x", "high"), "accepted: a number"),
+        (lambda r: r.number("x", np.zeros(3)), "single number"),
+        (lambda r: r.claim("x", "yes"), "True, False or None"),
+        (lambda r: r.claim("x", 1), "True, False or None"),
+        (lambda r: r.figure(plt.figure(), "../escape"), "no folders"),
+        (lambda r: r.figure(object(), "x"), "not a matplotlib"),
+    ],
+)
 def test_bad_input(tmp_path, call, pattern):
     r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
     with pytest.raises(FlkitError, match=pattern):
@@ -150,9 +160,11 @@ def test_table_single_seed(tmp_path):
 
 
 def _res(seed, acc, holds):
-    return {"seed": seed, "numbers": [{"key": "acc", "measured": acc, "paper": 0.9, "unit": "",
-                                       "note": ""}],
-            "claims": [{"text": "c", "holds": holds, "evidence": f"s{seed}", "paper": "T1"}]}
+    return {
+        "seed": seed,
+        "numbers": [{"key": "acc", "measured": acc, "paper": 0.9, "unit": "", "note": ""}],
+        "claims": [{"text": "c", "holds": holds, "evidence": f"s{seed}", "paper": "T1"}],
+    }
 
 
 def test_summarize_across_seeds():

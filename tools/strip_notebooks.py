@@ -25,6 +25,7 @@ kernelspec/language_info. Removed: outputs, execution counts, cell metadata ``ex
 notebook metadata ``widgets`` (ipywidgets state) and ``papermill``. Files are written the way
 Jupyter writes them (1-space indent, sorted keys, trailing newline).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,8 +88,12 @@ def _default_files(root: Path) -> list[Path]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("files", nargs="*", type=Path,
-                    help="notebooks to strip (default: notebooks/**/*.ipynb, tests/fixtures/**/*.ipynb)")
+    ap.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        help="notebooks to strip (default: notebooks/**/*.ipynb, tests/fixtures/**/*.ipynb)",
+    )
     ap.add_argument("--check", action="store_true", help="only report; exit 1 if any is dirty")
     args = ap.parse_args(argv)
     root = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ Two layouts are understood inside any directory (a data root or a mirror):
     ``train_32x32.mat`` / ``test_32x32.mat`` (SVHN).
 Every reader raises :class:`CorruptDataError` naming the file when a file cannot be decoded.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,12 +29,15 @@ class CorruptDataError(FlkitError):
 def _corrupt(path, why) -> CorruptDataError:
     return CorruptDataError(
         f"dataset file {str(path)!r} is corrupt or incomplete: {why}. "
-        f"Check it with `flkit data verify`, then replace it (re-link the mirror or re-download).")
+        f"Check it with `flkit data verify`, then replace it (re-link the mirror or re-download)."
+    )
 
 
 # --------------------------------------------------------------------------- IDX (MNIST, FMNIST)
-_IDX_NAMES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
-              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+_IDX_NAMES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
 _IDX_FOLDER = {"mnist": "MNIST", "fmnist": "FashionMNIST"}
 
 
@@ -53,10 +57,13 @@ def read_idx(path, expect_magic: int | None = None, expect_count: int | None = N
         raise _corrupt(path, f"IDX magic number {magic}, expected {expect_magic or '2049 or 2051'}")
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
-    dims = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    dims = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     if len(raw) != header + int(np.prod(dims)):
-        raise _corrupt(path, f"IDX header says shape {dims} ({int(np.prod(dims))} bytes) but the "
-                             f"file holds {len(raw) - header} data bytes")
+        raise _corrupt(
+            path,
+            f"IDX header says shape {dims} ({int(np.prod(dims))} bytes) but the "
+            f"file holds {len(raw) - header} data bytes",
+        )
     if expect_count is not None and dims[0] != expect_count:
         raise _corrupt(path, f"{dims[0]} items, expected {expect_count}")
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
@@ -157,7 +164,9 @@ def read(name: str, kind: str, files) -> dict:
         for f, x in ((files[0], xtr), (files[2], xte)):
             if x.shape[1:] != (28, 28):
                 raise _corrupt(f, f"image shape {x.shape[1:]}, expected (28, 28)")
-        return dict(x_train=xtr, y_train=ytr.astype(np.int64), x_test=xte, y_test=yte.astype(np.int64))
+        return dict(
+            x_train=xtr, y_train=ytr.astype(np.int64), x_test=xte, y_test=yte.astype(np.int64)
+        )
     if kind == "npz":
         z = load_npz(files[0], NPZ_KEYS[name])
         _check_npz(name, files[0], z)
@@ -173,23 +182,38 @@ def _check_npz(name, path, z):
     def need(cond, why):
         if not cond:
             raise _corrupt(path, why)
+
     if name in ("cifar10", "cifar100", "svhn"):
         for s in ("train", "test"):
             x, y = z[f"x_{s}"], z[f"y_{s}"]
-            need(x.ndim == 4 and x.shape[1:] == (32, 32, 3), f"x_{s} has shape {x.shape}, expected (N, 32, 32, 3)")
+            need(
+                x.ndim == 4 and x.shape[1:] == (32, 32, 3),
+                f"x_{s} has shape {x.shape}, expected (N, 32, 32, 3)",
+            )
             need(y.shape == (x.shape[0],), f"y_{s} has shape {y.shape}, expected ({x.shape[0]},)")
     elif name == "har":
         for s in ("train", "test"):
             x = z[f"x_{s}"]
-            need(x.ndim == 3 and x.shape[1:] == (9, 128), f"x_{s} has shape {x.shape}, expected (N, 9, 128)")
-            need(z[f"y_{s}"].shape == z[f"subject_{s}"].shape == (x.shape[0],), f"y_{s}/subject_{s} length mismatch")
+            need(
+                x.ndim == 3 and x.shape[1:] == (9, 128),
+                f"x_{s} has shape {x.shape}, expected (N, 9, 128)",
+            )
+            need(
+                z[f"y_{s}"].shape == z[f"subject_{s}"].shape == (x.shape[0],),
+                f"y_{s}/subject_{s} length mismatch",
+            )
     elif name == "femnist":
         n = z["x"].shape[0]
         need(z["x"].shape[1:] == (28, 28), f"x has shape {z['x'].shape}, expected (N, 28, 28)")
-        need(z["y"].shape == z["writer"].shape == z["is_test"].shape == (n,), "y/writer/is_test length mismatch")
+        need(
+            z["y"].shape == z["writer"].shape == z["is_test"].shape == (n,),
+            "y/writer/is_test length mismatch",
+        )
     elif name == "shakespeare":
         off = z["text_offsets"]
-        need(off.ndim == 1 and off[-1] == z["text"].shape[0], "text_offsets do not match text length")
+        need(
+            off.ndim == 1 and off[-1] == z["text"].shape[0], "text_offsets do not match text length"
+        )
         need(len(str(z["vocab"])) == 80, f"vocab has {len(str(z['vocab']))} symbols, expected 80")
 
 
@@ -214,7 +238,9 @@ def _read_cifar_pickle(name, folder: Path) -> dict:
             if not f.is_file():
                 raise _corrupt(folder, f"{f.name} is missing from the torchvision CIFAR folder")
             d = _unpickle(f)
-            xs.append(np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+            xs.append(
+                np.asarray(d["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+            )
             ys.append(np.asarray(d[key], dtype=np.int64))
             if name == "cifar100":
                 out[f"y_{split}_coarse"] = np.asarray(d["coarse_labels"], dtype=np.int64)
@@ -230,7 +256,9 @@ def _read_svhn_mat(files) -> dict:
     try:
         import scipy.io as sio
     except ImportError:  # pragma: no cover - scipy ships with the dev environment
-        raise FlkitError("reading SVHN .mat files needs scipy; install it with `pip install scipy`") from None
+        raise FlkitError(
+            "reading SVHN .mat files needs scipy; install it with `pip install scipy`"
+        ) from None
     out = {}
     for split, f in zip(("train", "test"), files):
         try:

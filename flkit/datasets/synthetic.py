@@ -11,6 +11,7 @@ Per device k (FedProx `data/synthetic/generate_synthetic.py`):
 The generator is numpy's default_rng seeded through flkit's named streams, so numbers differ from
 the FedProx files (which used the legacy global numpy RNG) but the distribution is the same.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,18 @@ import numpy as np
 from ..utils import check_range, numpy_rng
 
 
-def generate(alpha=1.0, beta=1.0, num_clients=30, dim=60, classes=10, seed=0, iid=False,
-             train_frac=0.9, lognormal=(4.0, 2.0), min_samples=50) -> dict:
+def generate(
+    alpha=1.0,
+    beta=1.0,
+    num_clients=30,
+    dim=60,
+    classes=10,
+    seed=0,
+    iid=False,
+    train_frac=0.9,
+    lognormal=(4.0, 2.0),
+    min_samples=50,
+) -> dict:
     check_range("alpha", alpha, 0, None)
     check_range("beta", beta, 0, None)
     check_range("num_clients", num_clients, 1, None)
@@ -27,7 +38,16 @@ def generate(alpha=1.0, beta=1.0, num_clients=30, dim=60, classes=10, seed=0, ii
     check_range("classes", classes, 2, None)
     check_range("train_frac", train_frac, 0, 1, low_open=True, high_open=True)
     check_range("min_samples", min_samples, 2, None)
-    rng = numpy_rng(seed, "synthetic", float(alpha), float(beta), int(num_clients), int(dim), int(classes), bool(iid))
+    rng = numpy_rng(
+        seed,
+        "synthetic",
+        float(alpha),
+        float(beta),
+        int(num_clients),
+        int(dim),
+        int(classes),
+        bool(iid),
+    )
     n = rng.lognormal(lognormal[0], lognormal[1], num_clients).astype(np.int64) + int(min_samples)
     mean_w = rng.normal(0.0, alpha, num_clients)
     b_mean = rng.normal(0.0, beta, num_clients)

@@ -4,6 +4,7 @@ Adding a family is one line here: ``from . import <family>``. The family module 
 :class:`Method` (from ``.base``), decorates every runnable class with ``@register`` (from
 ``.registry``) and imports nothing from this package's ``__init__``.
 """
+
 from __future__ import annotations
 
 # each family registers its methods on import
@@ -22,5 +23,16 @@ from .base import ClientUpdates, Method, RoundLog, RunContext, weighted_average
 from .fedavg import FedAvg, FedProx
 from .registry import REGISTRY, get, names, register
 
-__all__ = ["ClientUpdates", "Method", "RoundLog", "RunContext", "weighted_average", "FedAvg",
-           "FedProx", "register", "get", "names", "REGISTRY"]
+__all__ = [
+    "ClientUpdates",
+    "Method",
+    "RoundLog",
+    "RunContext",
+    "weighted_average",
+    "FedAvg",
+    "FedProx",
+    "register",
+    "get",
+    "names",
+    "REGISTRY",
+]

@@ -22,11 +22,13 @@ flkit.experiment only selects clients (`select_clients`), calls `round`, and eva
 a method whose participation is not uniform sampling overrides `select_clients`; one whose model is
 personalised per client overrides `evaluate`.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,24 +42,26 @@ from ..utils import FlkitError, derive_seed, numpy_rng
 @dataclass
 class RunContext:
     """What a method needs to train clients: everything is on `device` already."""
+
     model: nn.Module
     x: torch.Tensor
     y: torch.Tensor
-    parts: list                      # client id -> LongTensor of sample indices
+    parts: list  # client id -> LongTensor of sample indices
     spec: LocalSpec
     seed: int
     num_classes: int
     backend: str = "auto"
-    clients_per_round: int | None = None   # None: every client takes part in every round
+    clients_per_round: int | None = None  # None: every client takes part in every round
 
 
 @dataclass
 class RoundLog:
     """What one round reports to the run loop: bytes per direction, the clients' training loss,
     and the method's own numbers for the history."""
-    bits_up: list[int]               # per selected client
-    bits_down: list[int]             # per selected client
-    train_loss: float                # data-size weighted over the selected clients
+
+    bits_up: list[int]  # per selected client
+    bits_down: list[int]  # per selected client
+    train_loss: float  # data-size weighted over the selected clients
     metrics: dict = field(default_factory=dict)
 
     @property
@@ -72,10 +76,10 @@ class RoundLog:
 @dataclass
 class ClientUpdates:
     clients: list[int]
-    state: dict                      # {name: Tensor[K, ...]} the clients' models after training
-    weights: torch.Tensor            # [K] number of training samples (data-size weights)
-    train_loss: torch.Tensor         # [K]
-    bits_up: list[int]               # per client
+    state: dict  # {name: Tensor[K, ...]} the clients' models after training
+    weights: torch.Tensor  # [K] number of training samples (data-size weights)
+    train_loss: torch.Tensor  # [K]
+    bits_up: list[int]  # per client
     extra: dict = field(default_factory=dict)
 
 
@@ -94,6 +98,7 @@ def weighted_average(stacked: Mapping[str, torch.Tensor], weights: torch.Tensor)
 class Method:
     """Base class. Subclasses set `name`, `params` (hyperparameters with defaults) and override
     `aggregate`, and optionally `init_state`, `local_hooks`, `client_update`, `downlink`."""
+
     name = "base"
     params: dict[str, Any] = {}
     uplink: Codec = DenseCodec()
@@ -101,8 +106,10 @@ class Method:
     def __init__(self, ctx: RunContext, **params):
         unknown = sorted(set(params) - set(self.params))
         if unknown:
-            raise FlkitError(f"unknown parameter(s) {unknown} for method {self.name!r}; "
-                             f"accepted: {sorted(self.params) or 'none'}")
+            raise FlkitError(
+                f"unknown parameter(s) {unknown} for method {self.name!r}; "
+                f"accepted: {sorted(self.params) or 'none'}"
+            )
         self.ctx = ctx
         self.hp = {**self.params, **params}
         for k, v in self.hp.items():
@@ -125,8 +132,17 @@ class Method:
     def train(self, starts: dict, clients: list[int], rnd: int):
         ctx = self.ctx
         seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
-        return train_clients(ctx.model, starts, ctx.x, ctx.y, [ctx.parts[c] for c in clients],
-                             self.local_spec(rnd), seeds, backend=ctx.backend, **self.local_hooks_for(starts))
+        return train_clients(
+            ctx.model,
+            starts,
+            ctx.x,
+            ctx.y,
+            [ctx.parts[c] for c in clients],
+            self.local_spec(rnd),
+            seeds,
+            backend=ctx.backend,
+            **self.local_hooks_for(starts),
+        )
 
     def local_spec(self, rnd: int) -> LocalSpec:
         """Round rnd's local SGD settings: the run's spec, with lr * lr_decay^(rnd-1) for methods
@@ -162,7 +178,9 @@ class Method:
         """This round's participants: uniform sampling without replacement (seeded per round)."""
         n = len(self.ctx.parts)
         m = self.ctx.clients_per_round or n
-        return sorted(numpy_rng(self.ctx.seed, "sample", rnd).choice(n, size=m, replace=False).tolist())
+        return sorted(
+            numpy_rng(self.ctx.seed, "sample", rnd).choice(n, size=m, replace=False).tolist()
+        )
 
     def round(self, state: dict, clients: list[int], rnd: int) -> tuple[dict, RoundLog]:
         """Download, local training, upload, aggregation: the new state and what the round cost."""
@@ -170,8 +188,12 @@ class Method:
         updates = self.client_update(state, clients, rnd)
         new_state = self.aggregate(state, updates, rnd)
         w = updates.weights / updates.weights.sum()
-        log = RoundLog(list(updates.bits_up), list(down), float((w * updates.train_loss).sum()),
-                       self.round_metrics(new_state, updates))
+        log = RoundLog(
+            list(updates.bits_up),
+            list(down),
+            float((w * updates.train_loss).sum()),
+            self.round_metrics(new_state, updates),
+        )
         return new_state, log
 
     def evaluate(self, state: dict, x: torch.Tensor, y: torch.Tensor, per_class: int | None = None):

@@ -1,4 +1,5 @@
 """FedAvg (McMahan et al. 2017) and FedProx (Li et al. 2020)."""
+
 from __future__ import annotations
 
 from ..utils import check_range
@@ -14,9 +15,11 @@ def check_lr_decay(decay) -> None:
 def proximal_loss(mu: float):
     """extra_loss (mu/2)·||w - w_start||² per client, against the frozen starting (global) model
     the engine passes as ctx["start"] (a separate tensor, so the term is non-zero after a step)."""
+
     def proximal(params, ctx):
         start = ctx["start"]
         return 0.5 * mu * sum(((p - start[n]) ** 2).flatten(1).sum(1) for n, p in params.items())
+
     return proximal
 
 
@@ -24,6 +27,7 @@ def proximal_loss(mu: float):
 class FedAvg(Method):
     """Clients train from the global model; the server takes the data-size weighted average.
     lr_decay: learning rate lr * lr_decay^(round-1) (1 = constant)."""
+
     name = "fedavg"
     params = {"lr_decay": 1.0}
 
@@ -37,6 +41,7 @@ class FedAvg(Method):
 @register
 class FedProx(FedAvg):
     """FedAvg plus the proximal term (mu/2)·||w - w_global||² in every client's local loss."""
+
     name = "fedprox"
     params = {"mu": 0.01, "lr_decay": 1.0}
 

@@ -21,13 +21,13 @@ import torch
 from ..prune import quantise, scaled_grads, supermask_transform
 from ..state import broadcast_state
 from ..utils import check_range
-from .registry import register
-from .hidenseek import _FrozenFeatures, train_once
+from .hidenseek import FrozenFeatures, train_once
 from .personal import bits_updates, client_copies, scatter_rows, uniform_latents
+from .registry import register
 
 
 @register
-class FedMask(_FrozenFeatures):
+class FedMask(FrozenFeatures):
     name = "fedmask"
     kind = "binary"
     params = {

@@ -34,9 +34,9 @@ from ..prune.supermask import SURROGATES, bnn_sign_ste
 from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import FlkitError, check_choice, check_range, derive_seed
-from .registry import register
 from .fedavg import FedAvg
 from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
+from .registry import register
 
 NORMALIZE = ("sampled", "all")
 
@@ -65,7 +65,7 @@ def arctanh_aggregate(
     return torch.atanh(mean).to(signs.dtype if signs.is_floating_point() else torch.float32)
 
 
-class _FrozenFeatures(LocalSplitMethod):
+class FrozenFeatures(LocalSplitMethod):
     """Names shared by the methods that freeze weights: the classifier (last Linear), the feature
     extractor's weights (every other Conv2d / Linear weight) and the prunable layers."""
 
@@ -91,7 +91,7 @@ class _FrozenFeatures(LocalSplitMethod):
 
 
 @register
-class HideNseek(_FrozenFeatures):
+class HideNseek(FrozenFeatures):
     """RunConfig.lr: the latent scores' learning rate (paper: 10); head_lr: the classifier's."""
 
     name = "hidenseek"

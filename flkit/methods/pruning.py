@@ -54,18 +54,13 @@ from ..prune import (
 from ..prune.schedules import LAMBDA_VARIANTS
 from ..state import broadcast_state
 from ..train import train_clients
-from ..utils import FlkitError, check_choice, check_range, derive_seed, generator
-from .registry import register
+from ..utils import FlkitError, check_choice, check_int, check_range, derive_seed, generator
 from .base import ClientUpdates, Method, weighted_average
 from .fedavg import check_lr_decay, proximal_loss
+from .registry import register
 
 MASK_ORDERS = ("code", "dense")
 ROUND0_MASKS = ("server", "client")
-
-
-def _int_at_least(name, v, low):
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise FlkitError(f"{name}={v!r} must be an integer >= {low}")
 
 
 def sparse_bits(t: torch.Tensor) -> int:
@@ -101,7 +96,7 @@ class PruningMethod(Method):
                     f"method {self.name!r} needs horizon=T, the number of rounds its "
                     "schedules span (usually RunConfig.rounds); accepted: an integer >= 1"
                 )
-            _int_at_least("horizon", hp["horizon"], 1)
+            check_int("horizon", hp["horizon"], 1)
         self.s_p = check_sparsity("sparsity", hp["sparsity"])
         self.s_0 = check_sparsity("s0", hp["s0"]) if "s0" in hp else self.s_p
         if self.s_0 > self.s_p:
@@ -109,7 +104,7 @@ class PruningMethod(Method):
                 f"s0={self.s_0!r} exceeds sparsity={self.s_p!r}; accepted: s0 <= sparsity"
             )
         if "R" in hp:
-            _int_at_least("R", hp["R"], 1)
+            check_int("R", hp["R"], 1)
         if "lambda_max" in hp:
             check_lambda(hp["lambda_max"], hp["Q"])
             check_choice("lambda_variant", hp["lambda_variant"], LAMBDA_VARIANTS)

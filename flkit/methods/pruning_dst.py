@@ -34,10 +34,10 @@ from ..prune import (
 )
 from ..state import broadcast_state
 from ..train import train_clients
-from ..utils import derive_seed, generator
-from .registry import register
+from ..utils import check_int, derive_seed, generator
 from .base import ClientUpdates, weighted_average
-from .pruning import PruningMethod, _int_at_least
+from .pruning import PruningMethod
+from .registry import register
 
 POSITION_BITS_PRUNEFL = 4  # the official code's cost of a downloaded mask position
 
@@ -61,7 +61,7 @@ class PruneFL(PruningMethod):
 
     def check_params(self):
         super().check_params()
-        _int_at_least("init_rounds", self.init_rounds, 0)
+        check_int("init_rounds", self.init_rounds, 0)
 
     def init_state(self, model_state):
         ctx = self.ctx

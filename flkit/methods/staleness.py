@@ -17,6 +17,7 @@ Public formulas (students re-implement them in the exercise):
   first_order(delta, w_now, w_then, lam) = delta - lam * delta * delta * (w_now - w_then)
   uniqueness_threshold(updates) = mean over all pairs (j, k) of 1 - cos(u_j, u_k)
 """
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,7 @@ import torch
 
 from ..state import stack_states
 from ..train import evaluate
-from ..utils import FlkitError, check_choice, check_range, numpy_rng
+from ..utils import FlkitError, check_choice, check_range
 from .base import Method, RoundLog, weighted_average
 from .registry import register
 
@@ -46,8 +47,9 @@ def weighted_factor_exp(tau: float) -> float:
     return 2.0 ** (-tau / 20)
 
 
-def first_order(delta: torch.Tensor, w_now: torch.Tensor, w_then: torch.Tensor,
-                lam: float = 4.0) -> torch.Tensor:
+def first_order(
+    delta: torch.Tensor, w_now: torch.Tensor, w_then: torch.Tensor, lam: float = 4.0
+) -> torch.Tensor:
     """First-order (DC-ASGD) compensation of a stale update in delta form:
     delta - lam * delta ⊙ delta ⊙ (w_now - w_then)."""
     return delta - lam * delta * delta * (w_now - w_then)
@@ -75,7 +77,7 @@ def uniqueness_threshold(updates: torch.Tensor, off_diagonal: bool = False) -> f
         if m < 2:
             raise FlkitError("off_diagonal=True needs at least 2 updates")
         return float(dist.sum() / (m * (m - 1)))
-    return float(dist.sum() / m ** 2)
+    return float(dist.sum() / m**2)
 
 
 def gamma_ramp(t: int, switch_at: int | None, window: float = 0.1) -> float:
@@ -108,11 +110,17 @@ def round_robin(num_clients: int, m: int, rnd: int) -> list[int]:
 class StalenessMethod(Method):
     """Shared round of every staleness method; subclasses change `adjust` (and W-Pred the stale
     start, Asyn-Tiers the aggregation). `unstale` is this class with staleness switched off."""
+
     name = "unstale"
-    params = {"tau": 40, "affected_class": 5, "num_stale": 10, "participation": "round_robin",
-              "track_error": False}
+    params = {
+        "tau": 40,
+        "affected_class": 5,
+        "num_stale": 10,
+        "participation": "round_robin",
+        "track_error": False,
+    }
     stale_enabled = False
-    extra_history = 0          # additional global models the FIFO keeps (W-Pred: 1)
+    extra_history = 0  # additional global models the FIFO keeps (W-Pred: 1)
 
     def check_params(self):
         ctx = self.ctx
@@ -170,8 +178,16 @@ class StalenessMethod(Method):
             si = mask.nonzero().flatten()
             sub = [clients[i] for i in si.tolist()]
             delta = {n: res.state[n][si] - starts[n][si] for n in now}
-            info = {"t": t, "clients": sub, "delta": delta, "then": fifo[-(self.tau + 1)],
-                    "start": start_stale, "now": now, "rnd": rnd, "fifo": fifo}
+            info = {
+                "t": t,
+                "clients": sub,
+                "delta": delta,
+                "then": fifo[-(self.tau + 1)],
+                "start": start_stale,
+                "now": now,
+                "rnd": rnd,
+                "fifo": fifo,
+            }
             if self.track_error or self.needs_oracle(state, t):
                 oracle = self.train(stack_states([now] * len(sub)), sub, rnd)
                 info["true"] = {n: oracle.state[n] - now[n] for n in now}
@@ -197,30 +213,41 @@ class StalenessMethod(Method):
     def errors(self, info) -> dict:
         """Estimation errors vs the oracle unstale update (mean over this round's stale clients)."""
         names = self.param_names
+
         def flat(d):
             return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in names], 1)
+
         true, stale = flat(info["true"]), flat(info["delta"])
-        fo = flat({n: first_order(info["delta"][n], info["now"][n], info["then"][n])
-                   for n in names})
-        out = {"err_stale_cos": float(cosine_distance(stale, true).mean()),
-               "err_stale_l1": float(relative_l1(stale, true).mean()),
-               "err_fo_cos": float(cosine_distance(fo, true).mean()),
-               "err_fo_l1": float(relative_l1(fo, true).mean())}
+        fo = flat(
+            {n: first_order(info["delta"][n], info["now"][n], info["then"][n]) for n in names}
+        )
+        out = {
+            "err_stale_cos": float(cosine_distance(stale, true).mean()),
+            "err_stale_l1": float(relative_l1(stale, true).mean()),
+            "err_fo_cos": float(cosine_distance(fo, true).mean()),
+            "err_fo_l1": float(relative_l1(fo, true).mean()),
+        }
         if "estimate" in info:
             est = flat(info["estimate"])
-            out.update({"err_gi_cos": float(cosine_distance(est, true).mean()),
-                        "err_gi_l1": float(relative_l1(est, true).mean())})
+            out.update(
+                {
+                    "err_gi_cos": float(cosine_distance(est, true).mean()),
+                    "err_gi_l1": float(relative_l1(est, true).mean()),
+                }
+            )
         return out
 
 
 class Unweighted(StalenessMethod):
     """FedAvg with stale updates used as they are."""
+
     name = "unweighted"
     stale_enabled = True
 
 
 class Weighted(Unweighted):
     """Stale update scaled by s(tau): the sigmoid with a, b (form='sigmoid') or 2^(-tau/20)."""
+
     name = "weighted"
     params = {**StalenessMethod.params, "a": 0.25, "b": 10.0, "form": "sigmoid"}
 
@@ -229,8 +256,11 @@ class Weighted(Unweighted):
         check_choice("form", self.form, ("sigmoid", "exp"))
 
     def adjust(self, state, info):
-        s = weighted_factor(self.tau, self.a, self.b) if self.form == "sigmoid" else \
-            weighted_factor_exp(self.tau)
+        s = (
+            weighted_factor(self.tau, self.a, self.b)
+            if self.form == "sigmoid"
+            else weighted_factor_exp(self.tau)
+        )
         return {n: s * v for n, v in info["delta"].items()}, {"stale_weight": s}
 
 
@@ -241,12 +271,14 @@ def _first_order_all(delta, now, ref, lam, names):
 
 class FirstOrder(Unweighted):
     """Taylor (DC-ASGD style) compensation with lambda' (code value 4)."""
+
     name = "first_order"
     params = {**StalenessMethod.params, "lam": 4.0}
 
     def adjust(self, state, info):
-        return _first_order_all(info["delta"], info["now"], info["then"], self.lam,
-                                set(self.param_names)), {}
+        return _first_order_all(
+            info["delta"], info["now"], info["then"], self.lam, set(self.param_names)
+        ), {}
 
 
 class WPred(FirstOrder):
@@ -254,6 +286,7 @@ class WPred(FirstOrder):
     w^(t-tau-1)) (linear extrapolation of the latest global step; no extrapolation when
     w^(t-tau-1) does not exist yet); its update is then first-order corrected by
     w^t - prediction."""
+
     name = "w_pred"
     extra_history = 1
 
@@ -262,17 +295,21 @@ class WPred(FirstOrder):
         if len(fifo) < self.tau + 2:
             return then
         prev = fifo[-(self.tau + 2)]
-        return {n: then[n] + self.tau * (then[n] - prev[n]) if then[n].is_floating_point()
-                else then[n] for n in then}
+        return {
+            n: then[n] + self.tau * (then[n] - prev[n]) if then[n].is_floating_point() else then[n]
+            for n in then
+        }
 
     def adjust(self, state, info):
-        return _first_order_all(info["delta"], info["now"], info["start"], self.lam,
-                                set(self.param_names)), {}
+        return _first_order_all(
+            info["delta"], info["now"], info["start"], self.lam, set(self.param_names)
+        ), {}
 
 
 class AsynTiers(Unweighted):
     """Two tiers (non-stale F, stale S), FedAvg inside each, tiers weighted by their population:
     w = (N_F w_F + N_S w_S) / N; a tier without participants this round keeps w^t."""
+
     name = "asyn_tiers"
 
     def combine(self, state, models, stale_mask):

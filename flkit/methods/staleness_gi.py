@@ -9,6 +9,7 @@ to plain aggregation: when the oracle shows that the estimate is worse than the 
 (E1 > margin * E2), the switch takes effect `switch_delay` rounds later (the truth about w^t only
 arrives then) and gamma falls linearly to 0 over `gamma_window` x the rounds before the switch.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,23 +17,51 @@ import torch
 from ..inversion import InversionSpec, box_from_data, init_data, invert, unroll
 from ..utils import FlkitError, check_choice, check_range
 from .registry import register
-from .staleness import StalenessMethod, Unweighted, cosine_distance, gamma_ramp, relative_l1
-from .staleness import uniqueness_threshold
+from .staleness import (
+    StalenessMethod,
+    Unweighted,
+    cosine_distance,
+    gamma_ramp,
+    relative_l1,
+    uniqueness_threshold,
+)
 
 
 class GIStaleness(Unweighted):
     name = "gi_staleness"
-    params = {**StalenessMethod.params, "gi": True, "gi_size": 64, "gi_iters": 300, "gi_lr": 0.1,
-              "gi_topk": 0.05, "gi_tol": 0.0, "gi_window": 50, "warm_start": True,
-              "model_mode": "eval", "box": "data", "uniqueness": False, "off_diagonal": False,
-              "switch": "paper", "switch_metric": "l1", "switch_margin": 1.0,
-              "switch_delay": None, "switch_at": None, "gamma_window": 0.1}
+    params = {
+        **StalenessMethod.params,
+        "gi": True,
+        "gi_size": 64,
+        "gi_iters": 300,
+        "gi_lr": 0.1,
+        "gi_topk": 0.05,
+        "gi_tol": 0.0,
+        "gi_window": 50,
+        "warm_start": True,
+        "model_mode": "eval",
+        "box": "data",
+        "uniqueness": False,
+        "off_diagonal": False,
+        "switch": "paper",
+        "switch_metric": "l1",
+        "switch_margin": 1.0,
+        "switch_delay": None,
+        "switch_at": None,
+        "gamma_window": 0.1,
+    }
 
     def check_params(self):
         super().check_params()
-        self.ispec = InversionSpec(size=self.gi_size, iters=self.gi_iters, lr=self.gi_lr,
-                                   topk=self.gi_topk, tol=self.gi_tol, window=self.gi_window,
-                                   model_mode=self.model_mode)
+        self.ispec = InversionSpec(
+            size=self.gi_size,
+            iters=self.gi_iters,
+            lr=self.gi_lr,
+            topk=self.gi_topk,
+            tol=self.gi_tol,
+            window=self.gi_window,
+            model_mode=self.model_mode,
+        )
         check_choice("box", self.box, ("data", "none"))
         check_choice("switch", self.switch, ("paper", "none"))
         check_choice("switch_metric", self.switch_metric, ("l1", "cos"))
@@ -44,14 +73,21 @@ class GIStaleness(Unweighted):
             check_range("switch_at", self.switch_at, 0)
         spec, sizes = self.ctx.spec, [len(p) for p in self.ctx.parts]
         if self.gi and max(sizes) > spec.batch_size:
-            raise FlkitError(f"gi_staleness models full-batch local training: batch_size="
-                             f"{spec.batch_size} is smaller than the largest client ({max(sizes)} "
-                             "samples); accepted: batch_size >= every client's size")
+            raise FlkitError(
+                f"gi_staleness models full-batch local training: batch_size="
+                f"{spec.batch_size} is smaller than the largest client ({max(sizes)} "
+                "samples); accepted: batch_size >= every client's size"
+            )
         self.data_box = box_from_data(self.ctx.x) if self.box == "data" else None
 
     def init_state(self, model_state):
-        return {**super().init_state(model_state), "cache": {}, "unstale_hist": [],
-                "switch_detected": None, "switch_round": self.switch_at}
+        return {
+            **super().init_state(model_state),
+            "cache": {},
+            "unstale_hist": [],
+            "switch_detected": None,
+            "switch_round": self.switch_at,
+        }
 
     def needs_oracle(self, state, t):
         return self.gi and self.switch == "paper" and state["switch_detected"] is None
@@ -68,7 +104,7 @@ class GIStaleness(Unweighted):
             normal = [i for i, s in enumerate(lagged) if not s]
             d = {n: trained[n][normal] - starts[n][normal] for n in self.param_names}
             hist = list(new_state["unstale_hist"]) + [self._flat(d).detach()]
-            new_state = {**new_state, "unstale_hist": hist[-(self.tau + 1):]}
+            new_state = {**new_state, "unstale_hist": hist[-(self.tau + 1) :]}
         return new_state, log
 
     def _unique(self, state, delta_flat):
@@ -89,8 +125,11 @@ class GIStaleness(Unweighted):
         if not self.gi or gamma == 0:
             return delta, metrics
         names, clients = self.param_names, info["clients"]
-        use_gi = self._unique(state, self._flat(delta)) if self.uniqueness else \
-            torch.ones(len(clients), dtype=torch.bool)
+        use_gi = (
+            self._unique(state, self._flat(delta))
+            if self.uniqueness
+            else torch.ones(len(clients), dtype=torch.bool)
+        )
         metrics["gi_clients"] = int(use_gi.sum())
         if not use_gi.any():
             return delta, metrics
@@ -101,17 +140,40 @@ class GIStaleness(Unweighted):
         then = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in info["then"].items()}
         now = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in info["now"].items()}
         target = {n: delta[n][sel] for n in names}
-        x0, y0 = init_data(k, self.ispec, self.ctx.x.shape[1:], self.ctx.num_classes, self.ctx.seed,
-                           [(c, info["rnd"] if not self.warm_start else 0) for c in sub], dev,
-                           self.ctx.x.dtype)
+        x0, y0 = init_data(
+            k,
+            self.ispec,
+            self.ctx.x.shape[1:],
+            self.ctx.num_classes,
+            self.ctx.seed,
+            [(c, info["rnd"] if not self.warm_start else 0) for c in sub],
+            dev,
+            self.ctx.x.dtype,
+        )
         cache = state["cache"]
         for j, c in enumerate(sub):
             if self.warm_start and c in cache:
                 x0[j], y0[j] = cache[c][0], cache[c][1]
-        res = invert(self.ctx.model, then, target, self.ctx.spec, self.ispec, x0, y0,
-                     box=self.data_box, backend=self.ctx.backend)
-        est = unroll(self.ctx.model, now, res.x, torch.softmax(res.y, -1), self.ctx.spec,
-                     train_mode=self.model_mode == "train", backend=self.ctx.backend)
+        res = invert(
+            self.ctx.model,
+            then,
+            target,
+            self.ctx.spec,
+            self.ispec,
+            x0,
+            y0,
+            box=self.data_box,
+            backend=self.ctx.backend,
+        )
+        est = unroll(
+            self.ctx.model,
+            now,
+            res.x,
+            torch.softmax(res.y, -1),
+            self.ctx.spec,
+            train_mode=self.model_mode == "train",
+            backend=self.ctx.backend,
+        )
         est = {n: v.detach() for n, v in est.items()}
         self._new_cache = {c: (res.x[j].detach(), res.y[j].detach()) for j, c in enumerate(sub)}
         use = {n: v.clone() for n, v in delta.items()}
@@ -121,8 +183,12 @@ class GIStaleness(Unweighted):
         for n in names:
             full_est[n][sel] = est[n]
         info["estimate"] = full_est
-        metrics.update({"gi_iters": float(res.iters.float().mean()),
-                        "gi_loss_ratio": float((res.final_loss / res.init_loss).mean())})
+        metrics.update(
+            {
+                "gi_iters": float(res.iters.float().mean()),
+                "gi_loss_ratio": float((res.final_loss / res.init_loss).mean()),
+            }
+        )
         return use, metrics
 
     def after_adjust(self, state, info):
@@ -130,8 +196,13 @@ class GIStaleness(Unweighted):
         if getattr(self, "_new_cache", None):
             new["cache"] = {**state["cache"], **self._new_cache} if self.warm_start else {}
             self._new_cache = None
-        if "true" in info and "estimate" in info and state["switch_detected"] is None \
-                and self.switch == "paper" and self.switch_at is None:
+        if (
+            "true" in info
+            and "estimate" in info
+            and state["switch_detected"] is None
+            and self.switch == "paper"
+            and self.switch_at is None
+        ):
             e1, e2 = self._switch_errors(info)
             if e1 > self.switch_margin * e2:
                 delay = self.tau if self.switch_delay is None else self.switch_delay
@@ -142,8 +213,10 @@ class GIStaleness(Unweighted):
     def _switch_errors(self, info):
         f = cosine_distance if self.switch_metric == "cos" else relative_l1
         true = self._flat(info["true"])
-        return (float(f(self._flat(info["estimate"]), true).mean()),
-                float(f(self._flat(info["delta"]), true).mean()))
+        return (
+            float(f(self._flat(info["estimate"]), true).mean()),
+            float(f(self._flat(info["delta"]), true).mean()),
+        )
 
     def round_metrics(self, state, updates):
         return {}

@@ -7,7 +7,7 @@ step).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from torch import Tensor
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import Tensor, nn

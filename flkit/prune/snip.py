@@ -6,7 +6,7 @@ normalised by their total and the top (1 - s) fraction is kept globally.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 import torch.nn.functional as F

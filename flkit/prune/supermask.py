@@ -13,7 +13,7 @@ Each quantiser returns exactly q in the forward pass (q + (f - f.detach()) adds 
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn

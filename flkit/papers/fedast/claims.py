@@ -9,7 +9,7 @@ change) what "far slower" or "about equal" means here.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

@@ -17,7 +17,7 @@ An untouched stub (raising NotImplementedError) prints "not attempted yet", neve
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

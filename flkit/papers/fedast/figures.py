@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from flkit.plots import COLORS, _new_ax, color_for
+from flkit.plots import COLORS, color_for, new_ax
 
 from . import tables as S
 
@@ -36,7 +36,7 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
     if clients is None:
         busy = disp.groupby("client").size().sort_values(ascending=False)
         clients = [int(c) for c in busy.index[:max_clients]]
-    ax = _new_ax(ax, figsize=(8, 0.35 * len(clients) + 1.2))
+    ax = new_ax(ax, figsize=(8, 0.35 * len(clients) + 1.2))
     tasks = list(res.tasks)
     col = {t: COLORS[i % len(COLORS)] for i, t in enumerate(tasks)}
     for row, c in enumerate(clients):
@@ -111,7 +111,7 @@ def accuracy_curves(
     """Test accuracy (or ``metric="test_loss"``) vs simulated time. ``results``: {label: SimResult}.
     With ``mean_over_tasks`` one line per run (mean over tasks at each task's latest evaluation),
     else one per task."""
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     for label, res in results.items():
         c = S.curves(res)
         if c.empty or metric not in c:
@@ -149,7 +149,7 @@ def gain_bars(
 ):
     """Bars of the seed-mean time to target per ``by`` value for baseline and method, annotated
     with the gain %; ``paper``: {by value: paper gain %} printed beside ours."""
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     keys = sorted(df[by].unique())
     w = 0.38
     for j, m in enumerate((baseline, method)):
@@ -185,7 +185,7 @@ def gain_bars(
 
 def staleness_hist(results: dict, ax=None, bins: int | None = None):
     """Histogram of update staleness (server versions between dispatch and arrival) per run."""
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     for label, res in results.items():
         st = S.staleness(res).staleness
         if st.empty:
@@ -220,7 +220,7 @@ def sweep_plot(
 ):
     """Mean (± std over seeds) of ``y`` vs ``x``, one line per ``hue`` value; ``mark`` draws a
     red star at that x (the paper's choice)."""
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     groups = df.groupby(hue) if hue else [(y, df)]
     for name, g in groups:
         s = g.groupby(x)[y].agg(["mean", "std"]).reset_index()
@@ -248,7 +248,7 @@ def sweep_plot(
 
 def het_bars(df: pd.DataFrame, ax=None):
     """Fig. 7: mean time to target per task and method (tasks sorted by FedAST's times)."""
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     piv = df.groupby(["task", "label"])["time"].mean().unstack()
     order = piv.sort_values(piv.columns[0]).index
     piv = piv.loc[order]

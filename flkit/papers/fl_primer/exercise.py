@@ -14,7 +14,7 @@ The checker compares with `flkit.methods.weighted_average` on random client stat
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

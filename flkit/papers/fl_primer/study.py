@@ -14,7 +14,7 @@ method's own `client_update` (flkit.methods), whole runs are `flkit.experiment.r
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import torch

@@ -22,8 +22,8 @@ from ...methods.hidenseek import arctanh_aggregate
 from ...prune import (
     default_prunable,
     structural_masks,
-    weight_fraction,
     synflow_group_mask,
+    weight_fraction,
     weight_layers,
 )
 from ...utils import check_choice, configure_threads, derive_seed, generator

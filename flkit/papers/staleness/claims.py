@@ -1,5 +1,6 @@
 """Claim verdicts of notebook 05 as functions of result tables; thresholds are named parameters.
 Each returns (holds, evidence); `verdict` turns holds into None (inconclusive) at `smoke`."""
+
 from __future__ import annotations
 
 import math
@@ -22,16 +23,19 @@ def weighted_worst(acc: pd.DataFrame, margin: float = 2.0):
     """Weighted is below every other stale-update method by at least `margin` points."""
     others = acc.drop(index=[m for m in ("unstale", "weighted") if m in acc.index])["acc"]
     w = acc.loc["weighted", "acc"]
-    return w <= others.min() - margin, \
-        f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %"
+    return (
+        w <= others.min() - margin,
+        f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %",
+    )
 
 
 def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0):
     """1st-Order and W-Pred end within `tol` points of Unweighted."""
     u = acc.loc["unweighted", "acc"]
     d = {m: acc.loc[m, "acc"] - u for m in ("first_order", "w_pred")}
-    return all(abs(v) <= tol for v in d.values()), \
-        ", ".join(f"{m} {v:+.1f} points" for m, v in d.items()) + " vs Unweighted"
+    return all(abs(v) <= tol for v in d.values()), ", ".join(
+        f"{m} {v:+.1f} points" for m, v in d.items()
+    ) + " vs Unweighted"
 
 
 def gi_beats_unweighted(acc: pd.DataFrame, min_gain: float = 2.0):
@@ -51,8 +55,10 @@ def gi_error_lower_at_large_tau(err: pd.DataFrame):
     small = err[err["tau"] == err["tau"].min()].set_index("estimator")["cos"]
     grows = e["stale"] > small["stale"]
     ok = bool(e["GI"] < min(e["stale"], e["1st-Order"]) and grows)
-    return ok, (f"tau={big}: GI {e['GI']:.3f}, stale {e['stale']:.3f}, 1st-Order "
-                f"{e['1st-Order']:.3f}; stale error {small['stale']:.3f} at tau={err['tau'].min()}")
+    return ok, (
+        f"tau={big}: GI {e['GI']:.3f}, stale {e['stale']:.3f}, 1st-Order "
+        f"{e['1st-Order']:.3f}; stale error {small['stale']:.3f} at tau={err['tau'].min()}"
+    )
 
 
 def e2_falls_below_e1(sw: pd.DataFrame, col: str = "l1"):
@@ -63,9 +69,11 @@ def e2_falls_below_e1(sw: pd.DataFrame, col: str = "l1"):
     half = len(e2) // 2 or 1
     shrinks = e2[half:].mean() < e2[:half].mean()
     below = (e2 < e1).any()
-    return bool(shrinks and below), (f"E2 first half {e2[:half].mean():.3f}, second half "
-                                     f"{e2[half:].mean():.3f}; E2 < E1 in {(e2 < e1).sum()} of "
-                                     f"{len(e2)} inversion rounds")
+    return bool(shrinks and below), (
+        f"E2 first half {e2[:half].mean():.3f}, second half "
+        f"{e2[half:].mean():.3f}; E2 < E1 in {(e2 < e1).sum()} of "
+        f"{len(e2)} inversion rounds"
+    )
 
 
 def efficiency_devices(sparse: pd.DataFrame, warm: pd.DataFrame, max_error_rise: float = 0.1):
@@ -78,8 +86,10 @@ def efficiency_devices(sparse: pd.DataFrame, warm: pd.DataFrame, max_error_rise:
     rise = float(row["error"].iloc[0] - sparse["error"].iloc[0])
     w = float(warm[warm["data_changed"] == 0]["saved"].iloc[0])
     ok = saved > 0 and rise <= max_error_rise and w > 0
-    return ok, (f"top-5 %: {100 * saved:.0f} % fewer iterations, error {rise:+.3f}; "
-                f"warm start saves {100 * w:.0f} %")
+    return ok, (
+        f"top-5 %: {100 * saved:.0f} % fewer iterations, error {rise:+.3f}; "
+        f"warm start saves {100 * w:.0f} %"
+    )
 
 
 def privacy_degrades(priv: pd.DataFrame, factor: float = 2.0):

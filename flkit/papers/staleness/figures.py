@@ -1,4 +1,5 @@
 """Figures of notebook 05, drawn from result tables (never training)."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -34,8 +35,9 @@ def estimation_error(err):
     for est, g in err.groupby("estimator", sort=False):
         ax[0].plot(g["tau"], g["cos"], "o-", label=est)
         ax[1].plot(g["tau"], g["l1"], "o-", label=est)
-    ax[0].plot(numbers.TABLE1["staleness"], numbers.TABLE1["cos"], "k:",
-               label="paper 1st-Order (Table 1)")
+    ax[0].plot(
+        numbers.TABLE1["staleness"], numbers.TABLE1["cos"], "k:", label="paper 1st-Order (Table 1)"
+    )
     ax[0].set_ylabel("cosine distance to the unstale update")
     ax[1].set_ylabel("relative L1 error")
     for a in ax:
@@ -129,7 +131,9 @@ def landscape(coords, grids: dict, cos: float):
         ax.set_title(f"{name} data")
         ax.set_xlabel("direction 1")
         ax.set_ylabel("direction 2")
-    fig.suptitle(f"Fig. 3 (ours): loss landscapes; gradient cosine similarity at the centre "
-                 f"{cos:.2f}", fontsize=10)
+    fig.suptitle(
+        f"Fig. 3 (ours): loss landscapes; gradient cosine similarity at the centre {cos:.2f}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

@@ -2,6 +2,7 @@
 one-sample, one-step update, as the update is sparsified (and noised).
 
 Each sample is its own "client" (K = samples, R = 1), so all samples invert in one batch."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -34,15 +35,19 @@ def recovery(P, tr, fracs=None, noise_var: float = 0.0, seed: int = 0) -> tuple[
     onehot = torch.nn.functional.one_hot(y, data.num_classes).to(x.dtype).unsqueeze(1)
     target = unroll(model, starts, x.unsqueeze(1), onehot, local)
     if noise_var > 0:
-        target = {k: v + noise_var ** 0.5 * torch.randn(v.shape, generator=g).to(v) for k, v in
-                  target.items()}
+        target = {
+            k: v + noise_var**0.5 * torch.randn(v.shape, generator=g).to(v)
+            for k, v in target.items()
+        }
     rows, images = [], {}
     truth = _pixels(x, data.meta)
-    for frac in (fracs if fracs is not None else P["privacy_fracs"]):
-        spec = InversionSpec(size=1, iters=P["privacy_iters"], lr=P["gi_lr"], topk=1 - frac
-                             if frac < 1 else 1e-6)
-        x0, y0 = init_data(n, spec, x.shape[1:], data.num_classes, seed, list(range(n)), x.device,
-                           x.dtype)
+    for frac in fracs if fracs is not None else P["privacy_fracs"]:
+        spec = InversionSpec(
+            size=1, iters=P["privacy_iters"], lr=P["gi_lr"], topk=1 - frac if frac < 1 else 1e-6
+        )
+        x0, y0 = init_data(
+            n, spec, x.shape[1:], data.num_classes, seed, list(range(n)), x.device, x.dtype
+        )
         res = invert(model, starts, target, local, spec, x0, y0, box=tr.box)
         rec = _pixels(res.x[:, 0], data.meta)
         mse = ((rec - truth) ** 2).flatten(1).mean(1)
@@ -50,16 +55,38 @@ def recovery(P, tr, fracs=None, noise_var: float = 0.0, seed: int = 0) -> tuple[
             model.eval()
             pred = model(res.x[:, 0]).argmax(1)
             model.train()
-        rows.append({"sparsification": frac, "mse": float(mse.mean()),
-                     "psnr": float((10 * torch.log10(1 / mse.clamp_min(1e-12))).mean()),
-                     "classifier_acc": float((pred == y).float().mean()),
-                     "label_recovery": float((res.y[:, 0].argmax(1) == y).float().mean())})
+        rows.append(
+            {
+                "sparsification": frac,
+                "mse": float(mse.mean()),
+                "psnr": float((10 * torch.log10(1 / mse.clamp_min(1e-12))).mean()),
+                "classifier_acc": float((pred == y).float().mean()),
+                "label_recovery": float((res.y[:, 0].argmax(1) == y).float().mean()),
+            }
+        )
         images[frac] = rec.cpu()
-    noise = _pixels(init_data(n, InversionSpec(size=1), x.shape[1:], data.num_classes, seed + 1,
-                              list(range(n)), x.device, x.dtype)[0][:, 0], data.meta)
+    noise = _pixels(
+        init_data(
+            n,
+            InversionSpec(size=1),
+            x.shape[1:],
+            data.num_classes,
+            seed + 1,
+            list(range(n)),
+            x.device,
+            x.dtype,
+        )[0][:, 0],
+        data.meta,
+    )
     nm = ((noise - truth) ** 2).flatten(1).mean(1)
-    rows.append({"sparsification": "random noise", "mse": float(nm.mean()),
-                 "psnr": float((10 * torch.log10(1 / nm)).mean()), "classifier_acc": float("nan"),
-                 "label_recovery": float("nan")})
+    rows.append(
+        {
+            "sparsification": "random noise",
+            "mse": float(nm.mean()),
+            "psnr": float((10 * torch.log10(1 / nm)).mean()),
+            "classifier_acc": float("nan"),
+            "label_recovery": float("nan"),
+        }
+    )
     images["truth"] = truth.cpu()
     return pd.DataFrame(rows), images

@@ -1,5 +1,6 @@
 """Experiment drivers of notebook 05: configs from the preset, runs through flkit.experiment.run,
 and the estimation studies on a trajectory of global models. Every function returns a DataFrame."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -8,37 +9,72 @@ import torch
 from ... import methods
 from ...experiment import RunConfig, Setup, run
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
-from ...methods.staleness import (cosine_distance, first_order, relative_l1, round_robin,
-                                  uniqueness_threshold)
+from ...methods.staleness import (
+    cosine_distance,
+    first_order,
+    relative_l1,
+    round_robin,
+    uniqueness_threshold,
+)
 from ...partition import label_counts, partition
 from ...state import model_state, stack_states
 from ...utils import derive_seed
 
-NAMES = {"unstale": "Unstale", "unweighted": "Unweighted", "weighted": "Weighted",
-         "first_order": "1st-Order", "w_pred": "W-Pred", "asyn_tiers": "Asyn-Tiers",
-         "gi_staleness": "Ours (GI)"}
+NAMES = {
+    "unstale": "Unstale",
+    "unweighted": "Unweighted",
+    "weighted": "Weighted",
+    "first_order": "1st-Order",
+    "w_pred": "W-Pred",
+    "asyn_tiers": "Asyn-Tiers",
+    "gi_staleness": "Ours (GI)",
+}
 _SETUPS: dict = {}
 
 
-def config(P, method: str, seed: int, alpha: float | None = None, tau: int | None = None,
-           **extra) -> RunConfig:
+def config(
+    P, method: str, seed: int, alpha: float | None = None, tau: int | None = None, **extra
+) -> RunConfig:
     """The RunConfig of one method at the preset's setting (alpha, tau overridable)."""
-    mp = {"tau": int(P["tau"] if tau is None else tau), "affected_class": P["affected_class"],
-          "num_stale": P["num_stale"]}
+    mp = {
+        "tau": int(P["tau"] if tau is None else tau),
+        "affected_class": P["affected_class"],
+        "num_stale": P["num_stale"],
+    }
     if method == "gi_staleness":
-        mp.update(gi_size=P["gi_size"], gi_iters=P["gi_iters"], gi_lr=P["gi_lr"],
-                  gi_topk=P["gi_topk"], warm_start=P["warm_start"], track_error=True)
+        mp.update(
+            gi_size=P["gi_size"],
+            gi_iters=P["gi_iters"],
+            gi_lr=P["gi_lr"],
+            gi_topk=P["gi_topk"],
+            warm_start=P["warm_start"],
+            track_error=True,
+        )
     mp.update(extra)
     ds = {k: P[f"{k}"] for k in ("train_subset", "test_subset") if P[k]}
-    return RunConfig(method=method, dataset=P["dataset"], model=P["model"],
-                     num_clients=P["num_clients"], partition="dirichlet",
-                     partition_kwargs={"alpha": float(P["alpha"] if alpha is None else alpha),
-                                       "samples_per_client": P["samples_per_client"],
-                                       "rounding": "floor"},
-                     clients_per_round=P["per_round"], local_epochs=None,
-                     local_steps=P["local_steps"], batch_size=P["samples_per_client"] + 50,
-                     lr=P["lr"], momentum=P["momentum"], rounds=P["rounds"],
-                     eval_every=P["eval_every"], method_params=mp, dataset_kwargs=ds, seed=seed)
+    return RunConfig(
+        method=method,
+        dataset=P["dataset"],
+        model=P["model"],
+        num_clients=P["num_clients"],
+        partition="dirichlet",
+        partition_kwargs={
+            "alpha": float(P["alpha"] if alpha is None else alpha),
+            "samples_per_client": P["samples_per_client"],
+            "rounding": "floor",
+        },
+        clients_per_round=P["per_round"],
+        local_epochs=None,
+        local_steps=P["local_steps"],
+        batch_size=P["samples_per_client"] + 50,
+        lr=P["lr"],
+        momentum=P["momentum"],
+        rounds=P["rounds"],
+        eval_every=P["eval_every"],
+        method_params=mp,
+        dataset_kwargs=ds,
+        seed=seed,
+    )
 
 
 def _fresh(cfg: RunConfig) -> Setup:
@@ -55,8 +91,9 @@ def _fresh(cfg: RunConfig) -> Setup:
     return s
 
 
-def compare(P, seed: int, alpha=None, tau=None, seeds: int | None = None, names=None,
-            progress: bool = True) -> pd.DataFrame:
+def compare(
+    P, seed: int, alpha=None, tau=None, seeds: int | None = None, names=None, progress: bool = True
+) -> pd.DataFrame:
     """Histories of every method over `seeds` consecutive seeds, one long frame."""
     frames = []
     for s in range(seed, seed + (seeds or P["seeds"])):
@@ -70,8 +107,9 @@ def compare(P, seed: int, alpha=None, tau=None, seeds: int | None = None, names=
     return pd.concat(frames, ignore_index=True)
 
 
-def accuracy_table(hist: pd.DataFrame, ours: str = "gi_staleness", last: int = 3,
-                   smooth: int = 3) -> pd.DataFrame:
+def accuracy_table(
+    hist: pd.DataFrame, ours: str = "gi_staleness", last: int = 3, smooth: int = 3
+) -> pd.DataFrame:
     """Final affected-class accuracy (mean of the last `last` evaluations, then over seeds) and
     the "Time" column: rounds to first reach the lowest final accuracy among the compared methods
     (curves smoothed over `smooth` evaluations), as 100 x rounds(method) / rounds(ours)."""
@@ -101,8 +139,11 @@ def accuracy_table(hist: pd.DataFrame, ours: str = "gi_staleness", last: int = 3
 
 def sweep(P, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
     """Tables 10/11: accuracy and Time for each alpha (at the main tau) or tau (main alpha)."""
-    values = sorted({float(P["alpha"]), *map(float, P["sweep_alphas"])}, reverse=True) \
-        if which == "alpha" else sorted({int(P["tau"]), *map(int, P["sweep_taus"])})
+    values = (
+        sorted({float(P["alpha"]), *map(float, P["sweep_alphas"])}, reverse=True)
+        if which == "alpha"
+        else sorted({int(P["tau"]), *map(int, P["sweep_taus"])})
+    )
     parts = []
     for v in values:
         kw = {"alpha": v} if which == "alpha" else {"tau": v}
@@ -120,9 +161,17 @@ class Trajectory:
         cfg = config(P, "unstale", seed)
         self.P, self.setup = P, _fresh(cfg)
         s = self.setup
-        ctx = methods.RunContext(s.model, s.data.x_train, s.data.y_train, s.parts,
-                                 cfg.local_spec(), seed, s.data.num_classes, cfg.backend,
-                                 cfg.clients_per_round)
+        ctx = methods.RunContext(
+            s.model,
+            s.data.x_train,
+            s.data.y_train,
+            s.parts,
+            cfg.local_spec(),
+            seed,
+            s.data.num_classes,
+            cfg.backend,
+            cfg.clients_per_round,
+        )
         self.method = methods.get("unstale")(ctx, **cfg.method_params)
         state = self.method.init_state(model_state(s.model))
         self.models = [state["model"]]
@@ -146,24 +195,48 @@ class Trajectory:
     def flat(self, d: dict) -> torch.Tensor:
         return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in self.names], 1)
 
-    def invert(self, start: dict, target: dict, size: int, iters: int, topk: float, tol=0.0,
-               window=50, init=None, keys=None):
+    def invert(
+        self,
+        start: dict,
+        target: dict,
+        size: int,
+        iters: int,
+        topk: float,
+        tol=0.0,
+        window=50,
+        init=None,
+        keys=None,
+    ):
         k = next(iter(target.values())).shape[0]
-        spec = InversionSpec(size=size, iters=iters, lr=self.P["gi_lr"], topk=topk, tol=tol,
-                             window=window)
+        spec = InversionSpec(
+            size=size, iters=iters, lr=self.P["gi_lr"], topk=topk, tol=tol, window=window
+        )
         x = self.setup.data.x_train
-        x0, y0 = init if init is not None else init_data(
-            k, spec, x.shape[1:], self.setup.data.num_classes, self.method.ctx.seed,
-            keys or list(range(k)), x.device, x.dtype)
+        x0, y0 = (
+            init
+            if init is not None
+            else init_data(
+                k,
+                spec,
+                x.shape[1:],
+                self.setup.data.num_classes,
+                self.method.ctx.seed,
+                keys or list(range(k)),
+                x.device,
+                x.dtype,
+            )
+        )
         starts = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in start.items()}
-        return invert(self.setup.model, starts, target, self.method.ctx.spec, spec, x0, y0,
-                      box=self.box)
+        return invert(
+            self.setup.model, starts, target, self.method.ctx.spec, spec, x0, y0, box=self.box
+        )
 
     def estimate(self, now: dict, res) -> dict:
         k = res.x.shape[0]
         starts = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in now.items()}
-        upd = unroll(self.setup.model, starts, res.x, torch.softmax(res.y, -1),
-                     self.method.ctx.spec)
+        upd = unroll(
+            self.setup.model, starts, res.x, torch.softmax(res.y, -1), self.method.ctx.spec
+        )
         return {n: v.detach() for n, v in upd.items()}
 
 
@@ -176,7 +249,7 @@ def estimation_error(P, tr: Trajectory) -> pd.DataFrame:
     """Fig. 4: error of the stale update, 1st-Order and the GI estimate vs the unstale update,
     for each staleness, at the trajectory's last round, mean over `est_clients` stale clients."""
     t = len(tr.models) - 1
-    now, clients = tr.models[t], tr.stale[:P["est_clients"]]
+    now, clients = tr.models[t], tr.stale[: P["est_clients"]]
     true = tr.update(now, clients)
     rows = []
     for tau in [x for x in P["est_taus"] if x <= t]:
@@ -196,15 +269,21 @@ def sparsification(P, tr: Trajectory) -> pd.DataFrame:
     """Table 4: GI iterations to the stopping tolerance and estimation error per top-K fraction."""
     t = len(tr.models) - 1
     tau = min(int(P["tau"]), t)
-    now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[:P["est_clients"]]
+    now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: P["est_clients"]]
     true, stale = tr.update(now, clients), tr.update(then, clients)
     rows = []
     for frac in P["topk_fracs"]:
-        res = tr.invert(then, stale, P["est_size"], P["stop_iters"], frac, P["stop_tol"],
-                        P["stop_window"])
+        res = tr.invert(
+            then, stale, P["est_size"], P["stop_iters"], frac, P["stop_tol"], P["stop_window"]
+        )
         cos, _ = _errors(tr, tr.estimate(now, res), true)
-        rows.append({"sparsification": 1 - frac, "iterations": float(res.iters.float().mean()),
-                     "error": cos})
+        rows.append(
+            {
+                "sparsification": 1 - frac,
+                "iterations": float(res.iters.float().mean()),
+                "error": cos,
+            }
+        )
     df = pd.DataFrame(rows)
     df["computation_reduction"] = 1 - df["iterations"] / df["iterations"].iloc[0]
     return df
@@ -217,10 +296,17 @@ def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     t = len(tr.models) - 1
     gap = gap or max(1, P["num_clients"] // P["per_round"])
     tau = min(int(P["tau"]), t - gap)
-    clients = tr.stale[:P["est_clients"]]
+    clients = tr.stale[: P["est_clients"]]
     t1 = t - gap
-    first = tr.invert(tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients),
-                      P["est_size"], P["stop_iters"], P["gi_topk"], P["stop_tol"], P["stop_window"])
+    first = tr.invert(
+        tr.models[t1 - tau],
+        tr.update(tr.models[t1 - tau], clients),
+        P["est_size"],
+        P["stop_iters"],
+        P["gi_topk"],
+        P["stop_tol"],
+        P["stop_window"],
+    )
     rows = []
     n_train = len(tr.setup.data.y_train)
     for change in P["warm_changes"]:
@@ -234,13 +320,35 @@ def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
             parts[c] = ix
         then = tr.models[t - tau]
         stale = tr.update(then, clients, parts=parts)
-        cold = tr.invert(then, stale, P["est_size"], P["stop_iters"], P["gi_topk"], P["stop_tol"],
-                         P["stop_window"], keys=[("cold", c) for c in clients])
-        warm = tr.invert(then, stale, P["est_size"], P["stop_iters"], P["gi_topk"], P["stop_tol"],
-                         P["stop_window"], init=(first.x, first.y))
+        cold = tr.invert(
+            then,
+            stale,
+            P["est_size"],
+            P["stop_iters"],
+            P["gi_topk"],
+            P["stop_tol"],
+            P["stop_window"],
+            keys=[("cold", c) for c in clients],
+        )
+        warm = tr.invert(
+            then,
+            stale,
+            P["est_size"],
+            P["stop_iters"],
+            P["gi_topk"],
+            P["stop_tol"],
+            P["stop_window"],
+            init=(first.x, first.y),
+        )
         ic, iw = float(cold.iters.float().mean()), float(warm.iters.float().mean())
-        rows.append({"data_changed": change, "cold_iterations": ic, "warm_iterations": iw,
-                     "saved": 1 - iw / ic if ic > 0 else float("nan")})
+        rows.append(
+            {
+                "data_changed": change,
+                "cold_iterations": ic,
+                "warm_iterations": iw,
+                "saved": 1 - iw / ic if ic > 0 else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -257,9 +365,15 @@ def dirichlet_counts(P, seed: int) -> dict:
     y = _fresh(config(P, "unstale", seed)).data.y_train
     out = {}
     for a in P["heat_alphas"]:
-        parts = partition("dirichlet", y, P["num_clients"], derive_seed(seed, "partition"),
-                          alpha=float(a), samples_per_client=P["samples_per_client"],
-                          rounding="floor")
+        parts = partition(
+            "dirichlet",
+            y,
+            P["num_clients"],
+            derive_seed(seed, "partition"),
+            alpha=float(a),
+            samples_per_client=P["samples_per_client"],
+            rounding="floor",
+        )
         out[float(a)] = label_counts(parts, y, 10).cpu().numpy()
     return out
 
@@ -275,8 +389,10 @@ def demo(P, tr: Trajectory, client_pos: int, tau: int):
     true, stale = tr.update(now, [c]), tr.update(then, [c])
     res = tr.invert(then, stale, P["demo_size"], P["demo_iters"], P["gi_topk"])
     fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
-    errors = {name: _errors(tr, est, true)[0]
-              for name, est in (("stale", stale), ("1st-Order", fo), ("GI", tr.estimate(now, res)))}
+    errors = {
+        name: _errors(tr, est, true)[0]
+        for name, est in (("stale", stale), ("1st-Order", fo), ("GI", tr.estimate(now, res)))
+    }
     return res.losses[:, 0].numpy(), errors, res.x[0].detach().cpu().numpy()
 
 
@@ -296,8 +412,9 @@ def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.Da
     other client's update (from w^t) is called unique when its mean cosine distance to S exceeds
     Eq. 8's threshold; it truly is unique when no client of S holds its class."""
     y = tr.setup.data.y_train
-    parts = partition("classes_per_client", y, P["num_clients"], derive_seed(seed, "one-class"),
-                      classes=1)
+    parts = partition(
+        "classes_per_client", y, P["num_clients"], derive_seed(seed, "one-class"), classes=1
+    )
     parts = [p.to(y.device) for p in parts]
     cls = torch.stack([y[p].mode().values for p in parts]).cpu()
     n, m = len(parts), P["per_round"]
@@ -311,8 +428,14 @@ def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.Da
         dist = cosine_distance(upd[others].unsqueeze(1), upd[block].unsqueeze(0)).mean(1)
         pred = (dist > theta).cpu()
         truth = torch.tensor([bool((cls[block] != cls[i]).all()) for i in others])
-        rows.append({"round": t, "accuracy": float((pred == truth).float().mean()),
-                     "threshold": theta, "truly_unique": float(truth.float().mean())})
+        rows.append(
+            {
+                "round": t,
+                "accuracy": float((pred == truth).float().mean()),
+                "threshold": theta,
+                "truly_unique": float(truth.float().mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -321,6 +444,7 @@ def loss_landscape(P, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: 
     `estimation_error` and on the stale client's real data, over a 2-D slice spanned by two
     filter-normalised random directions; plus the cosine similarity of the two gradients at w."""
     from torch.func import functional_call
+
     res, then, client = tr.last_inversion, tr.last_then, tr.stale[0]
     model = tr.setup.model
     g = torch.Generator().manual_seed(seed)
@@ -328,8 +452,10 @@ def loss_landscape(P, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: 
     for _ in range(2):
         d = {n: torch.randn(then[n].shape, generator=g).to(then[n]) for n in tr.names}
         dirs.append({n: d[n] * then[n].norm() / d[n].norm().clamp_min(1e-12) for n in tr.names})
-    xr, yr = tr.setup.data.x_train[tr.method.ctx.parts[client]], tr.setup.data.y_train[
-        tr.method.ctx.parts[client]]
+    xr, yr = (
+        tr.setup.data.x_train[tr.method.ctx.parts[client]],
+        tr.setup.data.y_train[tr.method.ctx.parts[client]],
+    )
     xs, ys = res.x[0], torch.softmax(res.y[0], -1)
     model.eval()
     coords = torch.linspace(-span, span, steps)

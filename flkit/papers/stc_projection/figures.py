@@ -104,7 +104,7 @@ def curves(
     ``results``: {(method, seed): RunResult} from ``study.run_comparison``."""
     import pandas as pd
 
-    ax = plots._new_ax(ax)
+    ax = plots.new_ax(ax)
     methods = methods or list(dict.fromkeys(m for m, _ in results))
     for m in methods:
         frames = [r.history.set_index("round")[column] for (mm, _), r in results.items() if mm == m]
