@@ -1,4 +1,4 @@
-"""Tests for flkit.compress: expectations computed by hand (or from the spec 001-stc-projection)."""
+"""Tests for flkit.compress: expectations computed by hand (or from the STC-PA paper)."""
 
 import math
 
@@ -30,7 +30,7 @@ def t(*v):
 
 
 def vgg11_star_shapes():
-    """VGG11* of the STC paper (spec §4.3): 8 conv 3x3 + 3 linear, no BN."""
+    """VGG11* of the STC paper: 8 conv 3x3 + 3 linear, no BN."""
     shapes = []
     plan = [
         (3, 32),

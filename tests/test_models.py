@@ -1,7 +1,7 @@
-"""Tests for flkit.models: parameter counts from the paper specs, shapes, errors, engine rule.
+"""Tests for flkit.models: parameter counts from the papers, shapes, errors, engine rule.
 
-Expected parameter counts are hard-coded from the specs in shared/papers/ (section cited per line);
-where a spec gives no number, the count is derived by hand from its layer list in the comment.
+Expected parameter counts are hard-coded from the papers' own counts (paper named per line);
+where a paper gives no number, the count is derived by hand from its layer list in the comment.
 """
 
 from __future__ import annotations
@@ -20,47 +20,47 @@ from flkit.utils import FlkitError
 
 # name -> (build kwargs, expected trainable parameters, one-sample input shape, classes)
 EXPECTED = {
-    # spec 000 section 5.5: "21,840 parameters"
+    # the staleness paper: "21,840 parameters"
     "cnn_mnist": ({}, 21_840, (1, 28, 28), 10),
-    # spec 000 section 5.5 gives no count. conv1 3*6*25+6 = 456; conv2 6*16*25+16 = 2,416;
+    # the staleness paper gives no count. conv1 3*6*25+6 = 456; conv2 6*16*25+16 = 2,416;
     # fc1 400*120+120 = 48,120; fc2 120*84+84 = 10,164; fc3 84*10+10 = 850 -> 62,006
     "lenet5_cifar": ({}, 62_006, (3, 32, 32), 10),
-    # spec 002 section 5.3: "61,706 parameters"
+    # the FedDIP paper: "61,706 parameters"
     "lenet5_feddip": ({}, 61_706, (1, 28, 28), 10),
-    # classic LeNet-5 = the same network as lenet5_feddip (spec 002 section 5.3): 61,706
+    # classic LeNet-5 = the same network as lenet5_feddip (the FedDIP paper): 61,706
     "lenet5": ({}, 61_706, (1, 28, 28), 10),
     # multinomial logistic regression 60 -> 10: 60*10 weights + 10 biases = 610
     "logreg": ({}, 610, (60,), 10),
-    # spec 003 section 7: "44,426 parameters"
+    # the FedAST paper: "44,426 parameters"
     "lenet5_fedast": ({}, 44_426, (1, 28, 28), 10),
-    # spec 003 section 7: "199,210 parameters"
+    # the FedAST paper: "199,210 parameters"
     "mlp_mnist": ({}, 199_210, (1, 28, 28), 10),
-    # spec 003 section 7: "797,962 parameters"
+    # the FedAST paper: "797,962 parameters"
     "cnn_cifar10": ({}, 797_962, (3, 32, 32), 10),
-    # spec 001 section 4.3: "d = 130,890"
+    # the STC-PA paper: "d = 130,890"
     "cnn3_mnist": ({}, 130_890, (1, 28, 28), 10),
-    # spec 001 section 4.3: "d = 865,482"
+    # the STC-PA paper: "d = 865,482"
     "vgg11_star": ({}, 865_482, (3, 32, 32), 10),
-    # spec 002 section 5.3: "23,272,266 parameters"
+    # the FedDIP paper: "23,272,266 parameters"
     "alexnet_cifar": ({}, 23_272_266, (3, 32, 32), 10),
-    # spec 000 section 5.5 (CIFAR-10) gives no count; spec 002 section 5.3 gives the breakdown for
+    # the staleness paper (CIFAR-10) gives no count; the FedDIP paper gives the breakdown for
     # 100 classes: 10,987,200 3x3-conv + 172,032 shortcut weights + 51,200 FC weights. BN params:
     # 2 * (64 stem + 4*64 + 4*128 + 4*256 + 4*512 in blocks + 128+256+512 shortcut) = 9,600.
     # 10 classes: 10,987,200 + 172,032 + 9,600 + 512*10+10 = 11,173,962
     "resnet18": ({}, 11_173_962, (3, 32, 32), 10),
-    # spec 003 section 7 "about 11.22 M"; GN has the same affine params as BN:
+    # the FedAST paper "about 11.22 M"; GN has the same affine params as BN:
     # 10,987,200 + 172,032 + 9,600 + 512*100+100 = 11,220,132
     "resnet18_gn": ({}, 11_220_132, (3, 32, 32), 100),
-    # spec 000 section 5.5 (MDI, 5 classes) gives no count: torchvision ResNet-18 has 11,689,512
+    # the staleness paper (MDI, 5 classes) gives no count: torchvision ResNet-18 has 11,689,512
     # with a 1000-way head; 5-way head: 11,689,512 - 512*1000-1000 + 512*5+5 = 11,179,077
     "resnet18_imagenet": ({"image_size": 64}, 11_179_077, (3, 64, 64), 5),
-    # spec 004 section 5.2: conv weights 1,124,640; FC weights 1,179,648 + 262,144 + 31,744
+    # the HideNseek paper: conv weights 1,124,640; FC weights 1,179,648 + 262,144 + 31,744
     # (62-way); plus BN affine 2*(32+64+128+128+256+256) = 1,728 and classifier bias 62 -> 2,599,966
     "vgg9": ({}, 2_599_966, (1, 28, 28), 62),
-    # spec 004 section 5.2 [R] 1152-512-256-128-6, hidden layers without bias (section 8 item 10):
+    # the HideNseek paper (our choice) 1152-512-256-128-6, hidden layers without bias (our choice):
     # 1152*512 + 512*256 + 256*128 + 128*6+6 = 589,824 + 131,072 + 32,768 + 774 = 754,438
     "mlp_har": ({}, 754_438, (1152,), 6),
-    # spec 003 section 7: "52,720 parameters"
+    # the FedAST paper: "52,720 parameters"
     "lstm_shakespeare": ({}, 52_720, (80,), 80),
 }
 
@@ -136,17 +136,17 @@ def _weights(m, cls, kernel=None):
 
 
 def test_prunable_breakdowns_from_specs():
-    # spec 002 section 5.3: LeNet-5 61,470 prunable weights; AlexNet 23,262,912 prunable weights
+    # the FedDIP paper: LeNet-5 61,470 prunable weights; AlexNet 23,262,912 prunable weights
     assert _weights(built("lenet5_feddip"), (nn.Conv2d, nn.Linear)) == 61_470
     assert _weights(built("alexnet_cifar"), (nn.Conv2d, nn.Linear)) == 23_262_912
-    # spec 002 section 5.3: ResNet-18 CIFAR-100, ~11.22 M; 10,987,200 conv + 51,200 FC weights
+    # the FedDIP paper: ResNet-18 CIFAR-100, ~11.22 M; 10,987,200 conv + 51,200 FC weights
     # prunable, 172,032 shortcut weights not pruned
     r = built("resnet18", num_classes=100)
     assert models.count_params(r) == 11_220_132
     assert _weights(r, nn.Conv2d, (3, 3)) == 10_987_200
     assert _weights(r, nn.Conv2d, (1, 1)) == 172_032
     assert _weights(r, nn.Linear) == 51_200
-    # spec 004 section 5.2: VGG9 conv weights 1,124,640, the last four convs 1,105,920,
+    # the HideNseek paper: VGG9 conv weights 1,124,640, the last four convs 1,105,920,
     # FC weights 1,179,648 + 262,144 + 31,744
     v = built("vgg9")
     convs = [mod.weight.numel() for mod in v.modules() if isinstance(mod, nn.Conv2d)]
@@ -160,13 +160,13 @@ def test_prunable_breakdowns_from_specs():
 
 
 def test_variant_counts():
-    # VGG9 10-way (spec 004, MNIST): 2,599,966 - 31,744 - 62 + 5,120 + 10 = 2,573,290
+    # VGG9 10-way (the HideNseek paper, MNIST): 2,599,966 - 31,744 - 62 + 5,120 + 10 = 2,573,290
     assert models.count_params(built("vgg9", num_classes=10)) == 2_573_290
     # without BN affine parameters: 2,599,966 - 1,728
     assert models.count_params(built("vgg9", bn_affine=False)) == 2_598_238
     # HAR MLP with hidden biases: + 512 + 256 + 128
     assert models.count_params(built("mlp_har", bias=True)) == 755_334
-    # 2-layer stacked LSTM (LEAF/FedDyn, spec 003 section 7): second layer 4*100*(100+100) + 2*4*100
+    # 2-layer stacked LSTM (LEAF/FedDyn, the FedAST paper): second layer 4*100*(100+100) + 2*4*100
     # = 80,800 on top of 52,720
     assert models.count_params(built("lstm_shakespeare", num_layers=2)) == 133_520
     # FedDyn's GN torchvision ResNet-18: GN has as many affine params as BN
@@ -247,7 +247,7 @@ def test_lstm_is_stateless():
 
 
 def test_vgg11_star_init():
-    # spec 001 section 4.3: conv weights N(0, sqrt(2/(9*C_out))), conv biases 0
+    # the STC-PA paper: conv weights N(0, sqrt(2/(9*C_out))), conv biases 0
     m = built("vgg11_star")
     convs = [mod for mod in m.modules() if isinstance(mod, nn.Conv2d)]
     assert len(convs) == 8
@@ -259,7 +259,7 @@ def test_vgg11_star_init():
 
 
 def test_kaiming_relu_uniform_init():
-    # spec 004 section 5.2 [R]: bound sqrt(6 / fan_in)
+    # the HideNseek paper (our choice): bound sqrt(6 / fan_in)
     m = built("mlp_har")
     first = m.classifier[0]
     bound = math.sqrt(6 / first.in_features)

@@ -71,7 +71,7 @@ def test_fedast_delay_model_group_factors(group, factor):
         assert d.mean(task, client) == pytest.approx(shift + scale)
         assert abs(x.mean() - (shift + scale)) < 5 * scale / math.sqrt(n)
         assert x.min() >= shift - 1e-12
-    # spec §4.1: mean duration of a normal client = 81 beta (MNIST 5.99, Shakespeare 22.48)
+    # the paper: mean duration of a normal client = 81 beta (MNIST 5.99, Shakespeare 22.48)
     normal = int(np.flatnonzero(d.groups == 1)[0])
     assert d.mean(0, normal) == pytest.approx(81 * 0.074)
     assert d.mean(1, normal) == pytest.approx(22.4775)

@@ -1,4 +1,4 @@
-"""STC, FedFV and STC-PA (flkit.methods.stc, spec 001 §2.5) — independent expectations."""
+"""STC, FedFV and STC-PA (flkit.methods.stc, the STC-PA paper) — independent expectations."""
 
 import io
 import math
@@ -207,7 +207,7 @@ def test_loss_before_vs_during():
     assert torch.allclose(ud.extra["losses"], ud.train_loss.double())
 
 
-# -------------------------------------------------------- bits per round (spec 2.6 worked examples)
+# -------------------------------------------------------- bits per round (the paper's worked examples)
 @pytest.mark.parametrize(
     "name,shape,fedavg_mbit,stc_kb,factor",
     [
