@@ -33,6 +33,7 @@ relative to the working directory, which is the notebook's folder in JupyterLab 
      "figures": [{"name", "file"}]}
 
 Non-finite measurements are stored as the strings "NaN", "Infinity", "-Infinity" (strict JSON).
+Reading them back and summarising seeds: :mod:`flkit.results` (its names are re-exported here).
 """
 
 from __future__ import annotations
@@ -47,14 +48,20 @@ import re
 import time
 from pathlib import Path
 
+from .results import (  # noqa: F401  (re-exported: the readers of results.json)
+    COLUMNS,
+    RESULTS_FILE,
+    format_value,
+    load_results,
+    results_frame,
+    summarize,
+)
 from .store import save_text
 from .utils import FlkitError
 
 ENV_REPORT_DIR = "FLKIT_REPORT_DIR"
 ENV_RUNS_DIR = "FLKIT_RUNS_DIR"
-RESULTS_FILE = "results.json"
 SCHEMA = 1
-COLUMNS = ("paper reports", "we measured", "claim holds?")
 SMOKE_PRESET = "smoke"
 SMOKE_REASON = "smoke preset: too short to judge"
 _VERSION_PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "papermill", "nbclient")
@@ -123,45 +130,6 @@ def _scalar(value, field: str, allow_none: bool = True, allow_str: bool = False)
         return v
     accepted = "a number" + (", a string" if allow_str else "") + (" or None" if allow_none else "")
     raise FlkitError(f"{field}={value!r} is a {type(value).__name__}; accepted: {accepted}")
-
-
-def _as_float(v):
-    """Stored measurement -> float (None stays None)."""
-    if v is None or isinstance(v, bool):
-        return None if v is None else float(v)
-    if isinstance(v, str):
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    return float(v)
-
-
-def format_value(v, unit: str = "") -> str:
-    """A number for a table: 4 significant digits, the unit appended; '' for None."""
-    if v is None or v == "":
-        return ""
-    if isinstance(v, str):
-        try:
-            f = float(v)
-        except ValueError:
-            return v
-        v = f
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        s = str(v)
-    else:
-        s = f"{v:.4g}"
-    return f"{s}{_unit_sep(unit)}{unit}" if unit else s
-
-
-def _unit_sep(unit: str) -> str:
-    return "" if unit.startswith(("%", "°", "×", "x")) else " "
-
-
-def _verdict(holds) -> str:
-    return {True: "yes", False: "no", None: "inconclusive"}[holds]
 
 
 class Report:
@@ -343,7 +311,7 @@ class Report:
 
     def table(self):
         """A DataFrame "paper reports / we measured / claim holds?" (one row per number/claim)."""
-        return _frame(summarize([self.to_dict()]))
+        return results_frame(summarize([self.to_dict()]))
 
     def _repr_html_(self):
         return self.table().to_html()
@@ -364,108 +332,3 @@ def _json_default(o):
     if isinstance(o, Path):
         return str(o)
     return str(o)
-
-
-def _frame(rows: list[dict]):
-    import pandas as pd
-
-    df = pd.DataFrame(
-        [[r["paper"], r["measured"], r["holds"]] for r in rows],
-        columns=list(COLUMNS),
-        index=[r["item"] for r in rows],
-    )
-    df.index.name = ""
-    return df
-
-
-def load_results(path: str | Path) -> dict:
-    """Read a ``results.json`` (or the folder holding one)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULTS_FILE
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def summarize(results: list[dict]) -> list[dict]:
-    """Rows "paper reports / we measured / claim holds?" over one or several seeds' results.
-
-    Numbers: the mean, and ``± std`` (sample std) over seeds when there are several; claims:
-    ``yes``/``no``/``inconclusive`` for one seed, ``k/n seeds`` for several. Each row is a dict
-    with display strings ``item``, ``paper``, ``measured``, ``holds`` and raw fields ``kind``,
-    ``values`` (numbers) / ``verdicts`` (claims)."""
-    rows: list[dict] = []
-    n_runs = len(results)
-    num_order: dict[str, list] = {}
-    num_first: dict[str, dict] = {}
-    claim_order: dict[str, list] = {}
-    claim_first: dict[str, dict] = {}
-    claim_seed: dict[str, object] = {}
-    for res in results:
-        for n in res.get("numbers", []):
-            num_first.setdefault(n["key"], n)
-            num_order.setdefault(n["key"], []).append(_as_float(n.get("measured")))
-        for c in res.get("claims", []):
-            if c["text"] not in claim_first:
-                claim_first[c["text"]] = c
-                claim_seed[c["text"]] = res.get("seed")
-            claim_order.setdefault(c["text"], []).append(c.get("holds"))
-    for key, values in num_order.items():
-        first = num_first[key]
-        unit = first.get("unit", "")
-        finite = [v for v in values if v is not None]
-        if n_runs <= 1:
-            measured = format_value(first.get("measured"), unit)
-        elif not finite:
-            measured = ""
-        else:
-            mean = sum(finite) / len(finite)
-            if len(finite) > 1 and all(math.isfinite(v) for v in finite):
-                std = math.sqrt(sum((v - mean) ** 2 for v in finite) / (len(finite) - 1))
-                measured = f"{format_value(mean)} ± {std:.2g}"
-                measured += f"{_unit_sep(unit)}{unit}" if unit else ""
-            else:
-                measured = format_value(mean, unit)
-            measured += (
-                f" (n={len(finite)})"
-                if len(finite) == n_runs
-                else f" ({len(finite)} of {n_runs} seeds)"
-            )
-        paper = first.get("paper")
-        paper_s = format_value(paper, unit) if not isinstance(paper, str) else paper
-        item = key + (f" — {first['note']}" if first.get("note") else "")
-        rows.append(
-            {
-                "kind": "number",
-                "item": item,
-                "paper": paper_s,
-                "measured": measured,
-                "holds": "",
-                "values": values,
-                "unit": unit,
-            }
-        )
-    for text, verdicts in claim_order.items():
-        first = claim_first[text]
-        if n_runs <= 1:
-            holds = _verdict(first.get("holds"))
-        else:
-            decided = [v for v in verdicts if v is not None]
-            k = sum(1 for v in decided if v)
-            holds = f"{k}/{len(decided)} seeds"
-            if len(decided) < len(verdicts):
-                holds += f" ({len(verdicts) - len(decided)} inconclusive)"
-        evidence = first.get("evidence", "")
-        if n_runs > 1 and evidence:
-            evidence += f" (seed {claim_seed[text]})"
-        rows.append(
-            {
-                "kind": "claim",
-                "item": text,
-                "paper": first.get("paper", "") or "claim",
-                "measured": evidence,
-                "holds": holds,
-                "verdicts": verdicts,
-            }
-        )
-    return rows

@@ -1,5 +1,5 @@
-"""Pruning methods (flkit.methods.pruning / pruning_dst): special cases, exact sparsity, FedDST and
-PruneFL reconfigurations, communication accounting, bad input."""
+"""Pruning methods (flkit.methods.pruning / pruning_static / pruning_dst): special cases, exact
+sparsity, FedDST and PruneFL reconfigurations, communication accounting, bad input."""
 
 import pytest
 import torch

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     personal,
     pruning,
     pruning_dst,
+    pruning_static,
     staleness,
     staleness_gi,
     stc,

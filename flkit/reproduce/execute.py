@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..report import RESULTS_FILE
+from ..results import RESULTS_FILE
 from ..store import save_text
 from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells, plan
 from .render import failure_where, write_reports

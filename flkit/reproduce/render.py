@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 from .. import presets
-from ..report import load_results, summarize, versions
+from ..report import versions
+from ..results import load_results, summarize
 from ..store import save_text
 
 __all__ = ["write_reports", "failure_where"]

@@ -1,23 +1,15 @@
 """Experiment drivers of notebook 05: configs from the preset, runs through flkit.experiment.run,
-and the estimation studies on a trajectory of global models. Every function returns a DataFrame."""
+and the tables built from them. Every function returns a DataFrame (``dirichlet_counts`` a dict).
+The estimation studies on a trajectory of global models are in :mod:`.estimation`."""
 
 from __future__ import annotations
 
 import pandas as pd
 import torch
 
-from ... import methods
 from ...experiment import RunConfig, Setup, run
-from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
-from ...methods.staleness import (
-    cosine_distance,
-    first_order,
-    relative_l1,
-    round_robin,
-    uniqueness_threshold,
-)
 from ...partition import label_counts, partition
-from ...state import model_state, stack_states
+from ...state import model_state
 from ...utils import derive_seed
 
 NAMES = {
@@ -77,7 +69,7 @@ def config(
     )
 
 
-def _fresh(cfg: RunConfig) -> Setup:
+def fresh_setup(cfg: RunConfig) -> Setup:
     """The Setup of a config, built once per (seed, partition, data) and reset to its init."""
     key = (cfg.seed, repr(cfg.partition_kwargs), cfg.dataset, repr(cfg.dataset_kwargs), cfg.model)
     if key not in _SETUPS:
@@ -99,7 +91,7 @@ def compare(
     for s in range(seed, seed + (seeds or P["seeds"])):
         for m in names or P["methods"]:
             cfg = config(P, m, s, alpha, tau)
-            h = run(cfg, setup=_fresh(cfg), progress=progress).history.copy()
+            h = run(cfg, setup=fresh_setup(cfg), progress=progress).history.copy()
             h["method"], h["seed"] = m, s
             h["alpha"] = cfg.partition_kwargs["alpha"]
             h["tau"] = cfg.method_params["tau"]
@@ -153,216 +145,9 @@ def sweep(P, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
     return pd.concat(parts, axis=1)
 
 
-# --------------------------------------------------------------------- estimation studies
-class Trajectory:
-    """Global models w^0..w^T of an Unstale run (kept in memory) and what re-training needs."""
-
-    def __init__(self, P, seed: int, rounds: int | None = None, progress: bool = False):
-        cfg = config(P, "unstale", seed)
-        self.P, self.setup = P, _fresh(cfg)
-        s = self.setup
-        ctx = methods.RunContext(
-            s.model,
-            s.data.x_train,
-            s.data.y_train,
-            s.parts,
-            cfg.local_spec(),
-            seed,
-            s.data.num_classes,
-            cfg.backend,
-            cfg.clients_per_round,
-        )
-        self.method = methods.get("unstale")(ctx, **cfg.method_params)
-        state = self.method.init_state(model_state(s.model))
-        self.models = [state["model"]]
-        for rnd in range(1, (rounds or P["traj_rounds"]) + 1):
-            state, _ = self.method.round(state, self.method.select_clients(state, rnd), rnd)
-            self.models.append(state["model"])
-        self.stale = sorted(self.method.stale)
-        self.box = box_from_data(s.data.x_train)
-        self.names = self.method.param_names
-
-    def update(self, start: dict, clients: list[int], rnd: int = 0, parts=None) -> dict:
-        """The clients' updates (trainable tensors) from one global model."""
-        m = self.method
-        if parts is not None:
-            saved, m.ctx.parts = m.ctx.parts, parts
-        res = m.train(stack_states([start] * len(clients)), clients, rnd)
-        if parts is not None:
-            m.ctx.parts = saved
-        return {n: res.state[n] - start[n] for n in self.names}
-
-    def flat(self, d: dict) -> torch.Tensor:
-        return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in self.names], 1)
-
-    def invert(
-        self,
-        start: dict,
-        target: dict,
-        size: int,
-        iters: int,
-        topk: float,
-        tol=0.0,
-        window=50,
-        init=None,
-        keys=None,
-    ):
-        k = next(iter(target.values())).shape[0]
-        spec = InversionSpec(
-            size=size, iters=iters, lr=self.P["gi_lr"], topk=topk, tol=tol, window=window
-        )
-        x = self.setup.data.x_train
-        x0, y0 = (
-            init
-            if init is not None
-            else init_data(
-                k,
-                spec,
-                x.shape[1:],
-                self.setup.data.num_classes,
-                self.method.ctx.seed,
-                keys or list(range(k)),
-                x.device,
-                x.dtype,
-            )
-        )
-        starts = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in start.items()}
-        return invert(
-            self.setup.model, starts, target, self.method.ctx.spec, spec, x0, y0, box=self.box
-        )
-
-    def estimate(self, now: dict, res) -> dict:
-        k = res.x.shape[0]
-        starts = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in now.items()}
-        upd = unroll(
-            self.setup.model, starts, res.x, torch.softmax(res.y, -1), self.method.ctx.spec
-        )
-        return {n: v.detach() for n, v in upd.items()}
-
-
-def _errors(tr: Trajectory, est: dict, true: dict) -> tuple[float, float]:
-    a, b = tr.flat(est), tr.flat(true)
-    return float(cosine_distance(a, b).mean()), float(relative_l1(a, b).mean())
-
-
-def estimation_error(P, tr: Trajectory) -> pd.DataFrame:
-    """Fig. 4: error of the stale update, 1st-Order and the GI estimate vs the unstale update,
-    for each staleness, at the trajectory's last round, mean over `est_clients` stale clients."""
-    t = len(tr.models) - 1
-    now, clients = tr.models[t], tr.stale[: P["est_clients"]]
-    true = tr.update(now, clients)
-    rows = []
-    for tau in [x for x in P["est_taus"] if x <= t]:
-        then = tr.models[t - tau]
-        stale = tr.update(then, clients)
-        fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
-        res = tr.invert(then, stale, P["est_size"], P["est_iters"], P["gi_topk"])
-        gi = tr.estimate(now, res)
-        for name, est in (("stale", stale), ("1st-Order", fo), ("GI", gi)):
-            cos, l1 = _errors(tr, est, true)
-            rows.append({"tau": tau, "estimator": name, "cos": cos, "l1": l1})
-        tr.last_inversion, tr.last_then = res, then
-    return pd.DataFrame(rows)
-
-
-def sparsification(P, tr: Trajectory) -> pd.DataFrame:
-    """Table 4: GI iterations to the stopping tolerance and estimation error per top-K fraction."""
-    t = len(tr.models) - 1
-    tau = min(int(P["tau"]), t)
-    now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: P["est_clients"]]
-    true, stale = tr.update(now, clients), tr.update(then, clients)
-    rows = []
-    for frac in P["topk_fracs"]:
-        res = tr.invert(
-            then, stale, P["est_size"], P["stop_iters"], frac, P["stop_tol"], P["stop_window"]
-        )
-        cos, _ = _errors(tr, tr.estimate(now, res), true)
-        rows.append(
-            {
-                "sparsification": 1 - frac,
-                "iterations": float(res.iters.float().mean()),
-                "error": cos,
-            }
-        )
-    df = pd.DataFrame(rows)
-    df["computation_reduction"] = 1 - df["iterations"] / df["iterations"].iloc[0]
-    return df
-
-
-def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
-    """Table 5: iterations to the stopping tolerance of the next inversion of the same clients,
-    warm-started from the previous surrogate data vs random, when a fraction of their data
-    changed (changed samples are drawn at random from the whole training set)."""
-    t = len(tr.models) - 1
-    gap = gap or max(1, P["num_clients"] // P["per_round"])
-    tau = min(int(P["tau"]), t - gap)
-    clients = tr.stale[: P["est_clients"]]
-    t1 = t - gap
-    first = tr.invert(
-        tr.models[t1 - tau],
-        tr.update(tr.models[t1 - tau], clients),
-        P["est_size"],
-        P["stop_iters"],
-        P["gi_topk"],
-        P["stop_tol"],
-        P["stop_window"],
-    )
-    rows = []
-    n_train = len(tr.setup.data.y_train)
-    for change in P["warm_changes"]:
-        parts = list(tr.method.ctx.parts)
-        g = torch.Generator().manual_seed(int(1000 * change) + 7)
-        for c in clients:
-            ix = parts[c].clone()
-            k = int(round(change * len(ix)))
-            pos = torch.randperm(len(ix), generator=g)[:k]
-            ix[pos] = torch.randint(0, n_train, (k,), generator=g).to(ix.device)
-            parts[c] = ix
-        then = tr.models[t - tau]
-        stale = tr.update(then, clients, parts=parts)
-        cold = tr.invert(
-            then,
-            stale,
-            P["est_size"],
-            P["stop_iters"],
-            P["gi_topk"],
-            P["stop_tol"],
-            P["stop_window"],
-            keys=[("cold", c) for c in clients],
-        )
-        warm = tr.invert(
-            then,
-            stale,
-            P["est_size"],
-            P["stop_iters"],
-            P["gi_topk"],
-            P["stop_tol"],
-            P["stop_window"],
-            init=(first.x, first.y),
-        )
-        ic, iw = float(cold.iters.float().mean()), float(warm.iters.float().mean())
-        rows.append(
-            {
-                "data_changed": change,
-                "cold_iterations": ic,
-                "warm_iterations": iw,
-                "saved": 1 - iw / ic if ic > 0 else float("nan"),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def switching(hist: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """Fig. 5: E1 (GI estimate) and E2 (stale update) vs the oracle over training (GI run)."""
-    g = hist[(hist["method"] == "gi_staleness") & (hist["seed"] == seed)]
-    cols = ["round", "err_gi_cos", "err_stale_cos", "err_gi_l1", "err_stale_l1", "gamma"]
-    cols = [c for c in cols if c in g.columns]
-    return g[cols].dropna(subset=[c for c in cols if c.startswith("err_gi")] or None)
-
-
 def dirichlet_counts(P, seed: int) -> dict:
     """Fig. 10: clients x classes sample counts of the Dirichlet partition for each alpha."""
-    y = _fresh(config(P, "unstale", seed)).data.y_train
+    y = fresh_setup(config(P, "unstale", seed)).data.y_train
     out = {}
     for a in P["heat_alphas"]:
         parts = partition(
@@ -378,24 +163,6 @@ def dirichlet_counts(P, seed: int) -> dict:
     return out
 
 
-def demo(P, tr: Trajectory, client_pos: int, tau: int):
-    """The interactive demo: a short inversion of one stale client's update at the trajectory's
-    last round; returns the Disparity curve, the three estimates' cosine distances to the
-    unstale update, and a few surrogate samples."""
-    t = len(tr.models) - 1
-    tau = max(1, min(int(tau), t))
-    c = tr.stale[client_pos % len(tr.stale)]
-    now, then = tr.models[t], tr.models[t - tau]
-    true, stale = tr.update(now, [c]), tr.update(then, [c])
-    res = tr.invert(then, stale, P["demo_size"], P["demo_iters"], P["gi_topk"])
-    fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
-    errors = {
-        name: _errors(tr, est, true)[0]
-        for name, est in (("stale", stale), ("1st-Order", fo), ("GI", tr.estimate(now, res)))
-    }
-    return res.losses[:, 0].numpy(), errors, res.x[0].detach().cpu().numpy()
-
-
 def with_paper(acc: pd.DataFrame, paper: dict) -> pd.DataFrame:
     """Our accuracy/Time table beside the paper's (paper values: (acc, time) or acc)."""
     out = acc.copy()
@@ -404,75 +171,3 @@ def with_paper(acc: pd.DataFrame, paper: dict) -> pd.DataFrame:
     out["paper acc"] = [v[0] if isinstance(v, tuple) else v for v in vals]
     out["paper time"] = [v[1] if isinstance(v, tuple) else None for v in vals]
     return out.round(1)
-
-
-def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.DataFrame:
-    """Table 8 / Fig. 9: accuracy of the uniqueness test when every client holds one class.
-    At each round t of the trajectory, a round-robin block of clients is the unstale set S; every
-    other client's update (from w^t) is called unique when its mean cosine distance to S exceeds
-    Eq. 8's threshold; it truly is unique when no client of S holds its class."""
-    y = tr.setup.data.y_train
-    parts = partition(
-        "classes_per_client", y, P["num_clients"], derive_seed(seed, "one-class"), classes=1
-    )
-    parts = [p.to(y.device) for p in parts]
-    cls = torch.stack([y[p].mode().values for p in parts]).cpu()
-    n, m = len(parts), P["per_round"]
-    everyone = list(range(n))
-    rows = []
-    for t in rounds or range(0, len(tr.models), max(1, (len(tr.models) - 1) // 4)):
-        upd = tr.flat(tr.update(tr.models[t], everyone, rnd=t, parts=parts))
-        block = round_robin(n, m, t + 1)
-        theta = uniqueness_threshold(upd[block])
-        others = [i for i in everyone if i not in block]
-        dist = cosine_distance(upd[others].unsqueeze(1), upd[block].unsqueeze(0)).mean(1)
-        pred = (dist > theta).cpu()
-        truth = torch.tensor([bool((cls[block] != cls[i]).all()) for i in others])
-        rows.append(
-            {
-                "round": t,
-                "accuracy": float((pred == truth).float().mean()),
-                "threshold": theta,
-                "truly_unique": float(truth.float().mean()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def loss_landscape(P, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: int = 0):
-    """Fig. 3: the training loss around w^(t-tau) on the surrogate data of the last inversion of
-    `estimation_error` and on the stale client's real data, over a 2-D slice spanned by two
-    filter-normalised random directions; plus the cosine similarity of the two gradients at w."""
-    from torch.func import functional_call
-
-    res, then, client = tr.last_inversion, tr.last_then, tr.stale[0]
-    model = tr.setup.model
-    g = torch.Generator().manual_seed(seed)
-    dirs = []
-    for _ in range(2):
-        d = {n: torch.randn(then[n].shape, generator=g).to(then[n]) for n in tr.names}
-        dirs.append({n: d[n] * then[n].norm() / d[n].norm().clamp_min(1e-12) for n in tr.names})
-    xr, yr = (
-        tr.setup.data.x_train[tr.method.ctx.parts[client]],
-        tr.setup.data.y_train[tr.method.ctx.parts[client]],
-    )
-    xs, ys = res.x[0], torch.softmax(res.y[0], -1)
-    model.eval()
-    coords = torch.linspace(-span, span, steps)
-    grids = {"surrogate": torch.zeros(steps, steps), "real": torch.zeros(steps, steps)}
-    with torch.no_grad():
-        for i, a in enumerate(coords):
-            for j, b in enumerate(coords):
-                w = {**then, **{n: then[n] + a * dirs[0][n] + b * dirs[1][n] for n in tr.names}}
-                for key, (xx, yy) in (("surrogate", (xs, ys)), ("real", (xr, yr))):
-                    out = functional_call(model, w, (xx,))
-                    grids[key][i, j] = torch.nn.functional.cross_entropy(out, yy)
-    grads = []
-    for xx, yy in ((xs, ys), (xr, yr)):
-        w = {n: then[n].clone().requires_grad_(n in tr.names) for n in then}
-        loss = torch.nn.functional.cross_entropy(functional_call(model, w, (xx,)), yy)
-        gr = torch.autograd.grad(loss, [w[n] for n in tr.names])
-        grads.append(torch.cat([x.flatten() for x in gr]))
-    model.train()
-    cos = float(torch.nn.functional.cosine_similarity(grads[0], grads[1], dim=0))
-    return coords.numpy(), {k: v.numpy() for k, v in grids.items()}, cos
