@@ -207,7 +207,7 @@ def test_loss_before_vs_during():
     assert torch.allclose(ud.extra["losses"], ud.train_loss.double())
 
 
-# -------------------------------------------------------- bits per round (the paper's worked examples)
+# ---------------------------------------------------- bits per round (the paper's worked examples)
 @pytest.mark.parametrize(
     "name,shape,fedavg_mbit,stc_kb,factor",
     [
