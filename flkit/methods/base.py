@@ -125,23 +125,35 @@ class Method:
         return {"model": model_state}
 
     # -- client side
-    def local_hooks(self, state: dict) -> dict:
-        """extra_loss / param_transform / grad_transform for the engine (see flkit.train)."""
+    def local_hooks(self, starts: dict) -> dict:
+        """extra_loss / param_transform / grad_transform for the engine (see flkit.train), given
+        the stacked start states of this round's clients."""
         return {}
 
-    def train(self, starts: dict, clients: list[int], rnd: int):
+    def train(
+        self,
+        starts: dict,
+        clients: list[int],
+        rnd: int,
+        hooks: dict | None = None,
+        spec: LocalSpec | None = None,
+        stream: str = "batches",
+    ):
+        """Local training of `clients` from `starts` on the engine. hooks / spec default to the
+        method's own (`local_hooks(starts)`, `local_spec(rnd)`); `stream` names the seeded batch
+        order, so an extra training call (a pruning epoch) draws batches of its own."""
         ctx = self.ctx
-        seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
+        seeds = [derive_seed(ctx.seed, stream, rnd, c) for c in clients]
         return train_clients(
             ctx.model,
             starts,
             ctx.x,
             ctx.y,
             [ctx.parts[c] for c in clients],
-            self.local_spec(rnd),
+            self.local_spec(rnd) if spec is None else spec,
             seeds,
             backend=ctx.backend,
-            **self.local_hooks_for(starts),
+            **(self.local_hooks(starts) if hooks is None else hooks),
         )
 
     def local_spec(self, rnd: int) -> LocalSpec:
@@ -151,9 +163,6 @@ class Method:
         if decay == 1.0:
             return self.ctx.spec
         return dataclasses.replace(self.ctx.spec, lr=self.ctx.spec.lr * decay ** (rnd - 1))
-
-    def local_hooks_for(self, starts):
-        return self.local_hooks(starts)
 
     def client_update(self, state: dict, clients: list[int], rnd: int) -> ClientUpdates:
         starts = broadcast_state(state["model"], len(clients))

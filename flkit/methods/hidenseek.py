@@ -32,8 +32,7 @@ from ..prune import (
 )
 from ..prune.supermask import SURROGATES, bnn_sign_ste
 from ..state import broadcast_state
-from ..train import train_clients
-from ..utils import FlkitError, check_choice, check_range, derive_seed
+from ..utils import FlkitError, check_choice, check_range
 from .fedavg import FedAvg
 from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
 from .registry import register
@@ -290,19 +289,7 @@ class BNNAvg(FedAvgSplit):
 
 def train_once(method, starts, clients, rnd, hooks, spec, stream):
     """One extra local training call (e.g. FedMask's pruning epoch) with its own batch seeds."""
-    ctx = method.ctx
-    seeds = [derive_seed(ctx.seed, stream, rnd, c) for c in clients]
-    return train_clients(
-        ctx.model,
-        starts,
-        ctx.x,
-        ctx.y,
-        [ctx.parts[c] for c in clients],
-        spec,
-        seeds,
-        backend=ctx.backend,
-        **hooks,
-    )
+    return method.train(starts, clients, rnd, hooks, spec=spec, stream=stream)
 
 
 __all__ = [

@@ -48,8 +48,7 @@ from ..prune import (
 )
 from ..prune.schedules import LAMBDA_VARIANTS
 from ..state import broadcast_state
-from ..train import train_clients
-from ..utils import FlkitError, check_choice, check_int, check_range, derive_seed, generator
+from ..utils import FlkitError, check_choice, check_int, check_range, generator
 from .base import ClientUpdates, Method, weighted_average
 from .fedavg import check_lr_decay, proximal_loss
 from .registry import register
@@ -130,23 +129,6 @@ class PruningMethod(Method):
         if not self.hp.get("lambda_max"):
             return 0.0
         return incremental_lambda(t, self.horizon, self.lambda_max, self.Q, self.lambda_variant)
-
-    # -- training
-    def train(self, starts, clients, rnd, hooks=None):
-        ctx = self.ctx
-        seeds = [derive_seed(ctx.seed, "batches", rnd, c) for c in clients]
-        hooks = self.local_hooks(starts) if hooks is None else hooks
-        return train_clients(
-            ctx.model,
-            starts,
-            ctx.x,
-            ctx.y,
-            [ctx.parts[c] for c in clients],
-            self.local_spec(rnd),
-            seeds,
-            backend=ctx.backend,
-            **hooks,
-        )
 
     def client_grads(self, stacked: dict, clients, rnd, full: bool) -> dict:
         """Each client's loss gradient at its (masked) model: on all its data (full=True, the mean
