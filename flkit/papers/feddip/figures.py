@@ -204,12 +204,15 @@ def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"
 
     def redraw(_=None):
         s0w.max = sp.value
+        # draw first, then swap the output: computing inside `with out:` can leave a headless
+        # client (papermill) waiting forever for the cell to end
+        fig = demo_figure(
+            demo, pruned_accuracy, T, min(s0w.value, sp.value), sp.value, lam.value, Q, variant
+        )
         with out:
             out.clear_output(wait=True)
-            demo_figure(
-                demo, pruned_accuracy, T, min(s0w.value, sp.value), sp.value, lam.value, Q, variant
-            )
-            plt.show()
+            display(fig)
+        plt.close(fig)
 
     for w in (sp, s0w, lam):
         w.observe(redraw, "value")
