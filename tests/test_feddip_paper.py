@@ -67,6 +67,9 @@ def test_claims_hold_and_fail_on_hand_built_tables():
     assert claims.sparsity_exact(bad, "cpu")["holds"] is False
     assert claims.ordering(bad, "cpu")["holds"] is False
     assert claims.gap_grows(bad, "cpu")["holds"] is False
+    # the gap grows from -0.6 to 0 points: more than the tie, but FedDIP never beats FedDP
+    no_gain = _grid((0.690, 0.677), (0.696, 0.677))
+    assert claims.gap_grows(no_gain, "cpu")["holds"] is False
     assert claims.close_to_dense(g, "smoke")["holds"] is None  # smoke: inconclusive
 
 
