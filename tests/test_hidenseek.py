@@ -15,6 +15,7 @@ from flkit.methods.fedmask import FedMask, Signed
 from flkit.methods.hidenseek import BNNAvg, FedAvgSplit, HideNseek, arctanh_aggregate
 from flkit.partition import local_split
 from flkit.prune import (
+    bnn_sign_ste,
     classifier_layer,
     group_scores,
     hard_sign,
@@ -145,6 +146,28 @@ def test_sign_of_zero_is_plus_one_and_literal_surrogate():
     s = torch.tensor([0.5, 1.5], requires_grad=True)
     sign_ste(s, "literal").sum().backward()
     assert torch.allclose(s.grad, 1 - s.detach() ** 2)  # turns negative beyond |s| = 1
+
+
+def test_bnn_ste_passes_gradient_at_plus_minus_one():
+    # hard-tanh straight-through (Courbariaux et al. 2016): d sign(w) / dw := 1[|w| <= 1], the
+    # ends included. BNNAvg's server writes every unanimous vote back as a latent weight of exactly
+    # +-1; a zero gradient there freezes the whole network after the first round.
+    w = torch.tensor([-1.5, -1.0, -0.25, 0.0, 1.0, 1.5], requires_grad=True)
+    q = bnn_sign_ste(w)
+    assert q.tolist() == [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    q.sum().backward()
+    assert w.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    # BNNAvg from an aggregated state (every latent weight +-1): local training moves them
+    net = _mlp([10, 16, 4])
+    m = BNNAvg(_ctx(net, 10, 4, clients=3, per_client=16, lr=0.05))
+    state = m.init_state(model_state(m.ctx.model))
+    state["model"] = {
+        n: hard_sign(v) if n in m.bin else v for n, v in state["model"].items()
+    }
+    starts = {n: v.unsqueeze(0).clone() for n, v in state["model"].items()}
+    res = m.train(starts, [0], 1)
+    for n in m.bin:
+        assert float((res.state[n] - starts[n]).abs().max()) > 0, n
 
 
 # --------------------------------------------------------------------------- aggregation

@@ -1,16 +1,11 @@
 """Claim verdicts of notebook 05 as functions of result tables; thresholds are named parameters.
-Each returns (holds, evidence); `verdict` turns holds into None (inconclusive) at `smoke`."""
+Each returns (holds, evidence); Report.claim records a smoke run's verdict as inconclusive."""
 
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-
-
-def verdict(holds, preset: str):
-    """Smoke runs are too short to judge anything: their verdicts are recorded as inconclusive."""
-    return None if preset == "smoke" else (None if holds is None else bool(holds))
 
 
 def staleness_hurts(acc: pd.DataFrame, min_gap: float = 2.0):
