@@ -161,9 +161,7 @@ def test_bnn_ste_passes_gradient_at_plus_minus_one():
     net = _mlp([10, 16, 4])
     m = BNNAvg(_ctx(net, 10, 4, clients=3, per_client=16, lr=0.05))
     state = m.init_state(model_state(m.ctx.model))
-    state["model"] = {
-        n: hard_sign(v) if n in m.bin else v for n, v in state["model"].items()
-    }
+    state["model"] = {n: hard_sign(v) if n in m.bin else v for n, v in state["model"].items()}
     starts = {n: v.unsqueeze(0).clone() for n, v in state["model"].items()}
     res = m.train(starts, [0], 1)
     for n in m.bin:

@@ -42,8 +42,9 @@ def binary_ste(scores: torch.Tensor) -> torch.Tensor:
 
 
 def bnn_sign_ste(w: torch.Tensor) -> torch.Tensor:
-    """sign(w) forward; backward grad * 1[|w| <= 1] (Courbariaux et al. 2016)."""
-    f = torch.clamp(w, -1.0, 1.0)
+    """sign(w) forward; backward grad * 1[|w| <= 1] (Courbariaux et al. 2016), the ends included
+    (torch.clamp's gradient is 0 at exactly +-1, where BNNAvg's server puts unanimous votes)."""
+    f = torch.where(w.abs() <= 1, w, w.detach())
     return hard_sign(w).detach() + (f - f.detach())
 
 
