@@ -14,10 +14,6 @@ def _acc(rows):
     )
 
 
-def test_verdict_is_inconclusive_at_smoke():
-    assert C.verdict(True, "smoke") is None and C.verdict(False, "cpu") is False
-
-
 def test_beats_baselines_and_margin():
     acc = _acc(
         {

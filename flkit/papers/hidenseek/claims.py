@@ -1,7 +1,7 @@
 """Verdicts on the paper's claims, as functions of the study's result tables.
 
 Each function returns (holds, evidence). Thresholds are named parameters, fixed before any run.
-`verdict` turns a verdict into "inconclusive" at the smoke preset (too small to say anything).
+Report.claim records a verdict as "inconclusive" at the smoke preset (too small to say anything).
 """
 
 from __future__ import annotations
@@ -9,11 +9,6 @@ from __future__ import annotations
 import pandas as pd
 
 BASELINES = ("FedMask", "Signed", "BNNAvg")
-
-
-def verdict(holds, preset: str):
-    """None (inconclusive) at the smoke preset, else the verdict as a plain bool."""
-    return None if preset == "smoke" else bool(holds)
 
 
 def _pivot(acc: pd.DataFrame, value: str = "mean") -> pd.DataFrame:
