@@ -4,19 +4,22 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# A read-only dataset mirror beside the checkout (as in CI) is used when FLKIT_DATA is not set.
-FLKIT_DATA   ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
+# A read-only dataset mirror ($FLKIT_MIRROR, else ../shared/data beside the checkout, as in CI) is
+# linked once into data/, the project's data root (`make data`), so that `flkit run`, papermill
+# and JupyterLab started by hand find the same files as make. The tests also read it directly.
 FLKIT_MIRROR ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
-export FLKIT_DATA FLKIT_MIRROR
+export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv test test-fast lint reproduce smoke bench clean-runs strip help
+.PHONY: venv data lab test test-fast lint reproduce smoke bench clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
 	@echo "make test        unit tests + every notebook at preset 'smoke' (nbval) + a reproduce check"
 	@echo "make test-fast   unit tests only"
+	@echo "make data        link the dataset mirror (\$$FLKIT_MIRROR or ../shared/data) into data/"
+	@echo "make lab         make data, then start JupyterLab"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks (writes benchmarks/results/*.json)"
 
@@ -29,17 +32,28 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (flkit)" >/dev/null
 	touch $(STAMP)
 
-test: $(STAMP)
+# Symlinks only (nothing copied); links already there are kept. Without a mirror, data/ is left
+# as it is (torchvision downloads into it when online).
+data: $(STAMP)
+	@if [ -n "$(FLKIT_MIRROR)" ]; then \
+	  $(PY) -m flkit data link --mirror "$(FLKIT_MIRROR)" --root "$(CURDIR)/data" >/dev/null && \
+	  echo "data/ links the dataset mirror $(FLKIT_MIRROR)"; \
+	else echo "no dataset mirror (FLKIT_MIRROR unset, no ../shared/data): data/ used as it is"; fi
+
+lab: data
+	$(VENV)/bin/jupyter lab notebooks
+
+test: data
 	FLKIT_PRESET=smoke FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q tests notebooks --nbval-lax --nbval-current-env --durations=15
 
-test-fast: $(STAMP)
+test-fast: data
 	$(PY) -m pytest -q tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-reproduce: $(STAMP)
+reproduce: data
 	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report
 
 bench: $(STAMP)

@@ -1,7 +1,7 @@
 """Datasets as device-resident tensors: ``flkit.data.load(name)``.
 
 Where data comes from, in order:
-  1. the data root: the ``root`` argument, else ``$FLKIT_DATA``, else ``./data``;
+  1. the data root: the ``root`` argument, else ``$FLKIT_DATA``, else ``data/`` at the project root;
   2. the offline mirror: the ``mirror`` argument, else ``$FLKIT_MIRROR`` (read in place, never
      written; ``mirror=""`` ignores $FLKIT_MIRROR);
   3. a torchvision download into the data root (mnist, fmnist, cifar10, cifar100, svhn) when

@@ -233,7 +233,7 @@ def _common(p, mirror=True):
         "--root",
         default=None,
         metavar="DIR",
-        help="data root (default: $FLKIT_DATA, else ./data, else the checkout's data/)",
+        help="data root (default: $FLKIT_DATA, else data/ at the project root)",
     )
     if mirror:
         p.add_argument(
@@ -253,9 +253,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="find, check, download or link datasets",
         formatter_class=fmt,
         description="Manage flkit's datasets. flkit.data.load(NAME) looks in the data root "
-        "($FLKIT_DATA, "
-        "else ./data), then in the offline mirror ($FLKIT_MIRROR), then downloads with "
-        "torchvision when online.",
+        "($FLKIT_DATA, else data/ at the project root), then in the offline mirror "
+        "($FLKIT_MIRROR), then downloads with torchvision when online.",
         epilog="examples:\n  flkit data list\n  flkit data link --mirror /path/to/mirror\n"
         "  flkit data verify mnist\n  flkit data download mnist cifar10",
     )
@@ -314,7 +313,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "--root",
         default=None,
         metavar="DIR",
-        help="data root to create the links in (default: $FLKIT_DATA, else ./data)",
+        help="data root to create the links in "
+        "(default: $FLKIT_DATA, else data/ at the project root)",
     )
     q.add_argument("--force", action="store_true", help="replace files or links that already exist")
     q.set_defaults(func=cmd_link)

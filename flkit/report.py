@@ -20,8 +20,8 @@ place that rule lives. A claim that does not depend on how long or how big the r
 count computed from the model's shapes) passes ``judge_at_smoke=True``.
 
 Run folder (``out_dir``): the argument, else ``$FLKIT_REPORT_DIR`` (set by ``flkit reproduce``),
-else ``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs``,
-relative to the working directory, which is the notebook's folder in JupyterLab and nbval).
+else ``$FLKIT_RUNS_DIR/<notebook>/<preset>-seed<seed>`` (``FLKIT_RUNS_DIR`` defaults to ``runs`` at
+the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
 
 ``results.json`` (schema 1)::
 
@@ -48,6 +48,7 @@ import re
 import time
 from pathlib import Path
 
+from .paths import runs_dir
 from .results import (  # noqa: F401  (re-exported: the readers of results.json)
     COLUMNS,
     RESULTS_FILE,
@@ -60,7 +61,6 @@ from .store import save_text
 from .utils import FlkitError
 
 ENV_REPORT_DIR = "FLKIT_REPORT_DIR"
-ENV_RUNS_DIR = "FLKIT_RUNS_DIR"
 SCHEMA = 1
 SMOKE_PRESET = "smoke"
 SMOKE_REASON = "smoke preset: too short to judge"
@@ -175,9 +175,7 @@ class Report:
         self.device = self._device(device)
         if out_dir is None:
             out_dir = os.environ.get(ENV_REPORT_DIR) or (
-                Path(os.environ.get(ENV_RUNS_DIR) or "runs")
-                / self.notebook
-                / f"{self.preset}-seed{self.seed}"
+                runs_dir() / self.notebook / f"{self.preset}-seed{self.seed}"
             )
         self.out_dir = Path(out_dir)
         self.autosave = autosave

@@ -17,13 +17,13 @@ from typing import Any
 import pandas as pd
 import torch
 
+from .paths import cache_dir
+
 
 def default_root() -> Path:
-    """$FLKIT_RUNS if set, else $FLKIT_RUNS_DIR/cache (the folder reports also use), else
-    runs/cache."""
-    if os.environ.get("FLKIT_RUNS"):
-        return Path(os.environ["FLKIT_RUNS"])
-    return Path(os.environ.get("FLKIT_RUNS_DIR", "runs")) / "cache"
+    """The run cache: $FLKIT_RUNS, else $FLKIT_RUNS_DIR/cache, else runs/cache at the project
+    root; never relative to the working directory (see :mod:`flkit.paths`)."""
+    return cache_dir()
 
 
 def config_hash(config: Mapping[str, Any], length: int = 12) -> str:

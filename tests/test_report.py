@@ -107,8 +107,10 @@ def test_non_finite_is_strict_json(tmp_path):
 
 
 def test_out_dir_resolution(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert Report("nb", "smoke", 2).out_dir == Path("runs/nb/smoke-seed2")
+    root = Path(__file__).resolve().parent.parent  # the checkout: results never follow the cwd
+    for cwd in (tmp_path, root / "notebooks"):
+        monkeypatch.chdir(cwd)
+        assert Report("nb", "smoke", 2).out_dir == root / "runs" / "nb" / "smoke-seed2"
     monkeypatch.setenv("FLKIT_RUNS_DIR", str(tmp_path / "r"))
     assert Report("nb", "cpu", 0).out_dir == tmp_path / "r" / "nb" / "cpu-seed0"
     monkeypatch.setenv("FLKIT_REPORT_DIR", str(tmp_path / "exact"))

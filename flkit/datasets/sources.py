@@ -8,6 +8,7 @@ import socket
 import threading
 from pathlib import Path
 
+from ..paths import anchored, data_dir
 from ..utils import FlkitError, check_choice
 from . import files as _files
 
@@ -29,22 +30,17 @@ class DataNotFoundError(FlkitError):
     """No copy of a dataset was found in the data root, the mirror, or by download."""
 
 
-_REPO_DATA = Path(__file__).resolve().parent.parent.parent / "data"
-
-
 def data_root(root=None) -> Path:
-    """The data root: `root`, else $FLKIT_DATA, else ./data.
+    """The data root: `root`, else $FLKIT_DATA, else ``data`` at the project root.
 
-    When ./data does not exist (e.g. a notebook running in notebooks/) and flkit runs from a source
-    checkout, the checkout's own data/ folder is used instead."""
+    The project root is the source checkout holding flkit (the working directory for an installed
+    wheel), so `flkit run` from the repository root, papermill and a notebook running in
+    notebooks/ all read the same folder, the one `make` links the mirror into."""
     if root is not None:
         return Path(root).expanduser()
     if os.environ.get("FLKIT_DATA"):
-        return Path(os.environ["FLKIT_DATA"]).expanduser()
-    local = Path("data")
-    if not local.is_dir() and (_REPO_DATA / "README.md").is_file():
-        return _REPO_DATA
-    return local
+        return anchored(os.environ["FLKIT_DATA"])
+    return data_dir()
 
 
 def mirror_dir(mirror=None) -> Path | None:
@@ -129,7 +125,7 @@ def not_found_error(name, root, mirror, why_no_download) -> DataNotFoundError:
     rsrc = (
         "root argument"
         if root is not None
-        else ("$FLKIT_DATA" if os.environ.get("FLKIT_DATA") else "default ./data")
+        else ("$FLKIT_DATA" if os.environ.get("FLKIT_DATA") else "default: data/ of the project")
     )
     lines = [
         f"dataset {name!r} was not found. Places looked:",
