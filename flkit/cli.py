@@ -18,10 +18,10 @@ EPILOG = """examples:
   flkit data list                       where each dataset is found
   flkit reproduce --preset smoke        run every notebook and write report.md / report.html
 
-environment: FLKIT_DATA (data root, default ./data), FLKIT_MIRROR (read-only offline mirror),
-FLKIT_RUNS (run cache, default runs/cache), FLKIT_DEVICE (overrides device 'auto'),
-FLKIT_PRESET (preset for notebooks run without an explicit one), FLKIT_THREADS (torch CPU threads
-per process; use 1 when several jobs share the cores)."""
+environment: FLKIT_DATA (data root, default data/ at the project root), FLKIT_MIRROR (read-only
+offline mirror), FLKIT_RUNS (run cache, default runs/cache at the project root), FLKIT_DEVICE
+(overrides device 'auto'), FLKIT_PRESET (preset for notebooks run without an explicit one),
+FLKIT_THREADS (torch CPU threads per process; use 1 when several jobs share the cores)."""
 
 
 def _value(text: str):
@@ -29,6 +29,20 @@ def _value(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+# The model used when `flkit run` gets no --model: a small one that fits the dataset's input.
+DEFAULT_MODELS = {
+    "mnist": "cnn_mnist",
+    "fmnist": "cnn_mnist",
+    "femnist": "cnn_mnist",
+    "cifar10": "cnn_cifar10",
+    "cifar100": "cnn_cifar10",
+    "svhn": "cnn_cifar10",
+    "har": "mlp_har",
+    "shakespeare": "lstm_shakespeare",
+    "synthetic": "logreg",
+}
 
 
 def add_run_parser(sub) -> None:
@@ -39,62 +53,159 @@ def add_run_parser(sub) -> None:
         "run",
         help="train one federated run and write history.csv and config.json",
         description="Train one federated run. Results are cached by config: re-running "
-        "the same command loads them; an interrupted run resumes.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "the same command loads them (and says so); an interrupted run resumes.",
     )
-    p.add_argument("method", help="fedavg, fedprox, ... (see `flkit run --list`)", nargs="?")
     p.add_argument(
-        "--list", action="store_true", help="list methods, datasets, models and partitions"
+        "method",
+        nargs="?",
+        help="fedavg, fedprox, stc, ... (see `flkit run --list`; default: none, --list is shown)",
     )
-    p.add_argument("--dataset", default=d["dataset"].default)
-    p.add_argument("--model", default=d["model"].default)
     p.add_argument(
-        "--clients", type=int, default=d["num_clients"].default, help="number of clients"
+        "--list",
+        action="store_true",
+        help="list methods, datasets, models and partitions (default: off)",
+    )
+    p.add_argument(
+        "--dataset",
+        default=d["dataset"].default,
+        help="dataset name, see --list (default: %(default)s)",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model name, see --list (default: one that fits the dataset: "
+        + ", ".join(f"{k} {v}" for k, v in DEFAULT_MODELS.items())
+        + "; the choice is printed)",
+    )
+    p.add_argument(
+        "--clients",
+        type=int,
+        default=d["num_clients"].default,
+        help="number of clients (default: %(default)s)",
     )
     p.add_argument(
         "--partition",
         default=d["partition"].default,
-        help="iid, dirichlet, shards, classes_per_client, natural",
+        help="iid, dirichlet, shards, classes_per_client, natural (default: %(default)s)",
     )
-    p.add_argument("--alpha", type=float, help="Dirichlet concentration (partition dirichlet)")
-    p.add_argument("--shards-per-client", type=int, help="shards per client (partition shards)")
     p.add_argument(
-        "--classes-per-client", type=int, help="classes per client (partition classes_per_client)"
+        "--alpha",
+        type=float,
+        help="Dirichlet concentration, with --partition dirichlet (default: none; needed there)",
     )
-    p.add_argument("--clients-per-round", type=int, default=d["clients_per_round"].default)
-    p.add_argument("--local-epochs", type=int, default=d["local_epochs"].default)
-    p.add_argument("--local-steps", type=int, help="local steps instead of epochs")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"].default)
-    p.add_argument("--lr", type=float, default=d["lr"].default)
-    p.add_argument("--momentum", type=float, default=d["momentum"].default)
-    p.add_argument("--weight-decay", type=float, default=d["weight_decay"].default)
-    p.add_argument("--rounds", type=int, default=d["rounds"].default)
-    p.add_argument("--eval-every", type=int, default=d["eval_every"].default)
     p.add_argument(
-        "--per-client-eval", action="store_true", help="also report per-client accuracies"
+        "--shards-per-client",
+        type=int,
+        help="shards per client, with --partition shards (default: the partition's, 2)",
     )
-    p.add_argument("--mu", type=float, help="FedProx proximal weight")
+    p.add_argument(
+        "--classes-per-client",
+        type=int,
+        help="classes per client, with --partition classes_per_client (default: the "
+        "partition's, 2)",
+    )
+    p.add_argument(
+        "--clients-per-round",
+        type=int,
+        default=d["clients_per_round"].default,
+        help="clients sampled each round (default: %(default)s)",
+    )
+    p.add_argument(
+        "--local-epochs",
+        type=int,
+        default=d["local_epochs"].default,
+        help="local epochs per round (default: %(default)s; ignored with --local-steps)",
+    )
+    p.add_argument(
+        "--local-steps",
+        type=int,
+        help="local SGD steps per round instead of epochs (default: none, epochs are used)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=d["batch_size"].default,
+        help="local mini-batch size (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=d["lr"].default,
+        help="client learning rate (default: %(default)s)",
+    )
+    p.add_argument(
+        "--momentum",
+        type=float,
+        default=d["momentum"].default,
+        help="client SGD momentum (default: %(default)s)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=d["weight_decay"].default,
+        help="client weight decay (default: %(default)s)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=d["rounds"].default,
+        help="communication rounds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=d["eval_every"].default,
+        help="test the global model every N rounds (default: %(default)s)",
+    )
+    p.add_argument(
+        "--per-client-eval",
+        action="store_true",
+        help="also report per-client accuracies (default: off)",
+    )
+    p.add_argument("--mu", type=float, help="FedProx proximal weight (default: the method's)")
     p.add_argument(
         "--param",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other method hyperparameter, e.g. --param p=0.1 (repeatable)",
+        help="any other method hyperparameter, e.g. --param p=0.1 (repeatable; default: "
+        "the method's own values)",
     )
     p.add_argument(
-        "--train-subset", type=int, help="use a class-stratified subset of the training set"
+        "--train-subset",
+        type=int,
+        help="use a class-stratified subset of the training set of this size "
+        "(default: the whole set)",
     )
-    p.add_argument("--seed", type=int, default=d["seed"].default)
-    p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1")
-    p.add_argument("--backend", default="auto", help="engine backend: auto, wide, vmap, loop")
-    p.add_argument("--out", type=Path, help="folder for history.csv and config.json")
-    p.add_argument("--cache", type=Path, help="run cache root (default $FLKIT_RUNS or runs/cache)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--seed", type=int, default=d["seed"].default, help="seed (default: %(default)s)"
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (cuda when available), cpu, cuda, cuda:1 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        help="engine backend: auto, wide, vmap, loop (default: %(default)s)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for history.csv and config.json (default: none, only the run cache)",
+    )
+    p.add_argument(
+        "--cache",
+        type=Path,
+        help="run cache root (default: $FLKIT_RUNS, else runs/cache at the project root)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: off)")
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
-    from . import data, methods, models
+    from . import data, methods, models, store
     from .experiment import PARTITIONS, RunConfig, run
     from .store import save_frame, save_json
 
@@ -104,6 +215,10 @@ def cmd_run(args) -> int:
         print("models:    ", ", ".join(models.MODELS))
         print("partitions:", ", ".join(PARTITIONS))
         return 0 if args.list else 2
+    model = args.model
+    if model is None:
+        model = DEFAULT_MODELS.get(args.dataset, RunConfig.__dataclass_fields__["model"].default)
+        print(f"no --model given: using {model} for dataset {args.dataset} (--model picks another)")
     pkw = {
         k: v
         for k, v in (
@@ -125,7 +240,7 @@ def cmd_run(args) -> int:
     cfg = RunConfig(
         method=args.method,
         dataset=args.dataset,
-        model=args.model,
+        model=model,
         num_clients=args.clients,
         partition=args.partition,
         partition_kwargs=pkw,
@@ -145,6 +260,11 @@ def cmd_run(args) -> int:
         device=args.device,
         backend=args.backend,
     )
+    # the folder experiment.run reads: a finished run there is loaded, not trained
+    folder = store.run_dir(args.cache, cfg.key(), prefix=cfg.method)
+    cached = store.is_done(folder)
+    if cached:
+        print(f"loaded from cache (folder {folder}); delete the folder to train again")
     result = run(cfg, out_dir=args.cache, progress=not args.no_progress)
     if args.out:
         save_frame(args.out / "history.csv", result.history)
@@ -152,7 +272,8 @@ def cmd_run(args) -> int:
     last = result.history.dropna(subset=["test_accuracy"]).iloc[-1]
     print(
         f"{cfg.method}: round {int(last['round'])} test accuracy {last['test_accuracy']:.4f} "
-        f"(run folder {result.run_dir}{', written to ' + str(args.out) if args.out else ''})"
+        f"({'cached ' if cached else ''}run folder {result.run_dir}"
+        f"{', written to ' + str(args.out) if args.out else ''})"
     )
     return 0
 

@@ -297,7 +297,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     )
     q.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(D.DOWNLOADABLE)}, or all")
     _common(q, mirror=False)
-    q.add_argument("--force", action="store_true", help="skip the online check and try anyway")
+    q.add_argument(
+        "--force", action="store_true", help="skip the online check and try anyway (default: off)"
+    )
     q.set_defaults(func=cmd_download)
 
     q = sub.add_parser(
@@ -316,7 +318,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="data root to create the links in "
         "(default: $FLKIT_DATA, else data/ at the project root)",
     )
-    q.add_argument("--force", action="store_true", help="replace files or links that already exist")
+    q.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files or links that already exist (default: off)",
+    )
     q.set_defaults(func=cmd_link)
     return p
 

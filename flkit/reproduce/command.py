@@ -119,7 +119,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="extra notebook parameter, e.g. --set rounds=5 (repeatable); KEY must be "
         "assigned in each notebook's parameters cell; VALUE is a Python literal "
-        "or a plain string",
+        "or a plain string (default: none, the notebooks' own values)",
     )
     p.add_argument(
         "--timeout",
@@ -136,9 +136,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="Jupyter kernel to run the notebooks with (default: python3)",
     )
     p.add_argument(
-        "--list", action="store_true", help="list the notebooks and their presets, then exit"
+        "--list",
+        action="store_true",
+        help="list the notebooks and their presets, then exit (default: off)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
     p.set_defaults(func=run_cli)
     return p
 
