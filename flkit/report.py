@@ -54,6 +54,7 @@ from .results import (  # noqa: F401  (re-exported: the readers of results.json)
     RESULTS_FILE,
     format_value,
     load_results,
+    readable_text,
     results_frame,
     summarize,
 )
@@ -225,7 +226,9 @@ class Report:
 
         At the ``smoke`` preset the verdict is recorded as ``None`` (the evidence keeps the
         face-value verdict) unless ``judge_at_smoke`` is true: use that only for a claim whose
-        verdict does not depend on the run's length or size. Returns the recorded verdict."""
+        verdict does not depend on the run's length or size. Long decimals in ``evidence`` are
+        rounded to 3 significant digits (``flkit.results.readable_text``). Returns the recorded
+        verdict."""
         if not isinstance(text, str) or not text.strip():
             raise FlkitError(f"claim text={text!r}; accepted: a non-empty string")
         if hasattr(holds, "item") and callable(holds.item):
@@ -239,7 +242,7 @@ class Report:
         self.claims[text] = {
             "text": text,
             "holds": holds,
-            "evidence": str(evidence),
+            "evidence": readable_text(str(evidence)),  # one number format for every paper
             "paper": str(paper),
         }
         self._autosave()

@@ -1,22 +1,30 @@
 """Reading and summarising ``results.json`` files (what :class:`flkit.report.Report` writes):
 ``load_results``, ``summarize`` (one or several seeds into "paper reports / we measured / claim
-holds?" rows), ``results_frame`` (those rows as a DataFrame) and ``format_value`` (a number for a
-table)."""
+holds?" rows), ``results_frame`` (those rows as a DataFrame), ``claim_counts`` (holds / does not
+hold / inconclusive) and the one number format for people: ``readable`` (3 significant digits),
+``readable_text`` (every long decimal in a sentence rounded the same way) and ``format_value``."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 RESULTS_FILE = "results.json"
 COLUMNS = ("paper reports", "we measured", "claim holds?")
+DIGITS = 3  # significant digits of every number written for people (tables, claim evidence)
+# a decimal number inside a sentence; not part of a word or a version ("v1.2.3", "resnet18")
+_DECIMAL = re.compile(r"(?<![\w.])[-+]?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
 
 __all__ = [
     "load_results",
     "summarize",
     "results_frame",
     "format_value",
+    "readable",
+    "readable_text",
+    "claim_counts",
     "unit_sep",
     "COLUMNS",
     "RESULTS_FILE",
@@ -67,7 +75,7 @@ def summarize(results: list[dict]) -> list[dict]:
             mean = sum(finite) / len(finite)
             if len(finite) > 1 and all(math.isfinite(v) for v in finite):
                 std = math.sqrt(sum((v - mean) ** 2 for v in finite) / (len(finite) - 1))
-                measured = f"{format_value(mean)} ± {std:.2g}"
+                measured = f"{format_value(mean)} ± {readable(std, 2)}"
                 measured += f"{unit_sep(unit)}{unit}" if unit else ""
             else:
                 measured = format_value(mean, unit)
@@ -100,14 +108,14 @@ def summarize(results: list[dict]) -> list[dict]:
             holds = f"{k}/{len(decided)} seeds"
             if len(decided) < len(verdicts):
                 holds += f" ({len(verdicts) - len(decided)} inconclusive)"
-        evidence = first.get("evidence", "")
+        evidence = readable_text(first.get("evidence", ""))
         if n_runs > 1 and evidence:
             evidence += f" (seed {claim_seed[text]})"
         rows.append(
             {
                 "kind": "claim",
                 "item": text,
-                "paper": first.get("paper", "") or "claim",
+                "paper": first.get("paper", "") or "",
                 "measured": evidence,
                 "holds": holds,
                 "verdicts": verdicts,
@@ -129,8 +137,59 @@ def results_frame(rows: list[dict]):
     return df
 
 
+def claim_counts(rows: list[dict]) -> dict:
+    """How many claim rows of :func:`summarize` hold, do not hold, or are inconclusive.
+
+    Over several seeds a claim holds when it holds for every seed, does not hold when any seed
+    decided against it, and is inconclusive otherwise (no seed decided, or some held and the rest
+    were inconclusive)."""
+    out = {"holds": 0, "does not hold": 0, "inconclusive": 0}
+    for row in rows:
+        if row.get("kind") != "claim":
+            continue
+        verdicts = row.get("verdicts") or [None]
+        if any(v is False for v in verdicts):
+            out["does not hold"] += 1
+        elif all(v is True for v in verdicts):
+            out["holds"] += 1
+        else:
+            out["inconclusive"] += 1
+    return out
+
+
+def readable(v, digits: int = DIGITS) -> str:
+    """A number for people: ``digits`` significant digits (45.89166 -> '45.9', 0.012345 ->
+    '0.0123'), whole numbers from 10**digits up without exponent (12345.6 -> '12346'), ints as
+    they are."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 10 ** (digits - 1) - 0.5:  # no digit after the point left to keep
+        return f"{v:.0f}"
+    return f"{float(f'{v:.{digits}g}'):.{digits}g}" if abs(v) >= 1e-4 or v == 0 else f"{v:.2e}"
+
+
+def readable_text(text: str, digits: int = DIGITS) -> str:
+    """``text`` with every decimal number holding more than ``digits`` significant digits
+    rounded by :func:`readable`; shorter ones ('0.10', '2.5') are left as written."""
+
+    def shorten(m: re.Match) -> str:
+        raw = m.group(0)
+        mantissa = raw.lstrip("+-").split("e")[0].split("E")[0].replace(".", "").lstrip("0")
+        if len(mantissa) <= digits:
+            return raw
+        return ("+" if raw.startswith("+") else "") + readable(float(raw), digits)
+
+    return _DECIMAL.sub(shorten, str(text)) if text else text
+
+
 def format_value(v, unit: str = "") -> str:
-    """A number for a table: 4 significant digits, the unit appended; '' for None."""
+    """A number for a table (:func:`readable`: 3 significant digits), the unit appended; '' for
+    None."""
     if v is None or v == "":
         return ""
     if isinstance(v, str):
@@ -139,12 +198,7 @@ def format_value(v, unit: str = "") -> str:
         except ValueError:
             return v
         v = f
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        s = str(v)
-    else:
-        s = f"{v:.4g}"
+    s = readable(v)
     return f"{s}{unit_sep(unit)}{unit}" if unit else s
 
 

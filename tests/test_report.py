@@ -155,7 +155,7 @@ def test_table_single_seed(tmp_path):
     r.claim("fails", False)
     df = r.table()
     assert list(df.columns) == list(COLUMNS)
-    assert df.loc["acc"].tolist() == ["0.95%", "0.9123%", ""]
+    assert df.loc["acc"].tolist() == ["0.95%", "0.912%", ""]  # 3 significant digits
     assert df.loc["holds"].tolist() == ["Fig. 2", "0.91 vs 0.95", "yes"]
     assert df.loc["fails", "claim holds?"] == "no"
     assert "<table" in r._repr_html_()

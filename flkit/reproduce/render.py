@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import presets
 from ..report import versions
-from ..results import load_results, summarize
+from ..results import claim_counts, load_results, summarize
 from ..store import save_text
 
 __all__ = ["write_reports", "failure_where"]
@@ -69,10 +69,6 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
         meta = presets.meta(name)
         times = [r.get("wall_time_s") for r in runs]
         devices = sorted({r["_results"].get("device", "?") for r in used})
-        claims = [row for row in rows if row["kind"] == "claim"]
-        claims_ok = sum(
-            1 for row in claims if all(v is True for v in row["verdicts"]) and row["verdicts"]
-        )
         status = "ok" if not failed else ("FAILED" if not ok else "partly failed")
         sections.append(
             {
@@ -93,12 +89,22 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
                 "partial": partial,
                 "figures": figures,
                 "devices": devices,
-                "claims": (claims_ok, len(claims)),
+                "claims": claim_counts(rows),
                 "parameters": runs[0]["parameters"] if runs else {},
                 "failures": [{"seed": r["seed"], **(r.get("error") or {})} for r in failed],
             }
         )
     return sections
+
+
+CLAIMS_HEAD = "claims: holds / does not hold / inconclusive"
+
+
+def _claims_cell(counts: dict) -> str:
+    """'2 / 1 / 3' (holds / does not hold / inconclusive), '' when the notebook has no claim."""
+    if not sum(counts.values()):
+        return ""
+    return " / ".join(str(counts[k]) for k in ("holds", "does not hold", "inconclusive"))
 
 
 def _md_cell(text) -> str:
@@ -121,12 +127,12 @@ def _render_md(head: dict, sections: list[dict]) -> str:
         L.append("Overrides: " + ", ".join(f"`{k}={v!r}`" for k, v in head["overrides"].items()))
     L += [
         "",
-        "| notebook | status | seeds ok | run time | claims holding (all seeds) |",
+        f"| notebook | status | seeds ok | run time | {CLAIMS_HEAD} |",
         "|---|---|---|---|---|",
     ]
     for s in sections:
         t = sum(x for x in s["times"] if x) if s["times"] else None
-        claims = f"{s['claims'][0]}/{s['claims'][1]}" if s["claims"][1] else ""
+        claims = _claims_cell(s["claims"])
         status = s["status"] if s["status"] == "ok" else f"**{s['status']}**"
         L.append(
             f"| [{_md_cell(s['name'])}](#{_anchor(s['name'])}) | {status} | "
@@ -211,12 +217,12 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
         )
     H.append(
         "<table><tr><th>notebook</th><th>status</th><th>seeds ok</th><th>run time</th>"
-        "<th>claims holding (all seeds)</th></tr>"
+        f"<th>{CLAIMS_HEAD}</th></tr>"
     )
     for s in sections:
         t = sum(x for x in s["times"] if x) if s["times"] else None
         cls = "ok" if s["status"] == "ok" else "failed"
-        claims = f"{s['claims'][0]}/{s['claims'][1]}" if s["claims"][1] else ""
+        claims = _claims_cell(s["claims"])
         H.append(
             f"<tr><td><a href='#{_anchor(s['name'])}'>{e(s['name'])}</a></td>"
             f"<td class='{cls}'>{e(s['status'])}</td><td>{len(s['seeds_ok'])}/{len(s['seeds'])}"
