@@ -8,6 +8,7 @@ import ast
 import sys
 
 from .. import presets
+from ..run_times import RUN_TIMES, sentence
 from ..utils import FlkitError, run_command
 from .execute import reproduce_runs
 from .plan import default_notebooks_dir, discover
@@ -157,6 +158,8 @@ def run_cli(args) -> int:
             )
         for name, path in sorted(found.items()):
             print(f"{name:28s} {', '.join(presets.available(name)):28s} {path}")
+            if name in RUN_TIMES:
+                print(f"{'':28s} {sentence(name)}")
         return 0
     _, infos = reproduce_runs(
         preset=args.preset,
