@@ -189,36 +189,3 @@ def noniid_curves(res, sparsity, column="client_acc_mean"):
     )
     ax.set(ylabel="mean client accuracy (%)")
     return fig
-
-
-def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"):
-    """Sliders for s0, s_p and lambda_max redrawing :func:`demo_figure` (live kernel; a batch run
-    shows the widget in its initial state). s0 can never exceed s_p: its slider stops at s_p.
-
-    The figure is shown as a PNG in an Image widget, not captured by an Output widget: a headless
-    client (papermill, nbclient) emulates the Output widget by messaging the kernel while the cell
-    runs, and that sometimes left the cell waiting forever."""
-    import io
-
-    import ipywidgets as W
-    from IPython.display import display
-
-    sp = W.FloatSlider(value=s_p, min=0.05, max=0.99, step=0.01, description="s_p")
-    s0w = W.FloatSlider(value=min(s0, s_p), min=0.0, max=s_p, step=0.05, description="s0")
-    lam = W.FloatLogSlider(value=lambda_max, base=10, min=-5, max=-1, description="lambda_max")
-    image = W.Image(format="png")
-
-    def redraw(_=None):
-        s0w.max = sp.value
-        fig = demo_figure(
-            demo, pruned_accuracy, T, min(s0w.value, sp.value), sp.value, lam.value, Q, variant
-        )
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
-        image.value = buf.getvalue()
-
-    redraw()
-    for w in (sp, s0w, lam):
-        w.observe(redraw, "value")
-    display(W.VBox([W.HBox([s0w, sp, lam]), image]))
