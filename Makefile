@@ -11,12 +11,13 @@ export FLKIT_DATA FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv test test-fast lint reproduce smoke bench clean-runs strip help
+.PHONY: venv test test-fast test-ui lint reproduce smoke bench clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
 	@echo "make test        unit tests + every notebook at preset 'smoke' (nbval) + a reproduce check"
 	@echo "make test-fast   unit tests only"
+	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks (writes benchmarks/results/*.json)"
 
@@ -34,6 +35,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# FLKIT_UI_SHOTS=<folder> also saves screenshots of each demo before and after its slider moves.
+test-ui: $(STAMP)
+	FLKIT_UI=1 FLKIT_RUNS_DIR=$(CURDIR)/runs/test-ui $(PY) -m pytest -q -s tests/ui --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

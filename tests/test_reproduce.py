@@ -250,6 +250,70 @@ def test_reproduce_every_real_notebook_at_smoke(name, tmp_path, monkeypatch):
         f"{name} recorded no results through flkit.report"
     )
     assert (tmp_path / "runs" / "report.html").is_file()
+    run_dir = tmp_path / "runs" / name / "seed0"
+    check_figures_shown(run_dir, run_dir / f"{name}.ipynb")
+    check_no_stray_reprs(run_dir / f"{name}.ipynb")
+
+
+def shown_pngs(executed: Path) -> list[bytes]:
+    """The PNG of every image a reader sees in an executed notebook's cell outputs."""
+    import base64
+
+    nb = json.loads(executed.read_text())
+    return [
+        base64.b64decode(o["data"]["image/png"])
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
+
+
+def looks_alike(a: bytes, b: bytes) -> float:
+    """Mean absolute difference (0..1) of two pictures shrunk to 64 x 64 grey levels, and 1 when
+    their aspect ratios differ by more than 5 % (notebook 00 at smoke: a figure and its saved
+    copy at another dpi 0.002-0.005; two different figures of the same shape 0.024-0.038)."""
+    from io import BytesIO
+
+    import numpy as np
+    from PIL import Image
+
+    ia, ib = (Image.open(BytesIO(x)).convert("L") for x in (a, b))
+    if abs(ia.width / ia.height - ib.width / ib.height) > 0.05 * ia.width / ia.height:
+        return 1.0
+    pa, pb = (np.asarray(i.resize((64, 64), Image.BILINEAR), dtype=float) / 255 for i in (ia, ib))
+    return float(np.abs(pa - pb).mean())
+
+
+def check_figures_shown(run_dir: Path, executed: Path, tol: float = 0.012):
+    """Every figure the notebook recorded with ``report.figure`` is among the images of its
+    executed outputs (issue 17: three of notebook 00's four figures were saved but never shown)."""
+    recorded = json.loads((run_dir / "results.json").read_text())["figures"]
+    shown = shown_pngs(executed)
+    missing = []
+    for fig in recorded:
+        saved = (run_dir / fig["file"]).read_bytes()
+        best = min((looks_alike(saved, png) for png in shown), default=1.0)
+        if best > tol:
+            missing.append(f"{fig['name']} (closest shown image differs by {best:.3f})")
+    assert not missing, (
+        f"{executed.name}: figures recorded with report.figure but not shown: {missing}"
+    )
+
+
+def check_no_stray_reprs(executed: Path):
+    """No cell shows a bare Python repr meant for nobody (a path returned by report.figure)."""
+    import re
+
+    nb = json.loads(executed.read_text())
+    stray = [
+        text
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "execute_result" and set(o.get("data", {})) == {"text/plain"}
+        for text in ["".join(o["data"]["text/plain"])]
+        if re.match(r"^(PosixPath|WindowsPath|Path)\(", text)
+    ]
+    assert not stray, f"{executed.name} shows stray reprs: {stray}"
 
 
 def test_default_notebooks_dir_is_the_checkouts(monkeypatch):
