@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ... import plots
 from ...prune import cubic_sparsity, incremental_lambda
 from .study import DENSE, LABELS, final_rows
 
@@ -46,6 +47,7 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
         label=f"{other} variant",
     )
     ax_l.set(xlabel="round t", ylabel=r"$\lambda_t$", title="incremental regularisation")
+    plots.integer_ticks(ax_l)
     ax_l.legend(fontsize=8)
 
 
@@ -88,6 +90,7 @@ def accuracy_vs_round(res, sparsity, column="test_accuracy", ax=None, title=""):
         xlabel="round", ylabel="test accuracy (%)", title=title or f"target sparsity {sparsity:g}"
     )
     ax.legend(fontsize=8, ncol=2)
+    plots.integer_ticks(ax)
     return ax.figure
 
 
@@ -113,6 +116,8 @@ def communication(res, sparsity, seed):
         xlabel="round", ylabel="Mibit (up + down)", title="official formula 32(1-s)P per client"
     )
     axs[1].legend(fontsize=8, ncol=2)
+    for a in axs:
+        plots.integer_ticks(a)
     fig.suptitle(f"cumulative communication, target sparsity {sparsity:g}, seed {seed}")
     fig.tight_layout()
     return fig
@@ -137,6 +142,7 @@ def realised_sparsity(res, seed, methods=("feddip", "dpf", "prunetrain", "prunef
             title=f"s_p = {s:g}",
             ylim=(0, 1),
         )
+        plots.integer_ticks(ax)
     axs[0][0].legend(fontsize=8)
     fig.tight_layout()
     return fig
