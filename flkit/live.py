@@ -29,7 +29,25 @@ from collections.abc import Callable
 
 from .utils import FlkitError
 
-__all__ = ["Demo", "to_png"]
+__all__ = ["Demo", "to_png", "log_stops"]
+
+
+def log_stops(value: float, low: float, high: float, per_decade: int = 2) -> list[float]:
+    """Slider stops 1, 3, 10, 30, ... (``per_decade`` = 2; 1 gives powers of ten) from ``low``
+    to ``high``, with ``value`` added: a short list every stop of which can be precomputed."""
+    import math
+
+    if not 0 < low <= high:
+        raise FlkitError(f"low={low!r}, high={high!r}; accepted: 0 < low <= high")
+    if per_decade not in (1, 2):
+        raise FlkitError(f"per_decade={per_decade!r}; accepted: 1, 2")
+    mantissas = (1.0, 3.0) if per_decade == 2 else (1.0,)
+    stops = {
+        float(f"{m * 10.0**e:.6g}")
+        for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        for m in mantissas
+    }
+    return sorted({v for v in stops if low <= v <= high} | {float(value)})
 
 
 def to_png(figures, dpi: int = 90) -> bytes:

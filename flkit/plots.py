@@ -142,6 +142,7 @@ def label_distribution(
     ax = new_ax(ax, figsize=(min(12.0, 2.5 + 0.09 * k), min(6.0, 1.2 + 0.25 * num_classes)))
     im = ax.imshow(counts.T, aspect="auto", origin="lower", cmap=cmap, interpolation="nearest")
     ax.grid(False)
+    integer_ticks(ax, "x")
     ax.set_xlabel("client")
     ax.set_ylabel("class")
     if class_names is not None and num_classes <= 30:

@@ -155,6 +155,14 @@ def test_demo_refuses_what_it_cannot_do():
         demo.settings()
 
 
+def test_log_stops():
+    assert live.log_stops(0.1, 0.01, 100.0) == [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]
+    assert live.log_stops(0.05, 0.001, 1.0) == [0.001, 0.003, 0.01, 0.03, 0.05, 0.1, 0.3, 1]
+    assert live.log_stops(2.0, 1.0, 100.0, per_decade=1) == [1, 2, 10, 100]
+    with pytest.raises(FlkitError, match=r"low=0, high=1"):
+        live.log_stops(0.5, 0, 1)
+
+
 def test_to_png_stacks_figures_top_to_bottom():
     from io import BytesIO
 

@@ -185,7 +185,8 @@ class Notebook:
     def run_all(self, timeout: float):
         """Run every cell and wait until each code cell has an execution count and the kernel
         is idle; TimeoutError names the cell still running."""
-        self.js("return app.commands.execute('notebook:run-all-cells');")
+        # not returned: WebDriver would wait for the command's promise (every cell done)
+        self.js("app.commands.execute('notebook:run-all-cells'); return true;")
 
         def done():
             state = self.js(

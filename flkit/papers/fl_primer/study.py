@@ -315,9 +315,10 @@ def alpha_explorer(
     alpha: float = 0.1,
     max_clients: int | None = 50,
 ):
-    """A log-scale slider (alpha 0.01..100) above the label heat map it redraws on release
-    (:class:`flkit.live.Demo`: one figure, redrawn in place; display it as the cell's last
-    expression). Without a live kernel (papermill, nbval) it shows its initial state."""
+    """A slider over alpha = 0.01, 0.03, ..., 100 (and ``alpha``) above the label heat map
+    (:class:`flkit.live.Demo`: one figure, redrawn in place, every stop drawn ahead; display it
+    as the cell's last expression). Without a live kernel (papermill, nbval) it shows its
+    initial state."""
     import ipywidgets as W
     import matplotlib.pyplot as plt
 
@@ -333,17 +334,15 @@ def alpha_explorer(
             )
         return fig
 
-    slider = W.FloatLogSlider(
+    slider = W.SelectionSlider(
+        options=live.log_stops(alpha, 0.01, 100.0),
         value=float(alpha),
-        base=10,
-        min=-2,
-        max=2,
-        step=0.05,
         description="alpha",
         continuous_update=False,
-        readout_format=".3g",
     )
-    return live.Demo(draw, alpha=slider)
+    demo = live.Demo(draw, alpha=slider)
+    demo.precompute()  # nine settings: every move then only swaps the picture
+    return demo
 
 
 # ------------------------------------------------------------------------------ from scratch

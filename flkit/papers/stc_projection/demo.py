@@ -13,17 +13,16 @@ from .figures import fig1
 def fig1_demo(
     update: torch.Tensor, p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, title: str = ""
 ) -> live.Demo:
-    """A log-scale slider for p (0.001..1) above :func:`fig1`, first drawn at ``p``."""
+    """A slider over p = 0.001, 0.003, ..., 1 (and ``p``) above :func:`fig1`, first drawn at
+    ``p``."""
     import ipywidgets as W
 
-    slider = W.FloatLogSlider(
-        value=p,
-        base=10,
-        min=-3,
-        max=0,
-        step=0.05,
+    slider = W.SelectionSlider(
+        options=live.log_stops(p, 0.001, 1.0),
+        value=float(p),
         description="p (kept)",
-        readout_format=".3f",
         continuous_update=False,
     )
-    return live.Demo(lambda p: fig1(update, float(p), counter, title), p=slider)
+    demo = live.Demo(lambda p: fig1(update, float(p), counter, title), p=slider)
+    demo.precompute()  # seven stops: every move then only swaps the picture
+    return demo
