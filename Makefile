@@ -36,9 +36,10 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests
 
+# Shares `make test`'s run cache, so after it the notebooks load their runs instead of training.
 # FLKIT_UI_SHOTS=<folder> also saves screenshots of each demo before and after its slider moves.
 test-ui: $(STAMP)
-	FLKIT_UI=1 FLKIT_RUNS_DIR=$(CURDIR)/runs/test-ui $(PY) -m pytest -q -s tests/ui --durations=10
+	FLKIT_UI=1 FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q -s tests/ui --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
