@@ -30,7 +30,11 @@ def demo_figure(tasks: int, requests: int, buffer: int, seed: int = 0, num_clien
             a1.text(0, 0.5, str(e), wrap=True, fontsize=10, va="center")
             return fig
         ct = {k: (v if v is not None else np.nan) for k, v in res.completion_time.items()}
-        a1.bar(list(ct), list(ct.values()), color=[plots.COLORS[i % 8] for i in range(len(ct))])
+        a1.bar(
+            list(ct),
+            list(ct.values()),
+            color=[plots.COLORS[i % len(plots.COLORS)] for i in range(len(ct))],
+        )
         a1.set_ylabel("time to target")
         a1.set_title(f"all done at {np.nanmax(list(ct.values())):.0f}")
         staleness_hist({f"R={requests}, b={buffer}": res}, ax=a2)
