@@ -34,4 +34,6 @@ def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"
     def draw(s0, s_p, lambda_max):
         return demo_figure(demo, pruned_accuracy, T, min(s0, s_p), s_p, lambda_max, Q, variant)
 
+    for w in (sp, s0w, lam):
+        w.style.description_width = "initial"  # "lambda_max" in full, not "lambda_..."
     return live.Demo(draw, constrain=cap, s0=s0w, s_p=sp, lambda_max=lam)

@@ -30,6 +30,7 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
     ax_s.set(
         xlabel="round t", ylabel="target sparsity $s_t$", ylim=(0, 1), title="sparsity schedule"
     )
+    plots.integer_ticks(ax_s)
     ax_l.step(
         t,
         [incremental_lambda(int(i), T, lambda_max, Q, variant) for i in t],
