@@ -12,7 +12,7 @@ export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv data lab test test-fast lint reproduce smoke bench clean-runs strip help
+.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-fast   unit tests only"
 	@echo "make data        link the dataset mirror (\$$FLKIT_MIRROR or ../shared/data) into data/"
 	@echo "make lab         make data, then start JupyterLab"
+	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks (writes benchmarks/results/*.json)"
 
@@ -48,6 +49,11 @@ test: data
 
 test-fast: data
 	$(PY) -m pytest -q tests
+
+# Shares `make test`'s run cache, so after it the notebooks load their runs instead of training.
+# FLKIT_UI_SHOTS=<folder> also saves screenshots of each demo before and after its slider moves.
+test-ui: data
+	FLKIT_UI=1 FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q -s tests/ui --durations=10
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

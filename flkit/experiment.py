@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from . import methods, metrics, store
+from .progress import finish
 from .state import model_state
 from .train import BACKENDS, LocalSpec
 from .utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
@@ -259,8 +260,7 @@ def run(
                 bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
         if ckpt is not None and (rnd % checkpoint_every == 0) and rnd < config.rounds:
             store.save_torch(ckpt, {"state": state, "rows": rows, "round": rnd})
-    if bar is not None:
-        bar.close()
+    finish(bar)
     history = pd.DataFrame(rows)
     history.attrs["config"] = config.key()
     history.attrs["wall_seconds"] = time.perf_counter() - t0
@@ -320,6 +320,6 @@ def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
 def _progress(total: int, done: int, desc: str, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm  # notebook-aware: a widget in Jupyter, a text bar in a terminal
+    from .progress import bar
 
-    return tqdm(total=total, initial=done, desc=desc, leave=False)
+    return bar(total=total, initial=done, desc=desc, unit="round")

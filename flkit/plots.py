@@ -53,13 +53,42 @@ def apply_style() -> None:
     mpl.rcParams["axes.prop_cycle"] = _prop_cycle()
 
 
+# Session state that a ``with style():`` block must not undo: the first figure of a Jupyter
+# session may be drawn inside the block, and the inline backend then switches interactive mode on
+# there; restoring it to False on exit would stop every later figure from being shown.
+SESSION_PARAMS = ("interactive",)
+
+
 @contextlib.contextmanager
 def style():
-    """Use the house style inside a ``with`` block only."""
+    """Use the house style inside a ``with`` block only (session state in ``SESSION_PARAMS``,
+    such as interactive mode set by a backend activated inside the block, is kept on exit)."""
     import matplotlib as mpl
 
-    with mpl.rc_context({**STYLE, "axes.prop_cycle": _prop_cycle()}):
-        yield
+    kept = {}
+    try:
+        with mpl.rc_context({**STYLE, "axes.prop_cycle": _prop_cycle()}):
+            try:
+                yield
+            finally:
+                kept = {k: mpl.rcParams[k] for k in SESSION_PARAMS}
+    finally:
+        for k, v in kept.items():
+            mpl.rcParams[k] = v
+
+
+def integer_ticks(ax, axis: str = "x"):
+    """Ticks on whole numbers only along ``axis`` ('x', 'y' or 'both'), for counts such as rounds
+    (a short run otherwise gets ticks at 1.0, 1.2, ...). Returns the Axes."""
+    from matplotlib.ticker import MaxNLocator
+
+    from .utils import FlkitError
+
+    if axis not in ("x", "y", "both"):
+        raise FlkitError(f"axis={axis!r}; accepted: 'x', 'y', 'both'")
+    for name in ("x", "y") if axis == "both" else (axis,):
+        getattr(ax, f"{name}axis").set_major_locator(MaxNLocator(integer=True))
+    return ax
 
 
 _NAMED: dict = {}
@@ -113,6 +142,7 @@ def label_distribution(
     ax = new_ax(ax, figsize=(min(12.0, 2.5 + 0.09 * k), min(6.0, 1.2 + 0.25 * num_classes)))
     im = ax.imshow(counts.T, aspect="auto", origin="lower", cmap=cmap, interpolation="nearest")
     ax.grid(False)
+    integer_ticks(ax, "x")
     ax.set_xlabel("client")
     ax.set_ylabel("class")
     if class_names is not None and num_classes <= 30:

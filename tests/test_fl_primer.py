@@ -209,19 +209,6 @@ def test_repartition_matches_partition_module():
     assert near_iid["label_entropy_mean"] > skewed["label_entropy_mean"]
 
 
-def test_alpha_explorer_redraws():
-    pytest.importorskip("ipywidgets")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    labels = torch.arange(10).repeat(100)
-    box = primer.alpha_explorer(labels, 10, 20, seed=0, alpha=0.1)
-    slider = box.children[0]
-    assert slider.value == pytest.approx(0.1)
-    slider.value = 10.0  # the observer re-partitions and redraws without error
-    box.redraw(1.0)
-
-
 # ------------------------------------------------------------------------------ runs and presets
 def test_preset_file_and_configs():
     for name in ("smoke", "cpu", "paper"):

@@ -131,10 +131,25 @@ def test_strip_tool(tmp_path):
     cell = nb["cells"][1]
     assert cell["outputs"] == [] and cell["execution_count"] is None
     assert cell["metadata"] == {"tags": ["parameters"]}
-    assert set(nb["metadata"]) == {"kernelspec"}
+    assert nb["metadata"] == strip_notebooks.KERNEL_METADATA  # what JupyterLab would write
     assert nb["cells"][0]["source"] == ["# title"]
     assert subprocess.run(cmd + ["--check", str(path)], capture_output=True).returncode == 0
     assert subprocess.run(cmd + [str(path)], capture_output=True).returncode == 0  # idempotent
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_metadata_is_what_jupyterlab_writes(path):
+    """JupyterLab replaces kernelspec and language_info with the connected kernel's on open and
+    marks the notebook modified when they differ (issue 17); the project's kernel is the one
+    `make venv` installs: name python3, "Python 3 (flkit)"."""
+    meta = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    assert meta["kernelspec"] == {
+        "display_name": "Python 3 (flkit)",
+        "language": "python",
+        "name": "python3",
+    }
+    assert meta["language_info"]["name"] == "python"
+    assert meta["language_info"]["version"] == strip_notebooks.PYTHON_VERSION
 
 
 def test_strip_tool_bad_file(tmp_path):

@@ -250,6 +250,77 @@ def test_reproduce_every_real_notebook_at_smoke(name, tmp_path, monkeypatch):
         f"{name} recorded no results through flkit.report"
     )
     assert (tmp_path / "runs" / "report.html").is_file()
+    run_dir = tmp_path / "runs" / name / "seed0"
+    check_figures_shown(run_dir, run_dir / f"{name}.ipynb")
+    check_no_stray_reprs(run_dir / f"{name}.ipynb")
+
+
+def shown_pngs(executed: Path) -> list[bytes]:
+    """The PNG of every image a reader sees in an executed notebook's cell outputs."""
+    import base64
+
+    nb = json.loads(executed.read_text())
+    return [
+        base64.b64decode(o["data"]["image/png"])
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
+
+
+def looks_alike(a: bytes, b: bytes) -> float:
+    """Mean absolute difference (0..1) of two pictures shrunk to 64 x 64 grey levels, and 1 when
+    their aspect ratios differ by more than 5 % (notebook 00 at smoke: a figure and its saved
+    copy at another dpi 0.002-0.005; two different figures of the same shape 0.024-0.038)."""
+    from io import BytesIO
+
+    import numpy as np
+    from PIL import Image
+
+    ia, ib = (Image.open(BytesIO(x)).convert("L") for x in (a, b))
+    if abs(ia.width / ia.height - ib.width / ib.height) > 0.05 * ia.width / ia.height:
+        return 1.0
+    pa, pb = (np.asarray(i.resize((64, 64), Image.BILINEAR), dtype=float) / 255 for i in (ia, ib))
+    return float(np.abs(pa - pb).mean())
+
+
+def check_figures_shown(run_dir: Path, executed: Path, tol: float = 0.015):
+    """Every figure the notebook recorded with ``report.figure`` is among the images of its
+    executed outputs, each matched to its own image (issue 17: three of notebook 00's four figures
+    were saved but never shown). Matching takes the closest pairs first (at smoke two of notebook
+    01's figures are 0.007 apart, each 0.003 from its own image)."""
+    recorded = json.loads((run_dir / "results.json").read_text())["figures"]
+    shown = shown_pngs(executed)
+    pairs = sorted(
+        (looks_alike((run_dir / fig["file"]).read_bytes(), png), f, s)
+        for f, fig in enumerate(recorded)
+        for s, png in enumerate(shown)
+    )
+    matched, used = {}, set()
+    for d, f, s in pairs:
+        if d <= tol and f not in matched and s not in used:
+            matched[f] = s
+            used.add(s)
+    missing = [fig["name"] for f, fig in enumerate(recorded) if f not in matched]
+    assert not missing, (
+        f"{executed.name}: figures recorded with report.figure but not shown: {missing}"
+    )
+
+
+def check_no_stray_reprs(executed: Path):
+    """No cell shows a bare Python repr meant for nobody (a path returned by report.figure)."""
+    import re
+
+    nb = json.loads(executed.read_text())
+    stray = [
+        text
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "execute_result" and set(o.get("data", {})) == {"text/plain"}
+        for text in ["".join(o["data"]["text/plain"])]
+        if re.match(r"^(PosixPath|WindowsPath|Path)\(", text)
+    ]
+    assert not stray, f"{executed.name} shows stray reprs: {stray}"
 
 
 def test_default_notebooks_dir_is_the_checkouts(monkeypatch):
@@ -259,3 +330,37 @@ def test_default_notebooks_dir_is_the_checkouts(monkeypatch):
     root = Path(__file__).resolve().parent.parent
     assert rp.default_notebooks_dir() == root / "notebooks"
     assert (rp.SOURCE_ROOT / "flkit" / "__init__.py").is_file() and rp.SOURCE_ROOT == root
+
+
+def test_figure_check_finds_a_figure_never_shown(tmp_path):
+    """The check behind the real-notebook test: two recorded figures, only one shown."""
+    import base64
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pngs = []
+    for i, name in enumerate(("curve", "bars")):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([0, 1], [0, 1]) if i == 0 else ax.bar([0, 1, 2], [3, 1, 2])
+        fig.savefig(tmp_path / f"{name}.png", dpi=120, bbox_inches="tight")
+        buf = tmp_path / f".{name}.shown.png"
+        fig.savefig(buf, dpi=72, bbox_inches="tight")  # the inline backend's copy: another dpi
+        pngs.append(base64.b64encode(buf.read_bytes()).decode())
+        plt.close(fig)
+    figures = [{"name": n, "file": f"{n}.png"} for n in ("curve", "bars")]
+    (tmp_path / "results.json").write_text(json.dumps({"figures": figures}))
+
+    def notebook(shown):
+        outputs = [{"output_type": "display_data", "data": {"image/png": p}} for p in shown]
+        path = tmp_path / "nb.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": outputs}]}))
+        return path
+
+    check_figures_shown(tmp_path, notebook(pngs))
+    with pytest.raises(AssertionError, match=r"not shown: \['bars'\]"):
+        check_figures_shown(tmp_path, notebook(pngs[:1]))
+    with pytest.raises(AssertionError, match=r"not shown: \['curve'\]"):
+        check_figures_shown(tmp_path, notebook(pngs[1:] * 2))  # one image never counts twice

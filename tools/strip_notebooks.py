@@ -19,11 +19,14 @@ Only the standard library is used, so it runs as a pre-commit hook without depen
           language: system        # or: python
           files: \\.ipynb$
 
-Kept: cell sources, cell ids, cell tags and other cell metadata a person sets, the notebook's
-kernelspec/language_info. Removed: outputs, execution counts, cell metadata ``execution``,
-``papermill``, ``ExecuteTime``, ``collapsed``, ``scrolled``, and
-notebook metadata ``widgets`` (ipywidgets state) and ``papermill``. Files are written the way
-Jupyter writes them (1-space indent, sorted keys, trailing newline).
+Kept: cell sources, cell ids, cell tags and other cell metadata a person sets. Removed: outputs,
+execution counts, cell metadata ``execution``, ``papermill``, ``ExecuteTime``, ``collapsed``,
+``scrolled``, and notebook metadata ``widgets`` (ipywidgets state) and ``papermill``. Set: the
+notebook's ``kernelspec`` and ``language_info`` to exactly what JupyterLab writes there when the
+project's kernel (``make venv``: "Python 3 (flkit)", Python ``PYTHON_VERSION``) connects, so that
+opening a notebook does not mark it modified; with another Python version only
+``language_info.version`` differs. Files are written the way Jupyter writes them (1-space indent,
+sorted keys, trailing newline).
 """
 
 from __future__ import annotations
@@ -36,6 +39,21 @@ from pathlib import Path
 CELL_META_DROP = ("execution", "papermill", "ExecuteTime", "collapsed", "scrolled")
 NB_META_DROP = ("widgets", "papermill")
 DEFAULT_GLOBS = ("notebooks/**/*.ipynb", "tests/fixtures/**/*.ipynb")
+# The Python of the project's reference environment (CI, `make venv`); JupyterLab copies the
+# kernel's exact version into language_info on open and marks the notebook modified if it differs.
+PYTHON_VERSION = "3.11.7"
+KERNEL_METADATA = {
+    "kernelspec": {"display_name": "Python 3 (flkit)", "language": "python", "name": "python3"},
+    "language_info": {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": PYTHON_VERSION,
+    },
+}
 
 
 def strip(nb: dict) -> dict:
@@ -43,6 +61,7 @@ def strip(nb: dict) -> dict:
     nb = json.loads(json.dumps(nb))
     for key in NB_META_DROP:
         nb.get("metadata", {}).pop(key, None)
+    nb.setdefault("metadata", {}).update(json.loads(json.dumps(KERNEL_METADATA)))
     for cell in nb.get("cells", []):
         meta = cell.get("metadata", {})
         for key in CELL_META_DROP:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .. import store
+from ..progress import finish
 from ..state import broadcast_state
 from ..train import train_clients
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
@@ -107,16 +108,15 @@ def run(
     sched, trainer = build_schedule(cfg, seed, dev)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from ..progress import bar as new_bar
 
         total = cfg.max_time if cfg.max_time is not None else None
         label = METHOD_LABELS[cfg.method]
-        bar = tqdm(
+        bar = new_bar(
             total=total,
             desc=f"{label} ({len(cfg.tasks)} tasks, seed {seed})",
             unit="t",
-            leave=False,
-            bar_format="{desc}: sim time {n:.0f}{postfix}" if total is None else None,
+            bar_format="{desc}: sim time {n:.3g}{postfix}" if total is None else None,
         )
         accs = {}
 
@@ -127,11 +127,12 @@ def run(
             bar.set_postfix({k: f"{v:.3f}" for k, v in accs.items()}, refresh=True)
 
         trainer.on_evaluate = hook
+    done = False
     try:
         res = sched.run()
+        done = True  # also when every task reached its target before max_time
     finally:
-        if bar is not None:
-            bar.close()
+        finish(bar, done)
     res.stats["wall_seconds"] = time.perf_counter() - t0
     res.stats["trained"] = trainer.trained
     res.stats["train_calls_engine"] = trainer.train_calls

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ... import plots
 from ...prune import cubic_sparsity, incremental_lambda
 from .study import DENSE, LABELS, final_rows
 
@@ -29,6 +30,7 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
     ax_s.set(
         xlabel="round t", ylabel="target sparsity $s_t$", ylim=(0, 1), title="sparsity schedule"
     )
+    plots.integer_ticks(ax_s)
     ax_l.step(
         t,
         [incremental_lambda(int(i), T, lambda_max, Q, variant) for i in t],
@@ -46,6 +48,7 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
         label=f"{other} variant",
     )
     ax_l.set(xlabel="round t", ylabel=r"$\lambda_t$", title="incremental regularisation")
+    plots.integer_ticks(ax_l)
     ax_l.legend(fontsize=8)
 
 
@@ -88,6 +91,7 @@ def accuracy_vs_round(res, sparsity, column="test_accuracy", ax=None, title=""):
         xlabel="round", ylabel="test accuracy (%)", title=title or f"target sparsity {sparsity:g}"
     )
     ax.legend(fontsize=8, ncol=2)
+    plots.integer_ticks(ax)
     return ax.figure
 
 
@@ -113,6 +117,8 @@ def communication(res, sparsity, seed):
         xlabel="round", ylabel="Mibit (up + down)", title="official formula 32(1-s)P per client"
     )
     axs[1].legend(fontsize=8, ncol=2)
+    for a in axs:
+        plots.integer_ticks(a)
     fig.suptitle(f"cumulative communication, target sparsity {sparsity:g}, seed {seed}")
     fig.tight_layout()
     return fig
@@ -137,6 +143,7 @@ def realised_sparsity(res, seed, methods=("feddip", "dpf", "prunetrain", "prunef
             title=f"s_p = {s:g}",
             ylim=(0, 1),
         )
+        plots.integer_ticks(ax)
     axs[0][0].legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -189,36 +196,3 @@ def noniid_curves(res, sparsity, column="client_acc_mean"):
     )
     ax.set(ylabel="mean client accuracy (%)")
     return fig
-
-
-def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"):
-    """Sliders for s0, s_p and lambda_max redrawing :func:`demo_figure` (live kernel; a batch run
-    shows the widget in its initial state). s0 can never exceed s_p: its slider stops at s_p.
-
-    The figure is shown as a PNG in an Image widget, not captured by an Output widget: a headless
-    client (papermill, nbclient) emulates the Output widget by messaging the kernel while the cell
-    runs, and that sometimes left the cell waiting forever."""
-    import io
-
-    import ipywidgets as W
-    from IPython.display import display
-
-    sp = W.FloatSlider(value=s_p, min=0.05, max=0.99, step=0.01, description="s_p")
-    s0w = W.FloatSlider(value=min(s0, s_p), min=0.0, max=s_p, step=0.05, description="s0")
-    lam = W.FloatLogSlider(value=lambda_max, base=10, min=-5, max=-1, description="lambda_max")
-    image = W.Image(format="png")
-
-    def redraw(_=None):
-        s0w.max = sp.value
-        fig = demo_figure(
-            demo, pruned_accuracy, T, min(s0w.value, sp.value), sp.value, lam.value, Q, variant
-        )
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
-        image.value = buf.getvalue()
-
-    redraw()
-    for w in (sp, s0w, lam):
-        w.observe(redraw, "value")
-    display(W.VBox([W.HBox([s0w, sp, lam]), image]))

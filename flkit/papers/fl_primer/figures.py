@@ -47,7 +47,9 @@ def iid_vs_noniid(curves: pd.DataFrame, iid: str, noniid: str):
             _curve(a1, curves, lab, "test_accuracy")
             _curve(a2, curves, lab, "train_loss")
         a1.set(xlabel="round", ylabel="test accuracy", title="Global model accuracy")
+        plots.integer_ticks(a1)
         a2.set(xlabel="round", ylabel="mean local training loss", title="Clients' training loss")
+        plots.integer_ticks(a2)
         a1.legend(loc="lower right")
         fig.tight_layout()
     return fig
@@ -64,6 +66,7 @@ def fedprox(curves: pd.DataFrame, labels: Sequence[str], drift_by_mu: pd.DataFra
         for lab in labels:
             _curve(ax, curves, lab, "test_accuracy")
         ax.set(xlabel="round", ylabel="test accuracy", title="FedAvg vs FedProx (non-IID)")
+        plots.integer_ticks(ax)
         ax.legend(loc="lower right")
         if drift_by_mu is not None:
             drift_vs_mu(drift_by_mu, ax=axes[0, 1])

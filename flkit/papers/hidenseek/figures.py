@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from flkit import plots
+
 ORDER = ("FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek")
 COLORS = {
     "FedAvg": "tab:gray",
@@ -28,6 +30,7 @@ def curves(runs: pd.DataFrame, tasks, title: str = ""):
                 ax.plot(c.index, c.values, label=m, color=COLORS[m], marker=".")
         ax.set_title(task)
         ax.set_xlabel("round")
+        plots.integer_ticks(ax)
         ax.set_ylabel("accuracy (%)")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from flkit import plots
+
 from . import numbers
 from .study import NAMES
 
@@ -22,6 +24,7 @@ def accuracy_curves(hist, title: str = ""):
     for a, lab in zip(ax, ("accuracy on the affected class (%)", "overall test accuracy (%)")):
         a.axvline(tau + 1, color="grey", lw=0.8, ls=":")
         a.set_xlabel("round")
+        plots.integer_ticks(a)
         a.set_ylabel(lab)
     ax[0].legend(fontsize=7)
     fig.suptitle(title or f"Fig. 11 (ours): stale clients lag by tau = {tau} from round {tau + 1}")
@@ -55,6 +58,7 @@ def switching(sw):
         a.plot(sw["round"], sw[f"err_gi_{col}"], "o-", label="E1: GI estimate")
         a.plot(sw["round"], sw[f"err_stale_{col}"], "s-", label="E2: stale update")
         a.set_xlabel("round")
+        plots.integer_ticks(a)
         a.set_ylabel(lab)
     ax[0].legend(fontsize=8)
     fig.suptitle("Fig. 5 (ours): estimate vs stale update, measured against the oracle")
@@ -115,6 +119,7 @@ def detection(det, paper: dict):
     ax.plot(det["round"], 100 * det["accuracy"], "o-", label="ours")
     ax.plot(list(paper), list(paper.values()), "k:s", label="paper (800 rounds)")
     ax.set_xlabel("round")
+    plots.integer_ticks(ax)
     ax.set_ylabel("detection accuracy (%)")
     ax.legend(fontsize=8)
     fig.suptitle("Fig. 9 (ours): is a stale update unique?", fontsize=10)

@@ -176,39 +176,3 @@ def ablation_plot(df, ax=None):
         lo = max(0.0, float(df["final_acc"].min()) - 5)
         axes[0].set_ylim(lo, min(100.0, float(df["final_acc"].max()) + 2))
     return fig
-
-
-def fig1_widget(
-    update: torch.Tensor, p: float = 0.1, counter: str = compress.DEFAULT_COUNTER, title: str = ""
-):
-    """A slider for p that redraws :func:`fig1` (live kernel only). Returns the widget, or None
-    when ipywidgets is not installed. Draw the static figure separately so batch runs (papermill,
-    nbval), which only record the widget, still show Fig. 1."""
-    try:
-        import ipywidgets as W
-    except ImportError:  # pragma: no cover
-        return None
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    slider = W.FloatLogSlider(
-        value=p,
-        base=10,
-        min=-3,
-        max=0,
-        step=0.05,
-        description="p (kept)",
-        readout_format=".3f",
-        continuous_update=False,
-    )
-    out = W.Output()
-
-    def draw(change=None):
-        with out:
-            out.clear_output(wait=True)
-            fig = fig1(update, float(slider.value), counter, title)
-            display(fig)
-            plt.close(fig)
-
-    slider.observe(draw, names="value")
-    return W.VBox([slider, out])

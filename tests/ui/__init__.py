@@ -1,0 +1,1 @@
+"""Browser smoke test of the notebooks in JupyterLab (make test-ui)."""
