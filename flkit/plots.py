@@ -251,6 +251,9 @@ def label_distribution(
         vmax=vmax,
     )
     ax.grid(False)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # client ids, never 2.5
     ax.set_xlabel("client")
     ax.set_ylabel("class")
     if class_names is not None and num_classes <= 30:
