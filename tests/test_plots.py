@@ -235,3 +235,20 @@ def test_fedast_gain_bars_state_the_sign_convention():
     assert "paper: up to 46.0 %" in title
     texts = [t.get_text() for t in ax.texts]
     assert texts[0].startswith("+20.0%") and texts[1].startswith("-10.0%")
+
+
+def test_fedast_single_evaluation_run_is_labelled(monkeypatch):
+    from flkit.papers.fedast import figures as FIG
+    from flkit.papers.fedast import tables as T
+
+    cur = {
+        "long": pd.DataFrame(
+            {"sim_time": [1.0, 2.0, 3.0], "task": "t", "accuracy": [0.2, 0.4, 0.6]}
+        ),
+        "short": pd.DataFrame({"sim_time": [2.0], "task": "t", "accuracy": [0.5]}),
+    }
+    monkeypatch.setattr(T, "curves", lambda res: cur[res])
+    ax = FIG.accuracy_curves({"A": "long", "B": "short"}, targets={"target": 0.45})
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["A", "B (1 evaluation)", "target 0.45"]
+    assert ax.lines[1].get_marker() not in (None, "", "None")  # the lone point is visible

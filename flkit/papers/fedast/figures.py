@@ -123,7 +123,9 @@ def accuracy_curves(
         if mean_over_tasks:
             piv = c.pivot_table(index="sim_time", columns="task", values="_y").sort_index().ffill()
             y = piv.mean(axis=1)
-            ax.plot(y.index, y.to_numpy(), label=label, **plots.style_for(label, len(y)))
+            # a run that stops at its first evaluation is one point, not a line: say so
+            shown = label if len(y) > 1 else f"{label} (1 evaluation)"
+            ax.plot(y.index, y.to_numpy(), label=shown, **plots.style_for(label, len(y)))
             drawn[label] = y
         else:
             kw = plots.style_for(label)
