@@ -231,7 +231,7 @@ def test_fedast_gain_bars_state_the_sign_convention():
     )
     ax = FIG.gain_bars(T.gain_table(df), df, paper_note="paper: up to 46.0 %")
     title = ax.get_legend().get_title().get_text()
-    assert "gain = (T_Sync-ST − T_FedAST) / T_Sync-ST; > 0: FedAST faster" in title
+    assert "gain = (T_Sync-ST − T_FedAST) / T_Sync-ST;\n> 0: FedAST faster" in title
     assert "paper: up to 46.0 %" in title
     texts = [t.get_text() for t in ax.texts]
     assert texts[0].startswith("+20.0%") and texts[1].startswith("-10.0%")
