@@ -20,7 +20,7 @@ def _curves(ax, curves: pd.DataFrame, labels: Sequence[str], column: str) -> str
     series = {lab: _series(curves, lab, column) for lab in labels}
     for lab, y in series.items():
         ax.plot(y.index, y.to_numpy(), label=lab, **plots.style_for(lab, len(y)))
-    ax.legend(loc="lower right" if column == "test_accuracy" else "upper right")
+    ax.legend(loc="lower right" if column == "test_accuracy" else "best")
     return plots.note_coincident(ax, plots.coincident(series))
 
 
