@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from flkit import plots
 from flkit.plots import COLORS, color_for, new_ax
 
 from . import tables as S
@@ -110,8 +111,10 @@ def accuracy_curves(
 ):
     """Test accuracy (or ``metric="test_loss"``) vs simulated time. ``results``: {label: SimResult}.
     With ``mean_over_tasks`` one line per run (mean over tasks at each task's latest evaluation),
-    else one per task."""
+    else one per task. ``targets``: {name: value}, drawn as labelled grey lines. Runs in the shared
+    style cycle (colour, dash, marker); runs whose curves coincide are named under the legend."""
     ax = new_ax(ax)
+    drawn = {}
     for label, res in results.items():
         c = S.curves(res)
         if c.empty or metric not in c:
@@ -119,21 +122,39 @@ def accuracy_curves(
         c = c.rename(columns={metric: "_y"})
         if mean_over_tasks:
             piv = c.pivot_table(index="sim_time", columns="task", values="_y").sort_index().ffill()
-            ax.plot(piv.index, piv.mean(axis=1), label=label, color=color_for(label))
+            y = piv.mean(axis=1)
+            # a run that stops at its first evaluation is one point, not a line: say so
+            shown = label if len(y) > 1 else f"{label} (1 evaluation)"
+            ax.plot(y.index, y.to_numpy(), label=shown, **plots.style_for(label, len(y)))
+            drawn[label] = y
         else:
-            for j, (t, g) in enumerate(c.groupby("task", sort=False)):
-                ls = ["-", "--", ":", "-."][j % 4]
-                ax.plot(g.sim_time, g._y, ls, color=color_for(label), label=f"{label}: {t}")
+            kw = plots.style_for(label)
+            order = {t: i for i, t in enumerate(res.tasks)}
+            by_task = sorted(c.groupby("task"), key=lambda tg: order.get(tg[0], len(order)))
+            for j, (t, g) in enumerate(by_task):
+                ls = plots.LINESTYLES[j % len(plots.LINESTYLES)]
+                ax.plot(
+                    g.sim_time,
+                    g._y,
+                    ls=ls,
+                    color=kw["color"],
+                    marker=kw["marker"],
+                    markersize=3,
+                    markevery=max(1, len(g) // 12),
+                    label=f"{label}: {t}",
+                )
+                drawn[f"{label}: {t}"] = g.set_index("sim_time")._y
                 ct = res.completion_time.get(t)
                 if ct is not None:
-                    ax.axvline(ct, color=color_for(label), ls=ls, lw=0.8, alpha=0.6)
-    for _t, v in (targets or {}).items():
-        ax.axhline(v, color="black", lw=0.8, ls=":")
+                    ax.axvline(ct, color=kw["color"], ls=ls, lw=0.8, alpha=0.6)
+    for name, v in (targets or {}).items():
+        plots.target_line(ax, v, label=f"{name} {v:g}")
     ax.set_xlabel("simulated time")
     ax.set_ylabel("test accuracy" if metric == "accuracy" else metric.replace("_", " "))
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8)
+    plots.note_coincident(ax, plots.coincident(drawn))
     return ax
 
 
@@ -146,9 +167,13 @@ def gain_bars(
     by: str = "M",
     col: str = "all_done",
     paper: dict | None = None,
+    paper_note: str = "",
 ):
-    """Bars of the seed-mean time to target per ``by`` value for baseline and method, annotated
-    with the gain %; ``paper``: {by value: paper gain %} printed beside ours."""
+    """Bars of the seed-mean time to target per ``by`` value for baseline and method (whisker =
+    std over seeds), annotated with the gain % = (T_baseline − T_method) / T_baseline (> 0: the
+    method is faster; the sign convention is written on the axes); ``paper``: {by value: paper
+    gain %} printed beside ours; ``paper_note``: the paper's number when it is not per bar (e.g.
+    "paper: up to 46.0 %")."""
     ax = new_ax(ax)
     keys = sorted(df[by].unique())
     w = 0.38
@@ -171,38 +196,58 @@ def gain_bars(
     for i, k in enumerate(keys):
         g = gains[(gains[by] == k) & (gains.seed == "mean")]
         if len(g) and g.gain_pct.iloc[0] is not None and not pd.isna(g.gain_pct.iloc[0]):
-            top = g.baseline.iloc[0]
-            txt = f"{g.gain_pct.iloc[0]:.1f}%"
+            top = np.nanmax([float(g.baseline.iloc[0]), float(g.method.iloc[0])])
+            txt = f"{g.gain_pct.iloc[0]:+.1f}%"
             if paper and k in paper and paper[k] is not None:
                 txt += f"\n(paper {paper[k]})"
             ax.text(i, top * 1.03, txt, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{by} = {k}" for k in keys])
     ax.set_ylabel("time until all tasks reach target")
-    ax.legend()
+    names = {"fedast_d": "FedAST", "sync_st": "Sync-ST"}
+    b, m = names.get(baseline, baseline), names.get(method, method)
+    note = f"% above bars: gain = (T_{b} − T_{m}) / T_{b}; > 0: {m} faster"
+    # outside the axes, so that it never covers a bar's gain label
+    ax.legend(
+        title=note.replace("; ", ";\n") + (f"\n{paper_note}" if paper_note else ""),
+        title_fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        alignment="left",
+    )
+    ax.margins(y=0.1)
     return ax
 
 
 def staleness_hist(results: dict, ax=None, bins: int | None = None):
-    """Histogram of update staleness (server versions between dispatch and arrival) per run."""
+    """Histogram of update staleness (server versions between dispatch and arrival) per run, as
+    step outlines in the shared style cycle over a light fill, so that no run hides another;
+    identical histograms are named under the legend."""
     ax = new_ax(ax)
+    dens = {}
     for label, res in results.items():
         st = S.staleness(res).staleness
         if st.empty:
             continue
         hi = int(st.max())
         b = bins or np.arange(-0.5, hi + 1.5, max(1, (hi + 1) // 40))
-        ax.hist(
+        kw = plots.style_for(label)
+        h, edges, _ = ax.hist(
             st,
             bins=b,
-            alpha=0.55,
+            histtype="step",
+            lw=1.6,
+            ls=kw["linestyle"],
             label=f"{label} (mean {st.mean():.1f})",
-            color=color_for(label),
+            color=kw["color"],
             density=True,
         )
+        ax.hist(st, bins=b, alpha=0.15, color=kw["color"], density=True)
+        dens[f"{label} (mean {st.mean():.1f})"] = pd.Series(h, index=edges[:-1])
     ax.set_xlabel("staleness (server updates between dispatch and arrival)")
     ax.set_ylabel("fraction of updates")
     ax.legend(fontsize=8)
+    plots.note_coincident(ax, plots.coincident(dens))
     return ax
 
 
@@ -217,52 +262,122 @@ def sweep_plot(
     ylabel: str | None = None,
     hline: float | None = None,
     hline_label: str = "",
+    mark_label: str = "preset",
+    missing: str = "no value",
+    paper_x: float | None = None,
+    paper_label: str = "paper",
 ):
-    """Mean (± std over seeds) of ``y`` vs ``x``, one line per ``hue`` value; ``mark`` draws a
-    red star at that x (the paper's choice)."""
+    """Mean (± std over seeds) of ``y`` vs ``x``, one line per ``hue`` value in the shared style
+    cycle. ``mark`` draws a red star at that x (labelled ``mark_label``); ``paper_x`` a black
+    dashed vertical line (the paper's value, labelled ``paper_label``). x values where ``y`` is
+    missing in every seed are drawn as crosses on the x-axis and named in the legend
+    ("``missing``: x = ..."), so an almost empty panel says why. With ``logx`` the ticks are the
+    swept values themselves, in plain numbers."""
     ax = new_ax(ax)
     groups = df.groupby(hue) if hue else [(y, df)]
+    drawn = {}
     for name, g in groups:
         s = g.groupby(x)[y].agg(["mean", "std"]).reset_index()
         label = str(name)
+        kw = plots.style_for(label)
+        ok = s["mean"].notna()
         ax.errorbar(
-            s[x],
-            s["mean"],
-            yerr=s["std"].fillna(0),
-            marker="o",
+            s[x][ok],
+            s["mean"][ok],
+            yerr=s["std"][ok].fillna(0),
             capsize=3,
             label=label,
-            color=color_for(label),
+            **kw,
         )
-        if mark is not None and mark in set(s[x]):
-            ax.plot([mark], [float(s[s[x] == mark]["mean"].iloc[0])], "*", color="red", ms=14)
+        drawn[label] = s.set_index(x)["mean"]
+        gone = s[x][~ok].tolist()
+        if gone:
+            ax.plot(
+                gone,
+                [0.0] * len(gone),
+                "x",
+                color=kw["color"],
+                ms=8,
+                mew=2,
+                clip_on=False,
+                transform=ax.get_xaxis_transform(),
+                label=f"{label}: {missing} at {x} = " + ", ".join(f"{v:g}" for v in gone),
+            )
+        if mark is not None and mark in set(s[x][ok]):
+            ax.plot(
+                [mark],
+                [float(s[s[x] == mark]["mean"].iloc[0])],
+                "*",
+                color="red",
+                ms=14,
+                label=mark_label if not any(h == mark_label for h in _labels(ax)) else None,
+            )
     if hline is not None:
-        ax.axhline(hline, color=color_for("centralised"), ls="--", label=hline_label or "reference")
+        ax.axhline(hline, color=plots.TARGET_COLOR, ls="--", label=hline_label or "reference")
+    if paper_x is not None:
+        xs = df[x].dropna()
+        if xs.min() <= paper_x <= xs.max():
+            plots.paper_line(ax, x=paper_x, label=paper_label)
+        else:  # said in the legend, without stretching the axis to a value we did not sweep
+            ax.plot(
+                [], [], ls="--", color=plots.PAPER_COLOR, label=paper_label + ": outside the sweep"
+            )
     if logx:
+        from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
         ax.set_xscale("log")
+        ticks = sorted(float(v) for v in df[x].dropna().unique())
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        fmt = ScalarFormatter()
+        fmt.set_scientific(False)
+        ax.xaxis.set_major_formatter(fmt)
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel or y)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
+    plots.note_coincident(ax, plots.coincident(drawn))
     return ax
 
 
-def het_bars(df: pd.DataFrame, ax=None):
-    """Fig. 7: mean time to target per task and method (tasks sorted by FedAST's times)."""
+def _labels(ax) -> list:
+    return ax.get_legend_handles_labels()[1]
+
+
+def het_bars(df: pd.DataFrame, ax=None, paper: dict | None = None, paper_label: str = "paper"):
+    """Fig. 7: mean time to target per task and method (tasks sorted by the first method's times),
+    whisker = min–max over seeds. ``paper``: {method label: {task: time}}, drawn as black stars
+    (labelled ``paper_label``) on the bars of the tasks the paper reports."""
     ax = new_ax(ax)
-    piv = df.groupby(["task", "label"])["time"].mean().unstack()
+    g = df.groupby(["task", "label"])["time"]
+    piv, lo, hi = (g.agg(f).unstack() for f in ("mean", "min", "max"))
     order = piv.sort_values(piv.columns[0]).index
-    piv = piv.loc[order]
+    piv, lo, hi = piv.loc[order], lo.loc[order], hi.loc[order]
     w = 0.8 / max(1, len(piv.columns))
+    starred = False
     for j, m in enumerate(piv.columns):
-        ax.bar(
-            np.arange(len(piv)) + (j - (len(piv.columns) - 1) / 2) * w,
+        xs = np.arange(len(piv)) + (j - (len(piv.columns) - 1) / 2) * w
+        ax.bar(xs, piv[m], w, label=m, color=color_for(m))
+        ax.errorbar(
+            xs,
             piv[m],
-            w,
-            label=m,
-            color=color_for(m),
+            yerr=[piv[m] - lo[m], hi[m] - piv[m]],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+            lw=1,
         )
+        for xi, task in zip(xs, piv.index):
+            v = (paper or {}).get(m, {}).get(task)
+            if v is not None:
+                plots.paper_marker(ax, xi, v, label=None if starred else paper_label)
+                starred = True
+    n = int(df.groupby(["task", "label"])["seed"].nunique().min()) if "seed" in df else 1
     ax.set_xticks(range(len(piv)))
     ax.set_xticklabels(piv.index)
-    ax.set_ylabel("time to target (mean over seeds)")
-    ax.legend()
+    ax.set_ylabel("simulated time to target")
+    ax.set_title(
+        f"Fig. 7: time to each task's target ({n} seed{'s' if n > 1 else ''}; "
+        "bar = mean, whisker = min–max)"
+    )
+    ax.legend(fontsize=8)
     return ax

@@ -9,18 +9,10 @@ from ... import plots
 from ...prune import cubic_sparsity, incremental_lambda
 from .study import DENSE, LABELS, final_rows
 
-COLORS = {
-    "fedavg": "k",
-    "fedprox": "0.5",
-    "snip": "tab:brown",
-    "prunetrain": "tab:olive",
-    "prunefl": "tab:purple",
-    "feddst": "tab:pink",
-    "dpf": "tab:cyan",
-    "feddp": "tab:blue",
-    "feddip": "tab:red",
-    "feddip_prox": "tab:orange",
-}
+
+def _look(m: str, points: int | None = None) -> dict:
+    """The method's line in the shared style cycle (flkit.plots)."""
+    return plots.style_for(LABELS[m], points)
 
 
 def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
@@ -86,7 +78,9 @@ def accuracy_vs_round(res, sparsity, column="test_accuracy", ax=None, title=""):
             continue
         h = [r.history.dropna(subset=[column]) for r in runs]
         y = np.mean([x[column].to_numpy() for x in h], axis=0) * 100
-        ax.plot(h[0]["round"], y, label=LABELS[m], color=COLORS[m], lw=2 if m == "feddip" else 1.2)
+        ax.plot(
+            h[0]["round"], y, label=LABELS[m], lw=2 if m == "feddip" else 1.2, **_look(m, len(y))
+        )
     ax.set(
         xlabel="round", ylabel="test accuracy (%)", title=title or f"target sparsity {sparsity:g}"
     )
@@ -108,8 +102,8 @@ def communication(res, sparsity, seed):
             off = (h["official_bits_up"] + h["official_bits_down"]).cumsum() / 2**20
         else:
             off = (h["bytes_up"] + h["bytes_down"]).cumsum() * 8 / 2**20
-        axs[0].plot(h["round"], exact, label=LABELS[m], color=COLORS[m])
-        axs[1].plot(h["round"], off, label=LABELS[m], color=COLORS[m])
+        axs[0].plot(h["round"], exact, label=LABELS[m], **_look(m, len(h)))
+        axs[1].plot(h["round"], off, label=LABELS[m], **_look(m, len(h)))
     axs[0].set(
         xlabel="round", ylabel="MiB (up + down)", title="exact sparse messages (values + positions)"
     )
@@ -134,7 +128,7 @@ def realised_sparsity(res, seed, methods=("feddip", "dpf", "prunetrain", "prunef
             if r is None:
                 continue
             h = r.history
-            ax.plot(h["round"], h["model_sparsity"], label=LABELS[m], color=COLORS[m])
+            ax.plot(h["round"], h["model_sparsity"], label=LABELS[m], **_look(m, len(h)))
             if m == "feddip":
                 ax.plot(h["round"], h["sparsity_target"], "k:", label="$s_t$ (FedDIP)")
         ax.set(
@@ -161,9 +155,8 @@ def gap_vs_sparsity(res):
             g["mean"],
             yerr=[g["mean"] - g["min"], g["max"] - g["mean"]],
             label=LABELS[m],
-            color=COLORS[m],
-            marker="o",
             capsize=3,
+            **_look(m),
         )
     dense = df[df.method == "fedavg"].final_acc.mean() * 100
     ax.axhline(dense, color="k", ls="--", lw=1, label="FedAvg (dense)")

@@ -9,9 +9,19 @@ import pandas as pd
 from flkit import plots
 
 
-def _curve(ax, curves: pd.DataFrame, label: str, column: str, **kw):
+def _series(curves: pd.DataFrame, label: str, column: str) -> pd.Series:
     h = curves[curves["run"] == label].dropna(subset=[column])
-    ax.plot(h["round"], h[column], label=label, color=plots.color_for(label), **kw)
+    return pd.Series(h[column].to_numpy(), index=h["round"].to_numpy(), name=label)
+
+
+def _curves(ax, curves: pd.DataFrame, labels: Sequence[str], column: str) -> str:
+    """One line per run in the shared style cycle; returns the note on runs that coincide (also
+    written under the legend), so a line hidden under another is said, not lost."""
+    series = {lab: _series(curves, lab, column) for lab in labels}
+    for lab, y in series.items():
+        ax.plot(y.index, y.to_numpy(), label=lab, **plots.style_for(lab, len(y)))
+    ax.legend(loc="lower right" if column == "test_accuracy" else "best")
+    return plots.note_coincident(ax, plots.coincident(series))
 
 
 def partitions(
@@ -22,7 +32,8 @@ def partitions(
     seed: int = 0,
     max_clients: int | None = 50,
 ):
-    """One label heat map per alpha, stacked (the static version of the alpha slider)."""
+    """One label heat map per alpha, stacked (the static version of the alpha slider), all on the
+    same colour scale (share of the client's data, 0..1) so that panels compare."""
     import matplotlib.pyplot as plt
 
     from .study import draw_partition
@@ -43,31 +54,28 @@ def iid_vs_noniid(curves: pd.DataFrame, iid: str, noniid: str):
 
     with plots.style():
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.0, 3.6))
-        for lab in (iid, noniid):
-            _curve(a1, curves, lab, "test_accuracy")
-            _curve(a2, curves, lab, "train_loss")
+        _curves(a1, curves, (iid, noniid), "test_accuracy")
+        _curves(a2, curves, (iid, noniid), "train_loss")
         a1.set(xlabel="round", ylabel="test accuracy", title="Global model accuracy")
         plots.integer_ticks(a1)
         a2.set(xlabel="round", ylabel="mean local training loss", title="Clients' training loss")
         plots.integer_ticks(a2)
-        a1.legend(loc="lower right")
         fig.tight_layout()
     return fig
 
 
 def fedprox(curves: pd.DataFrame, labels: Sequence[str], drift_by_mu: pd.DataFrame | None = None):
-    """Accuracy curves of FedAvg vs FedProx (left) and, if given, the drift per mu (right)."""
+    """Accuracy curves of FedAvg vs FedProx (left) and, if given, the drift per mu (right). Runs
+    whose curves coincide (``plots.coincident``) are named under the legend."""
     import matplotlib.pyplot as plt
 
     with plots.style():
         n = 2 if drift_by_mu is not None else 1
         fig, axes = plt.subplots(1, n, figsize=(5.0 * n, 3.6), squeeze=False)
         ax = axes[0, 0]
-        for lab in labels:
-            _curve(ax, curves, lab, "test_accuracy")
+        _curves(ax, curves, labels, "test_accuracy")
         ax.set(xlabel="round", ylabel="test accuracy", title="FedAvg vs FedProx (non-IID)")
         plots.integer_ticks(ax)
-        ax.legend(loc="lower right")
         if drift_by_mu is not None:
             drift_vs_mu(drift_by_mu, ax=axes[0, 1])
         fig.tight_layout()

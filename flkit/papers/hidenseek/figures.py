@@ -8,13 +8,6 @@ import pandas as pd
 from flkit import plots
 
 ORDER = ("FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek")
-COLORS = {
-    "FedAvg": "tab:gray",
-    "BNNAvg": "tab:purple",
-    "FedMask": "tab:blue",
-    "Signed": "tab:orange",
-    "HideNseek": "tab:red",
-}
 
 
 def curves(runs: pd.DataFrame, tasks, title: str = ""):
@@ -27,7 +20,7 @@ def curves(runs: pd.DataFrame, tasks, title: str = ""):
         for m in ORDER:
             c = sub[sub.method == m].groupby("round")["test_accuracy"].mean() * 100
             if len(c):
-                ax.plot(c.index, c.values, label=m, color=COLORS[m], marker=".")
+                ax.plot(c.index, c.values, label=m, **plots.style_for(m, len(c)))
         ax.set_title(task)
         ax.set_xlabel("round")
         plots.integer_ticks(ax)
@@ -78,9 +71,8 @@ def active_lines(act: pd.DataFrame):
             g["mean"],
             yerr=g["std"].fillna(0),
             label=m,
-            color=COLORS.get(m),
-            marker="o",
             capsize=3,
+            **plots.style_for(m),
         )
     ax.set_xlabel("clients per round")
     ax.set_ylabel("accuracy (%)")

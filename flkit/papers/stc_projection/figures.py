@@ -13,7 +13,6 @@ import torch
 from flkit import compress, plots
 
 LABELS = {"fedavg": "FedAvg", "stc": "STC", "fedfv": "FedFV", "stc_pa": "STC-PA"}
-STYLES = {"fedavg": "-", "stc": "--", "fedfv": ":", "stc_pa": "-"}
 
 
 def as_matrix(t: torch.Tensor) -> torch.Tensor:
@@ -98,42 +97,80 @@ def curves(
     title: str = "",
     target: float | None = None,
     methods=None,
+    paper_target: float | None = None,
+    paper_rounds: dict | None = None,
 ):
     """Mean over seeds (line) and min–max over seeds (band) of ``column`` vs. round per method.
 
-    ``results``: {(method, seed): RunResult} from ``study.run_comparison``."""
+    ``results``: {(method, seed): RunResult} from ``study.run_comparison``. ``target``: our target
+    (grey dotted line); ``paper_target`` / ``paper_rounds`` ({method: rounds}): the paper's target
+    and its rounds to that target (black, labelled "paper"); a paper round beyond our last round
+    is written at the right edge instead of stretching the axis. Methods whose mean curves
+    coincide are named under the legend. Returns the Axes."""
     import pandas as pd
 
     ax = plots.new_ax(ax)
     methods = methods or list(dict.fromkeys(m for m, _ in results))
+    means = {}
     for m in methods:
         frames = [r.history.set_index("round")[column] for (mm, _), r in results.items() if mm == m]
         if not frames:
             continue
         df = pd.concat(frames, axis=1) * scale
-        c = plots.color_for(LABELS.get(m, m))
-        ax.plot(
-            df.index,
-            df.mean(axis=1),
-            STYLES.get(m, "-"),
-            color=c,
-            label=f"{LABELS.get(m, m)} ({df.shape[1]} seed{'s' if df.shape[1] > 1 else ''})",
-        )
-        if df.shape[1] > 1:
-            ax.fill_between(df.index, df.min(axis=1), df.max(axis=1), color=c, alpha=0.15, lw=0)
+        lab = LABELS.get(m, m)
+        kw = plots.style_for(lab, len(df))
+        means[lab] = df.mean(axis=1)
+        n = df.shape[1]
+        ax.plot(df.index, means[lab], label=f"{lab} ({n} seed{'s' if n > 1 else ''})", **kw)
+        if n > 1:
+            ax.fill_between(
+                df.index, df.min(axis=1), df.max(axis=1), color=kw["color"], alpha=0.15, lw=0
+            )
     if target is not None:
-        ax.axhline(target * scale, color="grey", lw=0.8, ls=":")
+        plots.target_line(ax, target * scale, label=f"our target {target * scale:g}")
+    last = max((float(s.index.max()) for s in means.values()), default=0.0)
+    if paper_target is not None:
+        plots.paper_line(ax, y=paper_target * scale, label=f"paper target {paper_target * scale:g}")
+        beyond = []
+        for m, r in (paper_rounds or {}).items():
+            if r is None:
+                continue
+            if r <= last:
+                plots.paper_marker(
+                    ax, r, paper_target * scale, label=f"paper: {LABELS.get(m, m)} at round {r}"
+                )
+            else:
+                beyond.append(f"{LABELS.get(m, m)} {r}")
+        if beyond:
+            ax.annotate(
+                "paper, rounds to target:\n" + ", ".join(beyond) + " →",
+                xy=(1.0, paper_target * scale),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, -4),
+                textcoords="offset points",
+                ha="right",
+                va="top",
+                fontsize=7,
+            )
     ax.set_xlabel("communication round")
     ax.set_ylabel(ylabel or column)
     if title:
         ax.set_title(title)
-    ax.legend()
+    ax.legend(fontsize=7)
+    plots.note_coincident(ax, plots.coincident(means))
     return ax
 
 
-def accuracy_and_variance(results: dict, dataset: str, target: float | None = None, figs: str = ""):
-    """Two panels: average per-client accuracy (Fig. 3/5) and its variance across clients
-    (Fig. 4/6)."""
+def accuracy_and_variance(
+    results: dict,
+    dataset: str,
+    target: float | None = None,
+    figs: str = "",
+    paper_target: float | None = None,
+    paper_rounds: dict | None = None,
+):
+    """Two panels: average per-client accuracy (Fig. 3/5, with our target and the paper's) and
+    its variance across clients (Fig. 4/6; the paper prints no number for it)."""
     import matplotlib.pyplot as plt
 
     with plots.style():
@@ -146,6 +183,8 @@ def accuracy_and_variance(results: dict, dataset: str, target: float | None = No
             "average client accuracy (%)",
             f"{dataset}: accuracy" + (f" ({figs.split('/')[0]})" if figs else ""),
             target,
+            paper_target=paper_target,
+            paper_rounds=paper_rounds,
         )
         curves(
             results,
@@ -158,21 +197,50 @@ def accuracy_and_variance(results: dict, dataset: str, target: float | None = No
     return fig
 
 
-def ablation_plot(df, ax=None):
-    """Final accuracy and variance of STC-PA across the α/τ grid (bars)."""
+def ablation_plot(df, title: str = ""):
+    """Final accuracy and variance of STC-PA across the α/τ grid, with plain STC and the default
+    (α, τ) among the bars: bar = mean over seeds, whisker = min–max over seeds, both y-axes from
+    0. ``df``: ``study.ablation``'s table (one row per setting and seed). Returns the Figure."""
     import matplotlib.pyplot as plt
 
+    g = df.groupby("setting", sort=False)
+    order = list(g.groups)
     with plots.style():
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), constrained_layout=True)
-        labels = [f"α={a:g}\nτ={t}" for a, t in zip(df["alpha"], df["tau"])]
-        x = np.arange(len(df))
-        axes[0].bar(x, df["final_acc"], color=plots.COLORS[0])
-        axes[0].set_ylabel("final client accuracy (%)")
-        axes[1].bar(x, df["variance"], color=plots.COLORS[1])
-        axes[1].set_ylabel("variance (%², 2nd half)")
-        for a in axes:
-            a.set_xticks(x)
-            a.set_xticklabels(labels, fontsize=8)
-        lo = max(0.0, float(df["final_acc"].min()) - 5)
-        axes[0].set_ylim(lo, min(100.0, float(df["final_acc"].max()) + 2))
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), constrained_layout=True)
+        x = np.arange(len(order))
+        for ax, col, ylabel in (
+            (axes[0], "final_acc", "final client accuracy (%)"),
+            (axes[1], "variance", "variance across clients (%², 2nd half)"),
+        ):
+            st = g[col].agg(["mean", "min", "max"]).loc[order]
+            colors = [
+                plots.color_for("STC") if k == "STC" else plots.color_for("STC-PA") for k in order
+            ]
+            bars = ax.bar(x, st["mean"], color=colors, alpha=0.85)
+            for b, k in zip(bars, order):
+                if k.endswith("(default)"):
+                    b.set_edgecolor("black")
+                    b.set_linewidth(1.5)
+            ax.errorbar(
+                x,
+                st["mean"],
+                yerr=[st["mean"] - st["min"], st["max"] - st["mean"]],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+                lw=1,
+            )
+            ax.set_xticks(x)
+            ax.set_xticklabels([k.replace(", ", "\n") for k in order], fontsize=8)
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(0, None)
+        n = int(df.groupby("setting")["seed"].nunique().min())
+        axes[0].set_ylim(0, 100)
+        fig.suptitle(
+            title
+            or (
+                f"STC-PA ablation on MNIST ({int(df['rounds'].iloc[0])} rounds, {n} seed"
+                f"{'s' if n > 1 else ''}; bar = mean, whisker = min–max; outlined = default)"
+            )
+        )
     return fig

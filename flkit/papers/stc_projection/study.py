@@ -125,41 +125,58 @@ def _cached(cfg: RunConfig, out_dir) -> bool:
 
 # --------------------------------------------------------------------------- ablation
 def ablation(
-    P: dict, seed: int = 0, device: str = "auto", progress: bool = True, out_dir=None
+    P: dict, seeds=(0,), device: str = "auto", progress: bool = True, out_dir=None
 ) -> pd.DataFrame:
     """STC-PA on MNIST over the preset's ``ablation_alphas`` (τ fixed at the preset's τ) and
-    ``ablation_taus`` (α fixed), ``ablation_rounds`` rounds, one seed. α = 1, τ = 0 is plain STC."""
-    rows = []
-    grid = [(float(a), int(P["tau"])) for a in P["ablation_alphas"]] + [
-        (float(P["alpha"]), int(t)) for t in P["ablation_taus"]
-    ]
-    seen, su = set(), None
+    ``ablation_taus`` (α fixed), plus the preset's default (α, τ) and plain STC (the ``stc``
+    method, the reference the projection has to beat), ``ablation_rounds`` rounds, every seed of
+    ``seeds``. One row per setting and seed; ``setting`` names it ("STC", "α=0.1, τ=1 (default)"
+    ...)."""
+    a0, t0 = float(P["alpha"]), int(P["tau"])
+    grid = [("stc", None, None), ("stc_pa", a0, t0)]
+    grid += [("stc_pa", float(a), t0) for a in P["ablation_alphas"]]
+    grid += [("stc_pa", a0, int(t)) for t in P["ablation_taus"]]
+    grid = list(dict.fromkeys(grid))
     target = float(P["mnist_target"])
-    for a, t in grid:
-        if (a, t) in seen:
-            continue
-        seen.add((a, t))
-        cfg = config(P, "mnist", "stc_pa", seed, device, alpha=a, tau=t)
-        cfg = cfg.replace(rounds=int(P["ablation_rounds"]))
-        if su is None and not _cached(cfg, out_dir):
-            su = Setup.build(cfg)
-        r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
-        h = r.history
-        rows.append(
-            {
-                "alpha": a,
-                "tau": t,
-                "kept": int(h["kept"].iloc[-1]),
-                "rounds_to_target": rounds_to_target(h, target),
-                "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][part_of(r.config)]),
-                "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
-                "variance": mean_variance(h),
-                "oscillation": oscillation(h),
-                "internal_proj/round": float(h["internal_projections"].mean()),
-                "external_proj/round": float(h["external_projections"].mean()),
-            }
-        )
+    rows = []
+    for seed in seeds:
+        su = None
+        for method, a, t in grid:
+            over = {} if method == "stc" else {"alpha": a, "tau": t}
+            cfg = config(P, "mnist", method, seed, device, **over)
+            cfg = cfg.replace(rounds=int(P["ablation_rounds"]))
+            if su is None and not _cached(cfg, out_dir):
+                su = Setup.build(cfg)
+            r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+            h = r.history
+            if method == "stc":
+                setting = "STC"
+            else:
+                setting = f"α={a:g}, τ={t}" + (" (default)" if (a, t) == (a0, t0) else "")
+            rows.append(
+                {
+                    "setting": setting,
+                    "seed": int(seed),
+                    "rounds": int(h["round"].max()),
+                    "alpha": a,
+                    "tau": t,
+                    "kept": int(h["kept"].iloc[-1]) if "kept" in h else None,
+                    "rounds_to_target": rounds_to_target(h, target),
+                    "rounds_to_paper_target": rounds_to_target(
+                        h, PAPER["target"][part_of(r.config)]
+                    ),
+                    "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                    "variance": mean_variance(h),
+                    "oscillation": oscillation(h),
+                    "internal_proj/round": _mean_or_none(h, "internal_projections"),
+                    "external_proj/round": _mean_or_none(h, "external_projections"),
+                }
+            )
     return pd.DataFrame(rows)
+
+
+def _mean_or_none(h: pd.DataFrame, column: str):
+    return float(h[column].mean()) if column in h else None
 
 
 # --------------------------------------------------------------------------- Fig. 1 data
