@@ -69,13 +69,17 @@ def test_mnist_shapes_and_normalisation():
 
 
 @needs_mirror
-def test_cache_makes_second_load_fast_and_independent():
-    import time
+def test_cache_reads_the_files_once_and_results_are_independent(monkeypatch):
+    # The cache is judged by what it reads from disk, not by a wall-clock limit.
+    reads = []
+    from flkit.datasets import files
 
+    real_read = files.read
+    monkeypatch.setattr(files, "read", lambda *a, **k: reads.append(a[0]) or real_read(*a, **k))
+    D.clear_cache()
     a = load("mnist")
-    t = time.perf_counter()
     b = load("mnist")
-    assert time.perf_counter() - t < 1.0
+    assert reads == ["mnist"]
     a.y_train[0] = 123  # results never share memory with the cache
     assert load("mnist").y_train[0] != 123 and b.y_train[0] != 123
 
