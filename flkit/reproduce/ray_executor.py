@@ -1,7 +1,8 @@
 """The ``ray`` executor: each (notebook, seed, overrides) run is one Ray task.
 
-Without an address flkit starts a Ray instance on this machine (bound to 127.0.0.1, ``jobs x
-cpus`` CPUs) and stops it at the end; with one it joins that cluster (started with Ray's own
+Without an address flkit uses the Ray already initialized in this process if there is one, else
+starts a Ray instance on this machine (bound to 127.0.0.1, ``jobs x cpus`` CPUs) and stops it at
+the end; with one it joins that cluster (started with Ray's own
 ``ray start --head`` / ``ray start --address``; flkit must be installed on every node). Nothing
 assumes a shared file system: the driver ships each notebook with its task, the task runs it in
 a temporary folder on its worker and returns every file of the run folder (executed notebook,
@@ -95,10 +96,13 @@ class RayExecutor:
 
     def _init(self):
         if self.address is None:
-            os.environ.update(LOOPBACK_ENV)
+            for k, v in LOOPBACK_ENV.items():
+                os.environ.setdefault(k, v)
         import ray
 
         if ray.is_initialized():
+            if self.address is None:  # the caller's own Ray (a notebook, a test): use it as is
+                return ray
             ray.shutdown()
         kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
