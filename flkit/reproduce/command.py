@@ -13,7 +13,15 @@ from .execute import reproduce_runs
 from .executors import EXECUTORS
 from .plan import default_notebooks_dir, discover
 
-__all__ = ["register_cli", "run_cli", "main", "add_executor_arguments", "parse_set"]
+__all__ = [
+    "register_cli",
+    "run_cli",
+    "main",
+    "add_executor_arguments",
+    "parse_set",
+    "run_kwargs",
+    "run_alone",
+]
 
 
 def parse_set(items) -> dict:
@@ -194,9 +202,14 @@ def run_cli(args) -> int:
         for name, path in sorted(found.items()):
             print(f"{name:28s} {', '.join(presets.available(name)):28s} {path}")
         return 0
-    _, infos = reproduce_runs(
+    _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+    return 0 if all(r["status"] == "ok" for r in infos) else 1
+
+
+def run_kwargs(args) -> dict:
+    """The keyword arguments ``flkit reproduce`` and ``flkit sweep`` share, from parsed args."""
+    return dict(
         preset=args.preset,
-        only=args.only,
         seeds=args.seeds if args.seeds is not None else (0,),
         jobs=args.jobs,
         out=args.out,
@@ -211,14 +224,18 @@ def run_cli(args) -> int:
         cpus_per_task=args.cpus_per_task,
         gpus_per_task=args.gpus_per_task,
     )
-    return 0 if all(r["status"] == "ok" for r in infos) else 1
+
+
+def run_alone(register, name: str, argv=None) -> int:
+    """Run the sub-command ``name`` (added by ``register``) on its own, as ``flkit name``."""
+    parser = argparse.ArgumentParser(prog="flkit")
+    register(parser.add_subparsers(dest="command"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != name:
+        argv = [name] + argv
+    return run_command(parser, argv)
 
 
 def main(argv=None) -> int:
     """``python -m flkit.reproduce [options]``: the same as ``flkit reproduce [options]``."""
-    parser = argparse.ArgumentParser(prog="flkit")
-    register_cli(parser.add_subparsers(dest="command"))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "reproduce":
-        argv = ["reproduce"] + argv
-    return run_command(parser, argv)
+    return run_alone(register_cli, "reproduce", argv)

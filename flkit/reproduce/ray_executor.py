@@ -22,10 +22,13 @@ from pathlib import Path
 from ..utils import FlkitError
 from .worker import clean_run_dir, failed_info, run_one
 
-__all__ = ["RayExecutor", "LOOPBACK_ENV", "START_ADVICE"]
+__all__ = ["RayExecutor", "LOOPBACK_ENV", "START_ADVICE", "LOCAL_START_ATTEMPTS"]
 
 #: with this set before ``import ray``, a Ray instance started here binds to 127.0.0.1
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: a local Ray is started again once if it fails to start: its raylet gives the helper processes
+#: a fixed 15 s to come up, which a cold or busy machine can miss once
+LOCAL_START_ATTEMPTS = 2
 START_ADVICE = (
     "start a cluster with `ray start --head` on one machine and `ray start --address "
     "HEAD:6379` on the others, then pass --address HEAD:6379; or leave --address out for a "
@@ -105,17 +108,24 @@ class RayExecutor:
                 return ray
             ray.shutdown()
         kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-        try:
-            if self.address is None:
-                ray.init(num_cpus=self.jobs * self.cpus, _node_ip_address="127.0.0.1", **kw)
-            else:
-                ray.init(address=self.address, **kw)
-        except Exception as e:
-            ray.shutdown()
-            what = f"the Ray cluster at {self.address!r}" if self.address else "a local Ray"
-            raise FlkitError(
-                f"could not start or join {what}: {type(e).__name__}: {e}; " + START_ADVICE
-            ) from None
+        if self.address is None:
+            kw.update(num_cpus=self.jobs * self.cpus, _node_ip_address="127.0.0.1")
+        else:
+            kw.update(address=self.address)
+        for attempt in range(1, (LOCAL_START_ATTEMPTS if self.address is None else 1) + 1):
+            try:
+                ray.init(**kw)
+                break
+            except Exception as e:
+                ray.shutdown()  # stops whatever this attempt started
+                if attempt < LOCAL_START_ATTEMPTS and self.address is None:
+                    continue
+                what = f"the Ray cluster at {self.address!r}" if self.address else "a local Ray"
+                raise FlkitError(
+                    f"could not start or join {what}: {type(e).__name__}: {e} (on a busy "
+                    "machine a local Ray's helper processes can miss the raylet's start "
+                    "deadline); " + START_ADVICE
+                ) from None
         self.started = True
         return ray
 

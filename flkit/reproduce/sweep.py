@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from ..results import RESULTS_FILE
-from ..utils import FlkitError, run_command
-from .command import add_executor_arguments, parse_set
+from ..utils import FlkitError
+from .command import add_executor_arguments, run_alone, run_kwargs
 from .execute import execute
 from .executors import make_executor
 from .plan import (
@@ -263,32 +263,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def run_cli(args) -> int:
-    _, infos = sweep(
-        args.notebook,
-        parse_grid(args.grid),
-        preset=args.preset,
-        seeds=args.seeds,
-        jobs=args.jobs,
-        out=args.out,
-        notebooks_dir=args.notebooks_dir,
-        timeout=args.timeout,
-        overrides=parse_set(args.overrides),
-        device=args.device,
-        kernel_name=args.kernel_name,
-        progress=not args.quiet,
-        executor=args.executor,
-        address=args.address,
-        cpus_per_task=args.cpus_per_task,
-        gpus_per_task=args.gpus_per_task,
-    )
+    _, infos = sweep(args.notebook, parse_grid(args.grid), **run_kwargs(args))
     return 0 if all(r["status"] == "ok" for r in infos) else 1
 
 
 def main(argv=None) -> int:
     """``flkit sweep`` on its own (tests)."""
-    parser = argparse.ArgumentParser(prog="flkit")
-    register_cli(parser.add_subparsers(dest="command"))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "sweep":
-        argv = ["sweep"] + argv
-    return run_command(parser, argv)
+    return run_alone(register_cli, "sweep", argv)
