@@ -167,7 +167,9 @@ class RayExecutor:
         sources: dict[str, bytes] = {}
         pending = {}
         for i, run in enumerate(runs):
-            src = sources.setdefault(run["input"], Path(run["input"]).read_bytes())
+            if run["input"] not in sources:
+                sources[run["input"]] = Path(run["input"]).read_bytes()
+            src = sources[run["input"]]
             payload = {**run, "index": i, "threads": self.cpus, "notebook_source": src}
             pending[task.remote(payload, events)] = i
         while pending:
@@ -192,4 +194,4 @@ class RayExecutor:
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     dest.write_bytes(data)
                 yield ("done", i, info)
-        ray.kill(events.actor)
+        events.shutdown(force=True)
