@@ -45,7 +45,14 @@ def cluster():
     mp = pytest.MonkeyPatch()
     mp.setenv("FLKIT_PRESET_PATH", PRESET_PATH)  # the workers inherit it
     before = _raylets()
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
+    for attempt in (1, 2):  # as flkit does: a busy machine can miss the raylet's start deadline
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
     try:
         yield
     finally:
