@@ -120,11 +120,16 @@ class RayExecutor:
                 ray.shutdown()  # stops whatever this attempt started
                 if attempt < LOCAL_START_ATTEMPTS and self.address is None:
                     continue
-                what = f"the Ray cluster at {self.address!r}" if self.address else "a local Ray"
+                if self.address is None:
+                    what = "start a local Ray"
+                    why = (
+                        " (on a busy machine its helper processes can miss the raylet's "
+                        "start deadline)"
+                    )
+                else:
+                    what, why = f"join the Ray cluster at {self.address!r}", ""
                 raise FlkitError(
-                    f"could not start or join {what}: {type(e).__name__}: {e} (on a busy "
-                    "machine a local Ray's helper processes can miss the raylet's start "
-                    "deadline); " + START_ADVICE
+                    f"could not {what}: {type(e).__name__}: {e}{why}; " + START_ADVICE
                 ) from None
         self.started = True
         return ray
