@@ -22,7 +22,14 @@ from pathlib import Path
 from ..utils import FlkitError
 from .worker import clean_run_dir, failed_info, run_one
 
-__all__ = ["RayExecutor", "LOOPBACK_ENV", "START_ADVICE", "LOCAL_START_ATTEMPTS"]
+__all__ = [
+    "RayExecutor",
+    "run_task",
+    "write_run_files",
+    "LOOPBACK_ENV",
+    "START_ADVICE",
+    "LOCAL_START_ATTEMPTS",
+]
 
 #: with this set before ``import ray``, a Ray instance started here binds to 127.0.0.1
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -36,8 +43,10 @@ START_ADVICE = (
 )
 
 
-def _task(run: dict, events) -> tuple[dict, dict]:
-    """Runs on a Ray worker: the notebook in a temporary folder; returns (info, files)."""
+def run_task(run: dict, events=None) -> tuple[dict, dict]:
+    """Runs on a Ray worker: the notebook in a temporary folder (the shipped copy in
+    ``run["notebook_source"]`` when its path does not exist there); returns (info, files), files
+    as ``{path relative to the run folder: bytes}``."""
     tmp = Path(tempfile.mkdtemp(prefix="flkit-ray-"))
     try:
         run = dict(run)
@@ -58,6 +67,16 @@ def _task(run: dict, events) -> tuple[dict, dict]:
         return info, files
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_run_files(run: dict, files: dict) -> None:
+    """On the driver: put a task's files where a local run would have written them."""
+    run_dir = Path(run["run_dir"])
+    clean_run_dir(run_dir, run["notebook"])
+    for rel, data in files.items():
+        dest = run_dir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
 
 
 def _check_reachable(address: str) -> None:
@@ -166,7 +185,7 @@ class RayExecutor:
         if not runs:
             return
         events = Queue(actor_options={"num_cpus": 0})
-        task = ray.remote(_task).options(
+        task = ray.remote(run_task).options(
             num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0, name="flkit-notebook"
         )
         sources: dict[str, bytes] = {}
@@ -192,11 +211,6 @@ class RayExecutor:
                 except Exception as e:  # the task's worker died: WorkerCrashedError & co.
                     info = failed_info(run, e)
                     files = {}
-                run_dir = Path(run["run_dir"])
-                clean_run_dir(run_dir, run["notebook"])
-                for rel, data in files.items():
-                    dest = run_dir / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    dest.write_bytes(data)
+                write_run_files(run, files)
                 yield ("done", i, info)
         events.shutdown(force=True)

@@ -1,5 +1,6 @@
-"""flkit sweep on the local executor (a 2-point grid x 2 seeds over the fixture notebook, resumed),
-progress within a running notebook, and the executor's bad input."""
+"""Executors without a Ray cluster: flkit sweep on the local executor (a 2-point grid x 2 seeds over
+the fixture notebook, resumed), progress within a running notebook, what a Ray task does on its
+worker (run here in-process), and the executors' bad input."""
 
 from __future__ import annotations
 
@@ -198,3 +199,36 @@ def test_cli_registers_sweep_and_executor_options(capsys):
             assert opt in text
     args = parser.parse_args(["sweep", "fixture_ok", "--grid", "n=1,2", "--seeds", "0", "1"])
     assert args.grid == ["n=1,2"] and args.seeds == [0, 1] and args.executor == "local"
+
+
+def test_ray_task_needs_no_shared_file_system(tmp_path, monkeypatch):
+    """What a Ray task does on a worker, run here without Ray: the notebook's path does not exist
+    there, so the shipped copy runs; every file of the run comes back as bytes, and written on
+    the driver they match a local run's files (same names, same results)."""
+    import queue
+
+    from flkit.reproduce.execute import execute
+    from flkit.reproduce.ray_executor import run_task, write_run_files
+
+    p = rp.plan(preset="smoke", only=["fixture_ok"], notebooks_dir=NOTEBOOKS, out=tmp_path / "a")
+    run = p["runs"][0]
+    source = Path(run["input"]).read_bytes()
+    events = queue.Queue()
+    info, files = run_task(
+        {**run, "input": "/nowhere/fixture_ok.ipynb", "notebook_source": source}, events
+    )
+    assert info["status"] == "ok", info["error"]
+    assert sorted(files) == ["fixture_ok.ipynb", "histogram.png", "results.json", "run.json"]
+    assert not Path(run["run_dir"]).exists()  # nothing written through a shared path
+    write_run_files(run, files)
+    local = rp.plan(
+        preset="smoke", only=["fixture_ok"], notebooks_dir=NOTEBOOKS, out=tmp_path / "b"
+    )
+    local_info = execute(local["runs"], progress=False)[0]
+    assert local_info["status"] == "ok"
+    a, b = Path(run["run_dir"]), Path(local["runs"][0]["run_dir"])
+    assert sorted(f.name for f in a.iterdir()) == sorted(f.name for f in b.iterdir())
+    ra, rb = (json.loads((d / "results.json").read_text()) for d in (a, b))
+    assert ra["numbers"] == rb["numbers"] and ra["claims"] == rb["claims"]
+    cells = [events.get_nowait() for _ in range(events.qsize())]
+    assert [c[2] for c in cells] == list(range(1, len(cells) + 1)) and cells[-1][2] == cells[-1][3]
