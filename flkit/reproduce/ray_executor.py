@@ -13,6 +13,7 @@ notebook that crashed its worker once would crash it again."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -128,7 +129,7 @@ class RayExecutor:
             ray.shutdown()
         kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         if self.address is None:
-            kw.update(num_cpus=self.jobs * self.cpus, _node_ip_address="127.0.0.1")
+            kw.update(num_cpus=math.ceil(self.jobs * self.cpus), _node_ip_address="127.0.0.1")
         else:
             kw.update(address=self.address)
         for attempt in range(1, (LOCAL_START_ATTEMPTS if self.address is None else 1) + 1):
@@ -194,7 +195,8 @@ class RayExecutor:
             if run["input"] not in sources:
                 sources[run["input"]] = Path(run["input"]).read_bytes()
             src = sources[run["input"]]
-            payload = {**run, "index": i, "threads": self.cpus, "notebook_source": src}
+            threads = max(1, int(self.cpus))  # torch threads = the CPUs the task holds
+            payload = {**run, "index": i, "threads": threads, "notebook_source": src}
             pending[task.remote(payload, events)] = i
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
