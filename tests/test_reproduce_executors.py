@@ -232,3 +232,31 @@ def test_ray_task_needs_no_shared_file_system(tmp_path, monkeypatch):
     assert ra["numbers"] == rb["numbers"] and ra["claims"] == rb["claims"]
     cells = [events.get_nowait() for _ in range(events.qsize())]
     assert [c[2] for c in cells] == list(range(1, len(cells) + 1)) and cells[-1][2] == cells[-1][3]
+
+
+@pytest.mark.parametrize(
+    "nodes,cpus,gpus,ok",
+    [
+        ([{"CPU": 16.0}], 1, 1, False),  # a GPU asked, no node has one
+        ([{"CPU": 16.0}, {"CPU": 8.0, "GPU": 1.0}], 1, 1, True),
+        ([{"CPU": 2.0}, {"CPU": 2.0}], 4, 0, False),  # 4 CPUs in all, but not on one node
+        ([{"CPU": 4.0, "GPU": 2.0}], 4, 2, True),
+    ],
+)
+def test_ray_resource_check_before_queueing(monkeypatch, nodes, cpus, gpus, ok):
+    """The cluster check on the nodes Ray lists (given here): one task must fit on one node."""
+    from flkit.reproduce.ray_executor import RayExecutor
+
+    class Cluster:
+        def nodes(self):
+            return [{"Alive": True, "Resources": r} for r in nodes] + [
+                {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}  # a dead node counts not
+            ]
+
+    ex = RayExecutor(cpus=cpus, gpus=gpus)
+    monkeypatch.setattr(ex, "_init", lambda: Cluster())
+    if ok:
+        ex.prepare([{"preset": "paper"}])
+    else:
+        with pytest.raises(FlkitError, match=rf"asks for {cpus} CPU\(s\) and {gpus} GPU\(s\)"):
+            ex.prepare([{"preset": "paper"}])
