@@ -129,7 +129,12 @@ class RayExecutor:
             ray.shutdown()
         kw = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         if self.address is None:
-            kw.update(num_cpus=math.ceil(self.jobs * self.cpus), _node_ip_address="127.0.0.1")
+            # "local": a new instance even when `ray start` left one running on this machine
+            kw.update(
+                address="local",
+                num_cpus=math.ceil(self.jobs * self.cpus),
+                _node_ip_address="127.0.0.1",
+            )
         else:
             kw.update(address=self.address)
         for attempt in range(1, (LOCAL_START_ATTEMPTS if self.address is None else 1) + 1):
