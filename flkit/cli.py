@@ -285,10 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce,sweep}")
     add_run_parser(sub)
     data_admin.register_cli(sub)
     reproduce.register_cli(sub)
+    reproduce.register_sweep_cli(sub)
     return parser
 
 

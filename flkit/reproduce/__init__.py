@@ -18,8 +18,12 @@ Notebooks run with their own folder as working directory (as in JupyterLab and n
 flkit's source folder prepended to ``PYTHONPATH`` so the kernel imports this same flkit.
 
 The package reads in three steps: :mod:`.plan` (find the notebooks, validate every argument,
-list the runs), :mod:`.execute` (run them with papermill, a failing one recorded and skipped),
-:mod:`.render` (report.md, report.html, summary.json); :mod:`.command` is ``flkit reproduce``.
+list the runs), :mod:`.execute` (run them with papermill, a failing one recorded and skipped, on
+an executor from :mod:`.executors`: a local process pool, or Ray in :mod:`.ray_executor`; what
+runs on a worker is :mod:`.worker`), :mod:`.render` (report.md, report.html, summary.json);
+:mod:`.command` is ``flkit reproduce``. :mod:`.sweep` (``flkit sweep``, a grid of overrides x
+seeds for one notebook, resumable) reuses all three and adds one combined report
+(:mod:`.sweep_render`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from .plan import (
     plan,
 )
 from .render import write_reports
+from .sweep import parse_grid, sweep
+from .sweep import register_cli as register_sweep_cli
 
 __all__ = [
     "reproduce",
@@ -53,6 +59,9 @@ __all__ = [
     "match_notebook",
     "default_notebooks_dir",
     "write_reports",
+    "sweep",
+    "parse_grid",
+    "register_sweep_cli",
     "ENV_NOTEBOOKS",
     "RESERVED_PARAMETERS",
     "RUN_FILE",

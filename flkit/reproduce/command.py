@@ -11,12 +11,21 @@ from .. import presets
 from ..run_times import RUN_TIMES, sentence
 from ..utils import FlkitError, run_command
 from .execute import reproduce_runs
+from .executors import EXECUTORS
 from .plan import default_notebooks_dir, discover
 
-__all__ = ["register_cli", "run_cli", "main"]
+__all__ = [
+    "register_cli",
+    "run_cli",
+    "main",
+    "add_executor_arguments",
+    "parse_set",
+    "run_kwargs",
+    "run_alone",
+]
 
 
-def _parse_set(items) -> dict:
+def parse_set(items) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
@@ -49,8 +58,44 @@ examples:
   flkit reproduce --preset smoke --only 02_feddip  one notebook in seconds
   flkit reproduce --preset paper --seeds 0 1 2 --jobs 3 --out runs/paper
   flkit reproduce --list                           notebooks and their presets
+  flkit reproduce --preset smoke --executor ray --jobs 2          on a local Ray instance
+  flkit reproduce --preset paper --executor ray --address HEAD:6379   on a Ray cluster
 
 exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arguments."""
+
+
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """--executor, --address, --cpus-per-task, --gpus-per-task (reproduce and sweep)."""
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=EXECUTORS,
+        help="where runs execute: local (a process pool, --jobs at a time; default) or ray "
+        "(one Ray task per run; needs pip install 'flkit[ray]')",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --executor ray: the cluster to join (as printed by `ray start --head`); "
+        "default: start a Ray instance on this machine (--jobs tasks at a time) and stop it "
+        "at the end",
+    )
+    p.add_argument(
+        "--cpus-per-task",
+        type=float,
+        default=None,
+        metavar="N",
+        help="with --executor ray: CPUs each run asks for (default: 1)",
+    )
+    p.add_argument(
+        "--gpus-per-task",
+        type=float,
+        default=None,
+        metavar="N",
+        help="with --executor ray: GPUs each run asks for (default: 1 at preset paper, "
+        "0 otherwise)",
+    )
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
@@ -136,6 +181,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         metavar="NAME",
         help="Jupyter kernel to run the notebooks with (default: python3)",
     )
+    add_executor_arguments(p)
     p.add_argument(
         "--list",
         action="store_true",
@@ -161,27 +207,40 @@ def run_cli(args) -> int:
             if name in RUN_TIMES:
                 print(f"{'':28s} {sentence(name)}")
         return 0
-    _, infos = reproduce_runs(
+    _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+    return 0 if all(r["status"] == "ok" for r in infos) else 1
+
+
+def run_kwargs(args) -> dict:
+    """The keyword arguments ``flkit reproduce`` and ``flkit sweep`` share, from parsed args."""
+    return dict(
         preset=args.preset,
-        only=args.only,
         seeds=args.seeds if args.seeds is not None else (0,),
         jobs=args.jobs,
         out=args.out,
         notebooks_dir=args.notebooks_dir,
         timeout=args.timeout,
-        overrides=_parse_set(args.overrides),
+        overrides=parse_set(args.overrides),
         device=args.device,
         kernel_name=args.kernel_name,
         progress=not args.quiet,
+        executor=args.executor,
+        address=args.address,
+        cpus_per_task=args.cpus_per_task,
+        gpus_per_task=args.gpus_per_task,
     )
-    return 0 if all(r["status"] == "ok" for r in infos) else 1
+
+
+def run_alone(register, name: str, argv=None) -> int:
+    """Run the sub-command ``name`` (added by ``register``) on its own, as ``flkit name``."""
+    parser = argparse.ArgumentParser(prog="flkit")
+    register(parser.add_subparsers(dest="command"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != name:
+        argv = [name] + argv
+    return run_command(parser, argv)
 
 
 def main(argv=None) -> int:
     """``python -m flkit.reproduce [options]``: the same as ``flkit reproduce [options]``."""
-    parser = argparse.ArgumentParser(prog="flkit")
-    register_cli(parser.add_subparsers(dest="command"))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "reproduce":
-        argv = ["reproduce"] + argv
-    return run_command(parser, argv)
+    return run_alone(register_cli, "reproduce", argv)

@@ -1,0 +1,171 @@
+"""flkit reproduce / sweep with --executor ray on a local Ray instance of 2 CPUs bound to
+127.0.0.1: the same report as the local executor, a worker killed mid-run, a 2-point sweep and
+its resume, and the resource check before anything queues. Skipped when Ray is not installed
+(it is the optional extra flkit[ray])."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+# a Ray instance started here binds to 127.0.0.1 only: Ray reads this when it is imported
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+ray = pytest.importorskip("ray", reason="Ray is the optional extra flkit[ray]; not installed")
+
+from flkit import reproduce as rp  # noqa: E402
+from flkit.utils import FlkitError  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+NOTEBOOKS = FIXTURES / "notebooks"
+PRESET_PATH = os.pathsep.join([str(FIXTURES / "presets"), str(FIXTURES / "ray_presets")])
+pytestmark = pytest.mark.slow
+
+
+def _raylets() -> set[str]:
+    res = subprocess.run(["pgrep", "-f", "raylet"], capture_output=True, text=True)
+    return set(res.stdout.split())
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch):
+    monkeypatch.setenv("FLKIT_PRESET_PATH", PRESET_PATH)
+    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local Ray (2 CPUs, 127.0.0.1) for the module; flkit uses a Ray already initialized
+    in the process as is and leaves it running."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FLKIT_PRESET_PATH", PRESET_PATH)  # the workers inherit it
+    before = _raylets()
+    for attempt in (1, 2):  # as flkit does: a busy machine can miss the raylet's start deadline
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        mp.undo()
+    assert _raylets() <= before, "the test's Ray instance left a raylet behind"
+
+
+def _table_lines(md: str) -> list[str]:
+    """Every table line of a report except the overview's (which holds run times)."""
+    return [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| [")]
+
+
+def _rows(out: Path) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    return {
+        nb["name"]: [(r["item"], r["paper"], r["measured"], r["holds"]) for r in nb["rows"]]
+        for nb in summary["notebooks"]
+    }
+
+
+def test_two_notebooks_same_report_as_local(tmp_path):
+    """flkit starts and stops its own Ray instance; the report's tables equal the local
+    executor's on the same inputs, and no raylet is left behind."""
+    before = _raylets()
+    kw = dict(preset="smoke", seeds=[0, 1], jobs=2, overrides={"n": 50}, progress=False)
+    kw["notebooks_dir"] = NOTEBOOKS
+    path_ray, infos_ray = rp.reproduce_runs(out=tmp_path / "ray", executor="ray", **kw)
+    assert not ray.is_initialized() and _raylets() <= before
+    path_loc, infos_loc = rp.reproduce_runs(out=tmp_path / "local", **kw)
+    assert [(r["notebook"], r["seed"], r["status"]) for r in infos_ray] == [
+        (r["notebook"], r["seed"], r["status"]) for r in infos_loc
+    ]
+    assert _rows(tmp_path / "ray") == _rows(tmp_path / "local")
+    md_ray = path_ray.read_text()
+    assert _table_lines(md_ray) == _table_lines(path_loc.read_text())
+    assert any(ln.startswith("| mean of uniform samples") for ln in _table_lines(md_ray))
+    for sub in ("fixture_ok/seed1/histogram.png", "fixture_ok/seed1/fixture_ok.ipynb"):
+        assert (tmp_path / "ray" / sub).stat().st_size > 0  # gathered through the driver
+    err = json.loads((tmp_path / "ray/fixture_fail/seed0/run.json").read_text())["error"]
+    assert "fails on purpose" in err["evalue"] and err["cell_source"].startswith("raise")
+
+
+def test_killed_task_is_failed_and_the_rest_complete(cluster, tmp_path):
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    shutil.copy(NOTEBOOKS / "fixture_ok.ipynb", nbs)
+    shutil.copy(FIXTURES / "ray_notebooks" / "fixture_killed.ipynb", nbs)
+    path, infos = rp.reproduce_runs(
+        preset="smoke",
+        seeds=[0, 1],
+        jobs=2,
+        notebooks_dir=nbs,
+        out=tmp_path / "out",
+        executor="ray",
+        progress=False,
+    )
+    status = {(r["notebook"], r["seed"]): r["status"] for r in infos}
+    assert status == {
+        ("fixture_killed", 0): "failed",
+        ("fixture_killed", 1): "failed",
+        ("fixture_ok", 0): "ok",
+        ("fixture_ok", 1): "ok",
+    }
+    err = infos[0]["error"]
+    assert "Worker" in err["ename"] or "died" in err["evalue"].lower(), err
+    md = path.read_text()
+    assert "| [fixture_killed](#fixture_killed) | **FAILED** | 0/2 |" in md
+    assert "| [fixture_ok](#fixture_ok) | ok | 2/2 |" in md
+    info = json.loads((tmp_path / "out/fixture_killed/seed0/run.json").read_text())
+    assert info["status"] == "failed"
+    assert ray.is_initialized()  # a Ray initialized by the caller is left running
+
+
+def test_two_point_sweep_and_resume(cluster, tmp_path, capfd):
+    kw = dict(preset="smoke", seeds=[0, 1], jobs=2, notebooks_dir=NOTEBOOKS, executor="ray")
+    path, infos = rp.sweep("fixture_ok", {"n": [50, 400]}, out=tmp_path, **kw)
+    assert [r["status"] for r in infos] == ["ok"] * 4
+    local, _ = rp.sweep(
+        "fixture_ok", {"n": [50, 400]}, out=tmp_path / "local", **kw | {"executor": "local"}
+    )
+    assert _table_lines(path.read_text()) == _table_lines(local.read_text())
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("n=*/fixture_ok/seed*/run.json")}
+    capfd.readouterr()
+    rp.sweep("fixture_ok", {"n": [50, 400]}, out=tmp_path, **kw)
+    assert "4 already done, 0 to run" in capfd.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_gpu_asked_on_a_cluster_without_one(cluster, tmp_path):
+    assert not ray.cluster_resources().get("GPU")
+    with pytest.raises(FlkitError, match=r"asks for 1 CPU\(s\) and 1 GPU\(s\).*0 GPUs"):
+        rp.reproduce(
+            preset="paper",
+            notebooks_dir=NOTEBOOKS,
+            only=["fixture_ok"],
+            out=tmp_path,
+            executor="ray",
+            progress=False,
+        )
+    assert not (tmp_path / "fixture_ok").exists()  # refused before any task queued
+
+
+def test_unreachable_address(tmp_path):
+    with pytest.raises(FlkitError, match=r"no Ray cluster reachable at --address '127.0.0.1:9'"):
+        rp.reproduce(
+            preset="smoke",
+            notebooks_dir=NOTEBOOKS,
+            out=tmp_path,
+            executor="ray",
+            address="127.0.0.1:9",
+        )
+    with pytest.raises(FlkitError, match=r"is not HOST:PORT"):
+        rp.reproduce(
+            preset="smoke", notebooks_dir=NOTEBOOKS, out=tmp_path, executor="ray", address="nohost"
+        )
