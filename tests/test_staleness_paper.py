@@ -1,5 +1,7 @@
 """Notebook 05's claim logic on hand-built tables, the Time column, and the exercise checker."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -71,6 +73,15 @@ def test_time_column_by_hand():
     assert t.loc["unweighted", "time"] == pytest.approx(200)
     assert t.loc["gi_staleness", "time"] == pytest.approx(100)
     assert t.loc["unweighted", "acc"] == pytest.approx(50)
+    # a method that diverged (ends at 2 %, below chance) neither sets the target nor gets a Time
+    rows += [
+        {"method": "w_pred", "seed": 0, "round": r + 1, "affected_accuracy": a}
+        for r, a in enumerate([0.6, 0.0, 0.0, 0.02])
+    ]
+    t = study.accuracy_table(pd.DataFrame(rows), last=1, smooth=1)
+    assert t.loc["unweighted", "time"] == pytest.approx(200)
+    assert math.isnan(t.loc["w_pred", "time"])
+    assert t.loc["w_pred", "acc"] == pytest.approx(2)
 
 
 def test_exercise_checker(capsys):

@@ -24,12 +24,14 @@ def weighted_worst(acc: pd.DataFrame, margin: float = 2.0):
     )
 
 
-def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0):
-    """1st-Order and W-Pred end within `tol` points of Unweighted."""
+def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0, chance: float = 10.0):
+    """1st-Order and W-Pred end within `tol` points of Unweighted (a method below `chance` % is
+    named as diverged in the evidence)."""
     u = acc.loc["unweighted", "acc"]
     d = {m: acc.loc[m, "acc"] - u for m in ("first_order", "w_pred")}
+    tag = {m: " (diverged)" if acc.loc[m, "acc"] < chance else "" for m in d}
     return all(abs(v) <= tol for v in d.values()), ", ".join(
-        f"{m} {v:+.1f} points" for m, v in d.items()
+        f"{m} {v:+.1f} points{tag[m]}" for m, v in d.items()
     ) + " vs Unweighted"
 
 
