@@ -50,6 +50,20 @@ def _run(cls, rounds, ctx=None, **params):
     return m, state, seen, logs
 
 
+def _spy_adjust(m) -> dict:
+    """Wrap m.adjust so that the next round's Delta_use and info are kept in the returned dict."""
+    captured = {}
+    orig = m.adjust
+
+    def spy(st, info):
+        use, met = orig(st, info)
+        captured.update(use=use, info=info)
+        return use, met
+
+    m.adjust = spy
+    return captured
+
+
 def test_weighted_factor_paper_values():
     assert weighted_factor(10) == pytest.approx(0.5)
     assert weighted_factor(40) == pytest.approx(1 / (1 + math.exp(7.5)))
@@ -140,15 +154,7 @@ def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
     t = 6  # round 7 = t 6: block [0, 1, 2], clients 0 and 1 stale
     now = state["model"]
     models = models + [now]  # models[i] = w^i for i = 0..6
-    captured = {}
-    orig = m.adjust
-
-    def spy(st, info):
-        use, met = orig(st, info)
-        captured.update(use=use, info=info)
-        return use, met
-
-    m.adjust = spy
+    captured = _spy_adjust(m)
     clients = m.select_clients(state, t + 1)
     assert clients == [0, 1, 2]
     new, log = m.round(state, clients, t + 1)
@@ -232,15 +238,7 @@ def test_gi_round_aggregates_the_estimate():
         track_error=True,
     )
     m, state, _, _ = _run(methods.get("gi_staleness"), 4, _ctx(), **kw)  # t = 0..3; stale at t=2
-    captured = {}
-    orig = m.adjust
-
-    def spy(st, info):
-        use, met = orig(st, info)
-        captured.update(use=use, info=info)
-        return use, met
-
-    m.adjust = spy
+    captured = _spy_adjust(m)
     clients = m.select_clients(state, 5)  # t = 4: clients 0, 1, 2 with 0, 1 stale
     new, _ = m.round(state, clients, 5)
     est = captured["info"]["estimate"]
