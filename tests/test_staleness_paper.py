@@ -33,6 +33,13 @@ def test_claims_on_hand_built_tables():
     worse = acc.copy()
     worse.loc["gi_staleness", "acc"] = 61
     assert not claims.gi_beats_unweighted(worse)[0]
+    diverged = acc.copy()
+    diverged.loc["w_pred", "acc"] = 0.0  # W-Pred at cpu: Weighted is still the worst of the rest
+    holds, evidence = claims.weighted_worst(diverged)
+    assert holds and "w_pred diverged" in evidence and "minimum 60.0 %" in evidence
+    diverged.loc["weighted", "acc"] = 60.0  # not 2 points below Asyn-Tiers' 61 or 1st-Order
+    assert not claims.weighted_worst(diverged)[0]
+    assert not claims.compensations_track_unweighted(diverged)[0]
 
 
 def test_estimation_and_switch_claims():
