@@ -2,13 +2,17 @@
 unroll of 5 full-batch steps, and batched inversion of 10 clients vs 10 one after another.
 
     python benchmarks/bench_inversion.py [--device cpu] [--threads 1] [--sizes 64 256] [--iters 5]
+        [--repeats 3]
 
-Writes benchmarks/results/inversion-<device>.json and prints a table."""
+The batched-vs-sequential test interleaves the two (batched, sequential, batched, ...) so that a
+drift of a shared machine's speed hits both alike, and reports the min and median of each and of
+the per-pair ratio. Writes benchmarks/results/inversion-<device>.json and prints a table."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -46,6 +50,7 @@ def main():
     ap.add_argument(
         "--batch-size", type=int, default=64, help="R of the batched-vs-sequential test"
     )
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved batched/sequential pairs")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     device = resolve_device(a.device)
@@ -57,12 +62,24 @@ def main():
         out["its"][r] = a.iters / one(model, 1, r, a.iters, device)
         print(f"R={r}: {out['its'][r]:.2f} inversion iterations/s (1 client)", flush=True)
     r = a.batch_size
-    batched = one(model, 10, r, a.iters, device)
-    seq = sum(one(model, 1, r, a.iters, device) for _ in range(10))
-    out.update(batched_s=batched, sequential_s=seq, speedup=seq / batched, batch_R=r)
+    batched, seq = [], []
+    for _ in range(a.repeats):
+        batched.append(one(model, 10, r, a.iters, device))
+        seq.append(sum(one(model, 1, r, a.iters, device) for _ in range(10)))
+    ratios = [s_ / b for s_, b in zip(seq, batched)]
+    out.update(
+        batch_R=r,
+        repeats=a.repeats,
+        batched_s=batched,
+        sequential_s=seq,
+        speedup_min=min(ratios),
+        speedup_median=statistics.median(ratios),
+    )
     print(
-        f"10 clients, R={r}, {a.iters} iterations: batched {batched:.2f} s, "
-        f"sequential {seq:.2f} s, speedup {seq / batched:.2f}x"
+        f"10 clients, R={r}, {a.iters} iterations, {a.repeats} interleaved repeats: batched "
+        f"min {min(batched):.2f} s median {statistics.median(batched):.2f} s; sequential min "
+        f"{min(seq):.2f} s median {statistics.median(seq):.2f} s; speedup per pair min "
+        f"{min(ratios):.2f}x median {statistics.median(ratios):.2f}x"
     )
     path = Path(__file__).parent / "results" / f"inversion-{device.type}.json"
     path.write_text(json.dumps(out, indent=1))

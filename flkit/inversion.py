@@ -185,16 +185,27 @@ def invert(
     y0: torch.Tensor,
     box=None,
     backend: str = "auto",
+    topk=None,
 ) -> InversionResult:
     """Optimise surrogate data (x0, y0: [K, R, ...], [K, R, C]) so that the unroll from `start`
-    ({name: [K, ...]}) reproduces `target` ({name: [K, ...]} updates of the trainable tensors)."""
+    ({name: [K, ...]}) reproduces `target` ({name: [K, ...]} updates of the trainable tensors).
+
+    topk: one kept fraction per client (a sequence of K), overriding `spec.topk`, so that
+    inversions with different masks share one batched computation. A client that met the
+    stopping tolerance leaves the batch: the later iterations compute only the others."""
     check_model_mode(model, spec.model_mode)
     names = [n for n in param_names(model) if n in target]
     if not names:
         raise FlkitError("target holds none of the model's trainable tensors")
     start = {n: v.detach() for n, v in start.items()}
     goal = flat_update({n: target[n].detach() for n in names}, names)
-    mask = topk_mask(goal, spec.topk).to(goal.dtype) if spec.topk < 1 else None
+    fracs = [spec.topk] * goal.shape[0] if topk is None else list(topk)
+    if len(fracs) != goal.shape[0]:
+        raise FlkitError(f"{len(fracs)} topk fractions for {goal.shape[0]} clients")
+    mask = None
+    if min(fracs) < 1:
+        mask = torch.stack([topk_mask(goal[i : i + 1], f)[0] for i, f in enumerate(fracs)])
+        mask = mask.to(goal.dtype)
     x = x0.detach().clone().requires_grad_(True)
     y = y0.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([x, y], lr=spec.lr)
@@ -209,10 +220,14 @@ def invert(
     stopped = torch.full((k,), -1, dtype=torch.long)
     losses = []
 
-    def disparity(xx, yy, grad):
+    def disparity(xx, yy, grad, rows=None):
+        st, gl, mk = start, goal, mask
+        if rows is not None:
+            st = {n: v[rows] for n, v in start.items()}
+            gl, mk = goal[rows], None if mask is None else mask[rows]
         upd = unroll(
             model,
-            start,
+            st,
             xx,
             torch.softmax(yy, -1),
             local,
@@ -220,13 +235,20 @@ def invert(
             train_mode=train,
             backend=backend,
         )
-        diff = (flat_update(upd, names) - goal).abs()
-        return (diff * mask if mask is not None else diff).sum(1)
+        diff = (flat_update(upd, names) - gl).abs()
+        return (diff * mk if mk is not None else diff).sum(1)
 
     for it in range(spec.iters):
-        loss = disparity(x, y, True)
-        losses.append(loss.detach().cpu())
         live = stopped < 0
+        if bool(live.all()):
+            loss = disparity(x, y, True)
+            full = loss.detach().cpu()
+        else:  # stopped clients' Disparity stays at its last value; they get no gradient
+            rows = live.nonzero().flatten().to(x.device)
+            loss = disparity(x[rows], y[rows], True, rows)
+            full = losses[-1].clone()
+            full[live] = loss.detach().cpu()
+        losses.append(full)
         on = live.to(x.device)
         best_x[on], best_y[on] = x.detach()[on], y.detach()[on]
         if spec.tol > 0 and it >= spec.window:

@@ -127,6 +127,39 @@ def test_batched_inversion_equals_separate_inversions():
         assert torch.allclose(both.losses[:, i], one.losses[:, 0], rtol=1e-9)
 
 
+def test_batched_stopping_and_per_client_masks_equal_separate_inversions():
+    """Clients with their own top-K fraction and a stopping tolerance in one batch: a client that
+    stopped leaves the computation, the others go on exactly as alone."""
+    model = nn.Sequential(nn.Linear(6, 3)).double()
+    r, k = 5, 3
+    local = LocalSpec(lr=0.3, batch_size=r, steps=2)
+    start = broadcast_state(model_state(model), k)
+    g = torch.Generator().manual_seed(4)
+    target = {n: 0.05 * torch.randn(v.shape, generator=g, dtype=v.dtype) for n, v in start.items()}
+    fracs = [1.0, 0.5, 0.2]
+    spec = InversionSpec(size=r, iters=120, lr=0.05, tol=0.02, window=5)
+    x0, y0 = init_data(k, spec, (6,), 3, 0, [0, 1, 2], "cpu", torch.float64)
+    both = invert(model, start, target, local, spec, x0, y0, topk=fracs)
+    stops = []
+    for i, f in enumerate(fracs):
+        one = invert(
+            model,
+            {n: v[i : i + 1] for n, v in start.items()},
+            {n: v[i : i + 1] for n, v in target.items()},
+            local,
+            InversionSpec(size=r, iters=120, lr=0.05, tol=0.02, window=5, topk=f),
+            x0[i : i + 1],
+            y0[i : i + 1],
+        )
+        stops.append(int(one.iters[0]))
+        assert int(both.iters[i]) == stops[-1]
+        assert torch.allclose(both.x[i], one.x[0], atol=1e-10)
+        assert torch.allclose(both.final_loss[i], one.final_loss[0], rtol=1e-8)
+    assert len(set(stops)) > 1 and min(stops) < 120  # clients did stop, at different times
+    with pytest.raises(FlkitError, match="topk"):
+        invert(model, start, target, local, spec, x0, y0, topk=[1.0])
+
+
 def test_inversion_recovers_a_linear_models_update():
     """Linear softmax regression, one step: the update is -lr * X^T (softmax(XW) - Y) / R, so any
     data with the same such product reproduces it; the inversion must find one (Disparity down

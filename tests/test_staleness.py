@@ -50,6 +50,20 @@ def _run(cls, rounds, ctx=None, **params):
     return m, state, seen, logs
 
 
+def _spy_adjust(m) -> dict:
+    """Wrap m.adjust so that the next round's Delta_use and info are kept in the returned dict."""
+    captured = {}
+    orig = m.adjust
+
+    def spy(st, info):
+        use, met = orig(st, info)
+        captured.update(use=use, info=info)
+        return use, met
+
+    m.adjust = spy
+    return captured
+
+
 def test_weighted_factor_paper_values():
     assert weighted_factor(10) == pytest.approx(0.5)
     assert weighted_factor(40) == pytest.approx(1 / (1 + math.exp(7.5)))
@@ -129,6 +143,46 @@ def test_wpred_prediction_and_correction_by_hand():
     assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 5.0)]]))
 
 
+def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
+    """A whole W-Pred round with two stale clients (0, 1): they train from
+    w^(t-tau) + tau (w^(t-tau) - w^(t-tau-1)) built from the global models the run really had
+    (lag tau, not tau - 1; factor tau; the latest global step, not the one before), their update
+    is first-order corrected with w^t minus that prediction, and the mean takes w^t + Delta_use.
+    At t = tau only w^(t-tau) exists before it: no extrapolation."""
+    tau = 2
+    m, state, models, _ = _run(WPred, 6, _ctx(), tau=tau, affected_class=2, num_stale=2)
+    t = 6  # round 7 = t 6: block [0, 1, 2], clients 0 and 1 stale
+    now = state["model"]
+    models = models + [now]  # models[i] = w^i for i = 0..6
+    captured = _spy_adjust(m)
+    clients = m.select_clients(state, t + 1)
+    assert clients == [0, 1, 2]
+    new, log = m.round(state, clients, t + 1)
+    assert log.metrics["stale_participants"] == 2
+    then, prev = models[t - tau], models[t - tau - 1]
+    pred = {n: then[n] + tau * (then[n] - prev[n]) for n in now}
+    for n in now:
+        assert torch.allclose(captured["info"]["start"][n], pred[n], atol=1e-12)
+    stale = m.train({n: torch.stack([pred[n]] * 2) for n in now}, [0, 1], t + 1)
+    normal = m.train({n: now[n].unsqueeze(0) for n in now}, [2], t + 1)
+    for n in now:
+        d = stale.state[n] - pred[n]
+        use = d - 4.0 * d * d * (now[n] - pred[n])
+        assert torch.allclose(captured["use"][n], use, atol=1e-12)
+        expect = (now[n] + use[0] + now[n] + use[1] + normal.state[n][0]) / 3
+        assert torch.allclose(new["model"][n], expect, atol=1e-12)
+    # first stale round (t = tau): w^(t-tau-1) does not exist, the client trains from w^0
+    m2, _, models2, _ = _run(WPred, 2, _ctx(), tau=tau, affected_class=2, num_stale=2)
+    first = {}
+    m2.adjust = lambda st, info: (first.update(info) or info["delta"], {})
+    s2 = m2.init_state(model_state(m2.ctx.model))
+    for rnd in range(1, 4):
+        s2, _ = m2.round(s2, m2.select_clients(s2, rnd), rnd)
+    assert first["t"] == tau
+    for n in first["start"]:
+        assert torch.equal(first["start"][n], models2[0][n])
+
+
 def test_asyn_tiers_population_weights_by_hand():
     ctx = _ctx(n_clients=4)
     m = AsynTiers(ctx, tau=1, affected_class=2, num_stale=1)
@@ -184,15 +238,7 @@ def test_gi_round_aggregates_the_estimate():
         track_error=True,
     )
     m, state, _, _ = _run(methods.get("gi_staleness"), 4, _ctx(), **kw)  # t = 0..3; stale at t=2
-    captured = {}
-    orig = m.adjust
-
-    def spy(st, info):
-        use, met = orig(st, info)
-        captured.update(use=use, info=info)
-        return use, met
-
-    m.adjust = spy
+    captured = _spy_adjust(m)
     clients = m.select_clients(state, 5)  # t = 4: clients 0, 1, 2 with 0, 1 stale
     new, _ = m.round(state, clients, 5)
     est = captured["info"]["estimate"]

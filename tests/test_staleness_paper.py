@@ -1,5 +1,7 @@
 """Notebook 05's claim logic on hand-built tables, the Time column, and the exercise checker."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -31,6 +33,13 @@ def test_claims_on_hand_built_tables():
     worse = acc.copy()
     worse.loc["gi_staleness", "acc"] = 61
     assert not claims.gi_beats_unweighted(worse)[0]
+    diverged = acc.copy()
+    diverged.loc["w_pred", "acc"] = 0.0  # W-Pred at cpu: Weighted is still the worst of the rest
+    holds, evidence = claims.weighted_worst(diverged)
+    assert holds and "w_pred diverged" in evidence and "minimum 60.0 %" in evidence
+    diverged.loc["weighted", "acc"] = 60.0  # not 2 points below Asyn-Tiers' 61 or 1st-Order
+    assert not claims.weighted_worst(diverged)[0]
+    assert not claims.compensations_track_unweighted(diverged)[0]
 
 
 def test_estimation_and_switch_claims():
@@ -71,6 +80,15 @@ def test_time_column_by_hand():
     assert t.loc["unweighted", "time"] == pytest.approx(200)
     assert t.loc["gi_staleness", "time"] == pytest.approx(100)
     assert t.loc["unweighted", "acc"] == pytest.approx(50)
+    # a method that diverged (ends at 2 %, below chance) neither sets the target nor gets a Time
+    rows += [
+        {"method": "w_pred", "seed": 0, "round": r + 1, "affected_accuracy": a}
+        for r, a in enumerate([0.6, 0.0, 0.0, 0.02])
+    ]
+    t = study.accuracy_table(pd.DataFrame(rows), last=1, smooth=1)
+    assert t.loc["unweighted", "time"] == pytest.approx(200)
+    assert math.isnan(t.loc["w_pred", "time"])
+    assert t.loc["w_pred", "acc"] == pytest.approx(2)
 
 
 def test_exercise_checker(capsys):

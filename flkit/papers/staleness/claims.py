@@ -14,22 +14,29 @@ def staleness_hurts(acc: pd.DataFrame, min_gap: float = 2.0):
     return u - s >= min_gap, f"Unstale {u:.1f} % vs Unweighted {s:.1f} %"
 
 
-def weighted_worst(acc: pd.DataFrame, margin: float = 2.0):
-    """Weighted is below every other stale-update method by at least `margin` points."""
+def weighted_worst(acc: pd.DataFrame, margin: float = 2.0, chance: float = 10.0):
+    """Weighted is below every other stale-update method by at least `margin` points. A method
+    that diverged (below `chance` %) is a failure of its own, not evidence about Weighted: it is
+    left out of the comparison and named in the evidence."""
     others = acc.drop(index=[m for m in ("unstale", "weighted") if m in acc.index])["acc"]
+    diverged = sorted(others[others < chance].index)
+    others = others[others >= chance]
     w = acc.loc["weighted", "acc"]
+    note = f" ({', '.join(diverged)} diverged, left out)" if diverged else ""
     return (
         w <= others.min() - margin,
-        f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %",
+        f"Weighted {w:.1f} % vs the others' minimum {others.min():.1f} %{note}",
     )
 
 
-def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0):
-    """1st-Order and W-Pred end within `tol` points of Unweighted."""
+def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0, chance: float = 10.0):
+    """1st-Order and W-Pred end within `tol` points of Unweighted (a method below `chance` % is
+    named as diverged in the evidence)."""
     u = acc.loc["unweighted", "acc"]
     d = {m: acc.loc[m, "acc"] - u for m in ("first_order", "w_pred")}
+    tag = {m: " (diverged)" if acc.loc[m, "acc"] < chance else "" for m in d}
     return all(abs(v) <= tol for v in d.values()), ", ".join(
-        f"{m} {v:+.1f} points" for m, v in d.items()
+        f"{m} {v:+.1f} points{tag[m]}" for m, v in d.items()
     ) + " vs Unweighted"
 
 

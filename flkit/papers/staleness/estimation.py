@@ -77,9 +77,17 @@ class Trajectory:
         init=None,
         keys=None,
     ):
+        """Invert K updates from one global model; topk: one fraction, or one per client (the
+        inversions of several masks then share one batched computation)."""
         k = next(iter(target.values())).shape[0]
+        per_client = None if isinstance(topk, (int, float)) else list(topk)
         spec = InversionSpec(
-            size=size, iters=iters, lr=self.P["gi_lr"], topk=topk, tol=tol, window=window
+            size=size,
+            iters=iters,
+            lr=self.P["gi_lr"],
+            topk=min(per_client) if per_client else topk,
+            tol=tol,
+            window=window,
         )
         x = self.setup.data.x_train
         x0, y0 = (
@@ -98,7 +106,15 @@ class Trajectory:
         )
         starts = {n: v.unsqueeze(0).expand(k, *v.shape) for n, v in start.items()}
         return invert(
-            self.setup.model, starts, target, self.method.ctx.spec, spec, x0, y0, box=self.box
+            self.setup.model,
+            starts,
+            target,
+            self.method.ctx.spec,
+            spec,
+            x0,
+            y0,
+            box=self.box,
+            topk=per_client,
         )
 
     def estimate(self, now: dict, res) -> dict:
@@ -135,22 +151,48 @@ def estimation_error(P, tr: Trajectory) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _repeat(d: dict, times: int) -> dict:
+    return {n: v.repeat(times, *([1] * (v.dim() - 1))) for n, v in d.items()}
+
+
+def _rows(res, lo: int, hi: int):
+    """Rows lo..hi of an inversion result, as a result of its own (x, y, iters)."""
+    return type(res)(
+        res.x[lo:hi],
+        res.y[lo:hi],
+        res.losses[:, lo:hi],
+        res.iters[lo:hi],
+        res.init_loss[lo:hi],
+        res.final_loss[lo:hi],
+    )
+
+
 def sparsification(P, tr: Trajectory) -> pd.DataFrame:
-    """Table 4: GI iterations to the stopping tolerance and estimation error per top-K fraction."""
+    """Table 4: GI iterations to the stopping tolerance and estimation error per top-K fraction
+    (every fraction's inversions in one batched computation, each client from the same init)."""
     t = len(tr.models) - 1
     tau = min(int(P["tau"]), t)
     now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: P["est_clients"]]
     true, stale = tr.update(now, clients), tr.update(then, clients)
+    nc, fracs = len(clients), list(P["topk_fracs"])
+    res = tr.invert(
+        then,
+        _repeat(stale, len(fracs)),
+        P["est_size"],
+        P["stop_iters"],
+        [f for f in fracs for _ in range(nc)],
+        P["stop_tol"],
+        P["stop_window"],
+        keys=list(range(nc)) * len(fracs),
+    )
     rows = []
-    for frac in P["topk_fracs"]:
-        res = tr.invert(
-            then, stale, P["est_size"], P["stop_iters"], frac, P["stop_tol"], P["stop_window"]
-        )
-        cos, _ = _errors(tr, tr.estimate(now, res), true)
+    for j, frac in enumerate(fracs):
+        part = _rows(res, j * nc, (j + 1) * nc)
+        cos, _ = _errors(tr, tr.estimate(now, part), true)
         rows.append(
             {
                 "sparsification": 1 - frac,
-                "iterations": float(res.iters.float().mean()),
+                "iterations": float(part.iters.float().mean()),
                 "error": cos,
             }
         )
@@ -162,23 +204,21 @@ def sparsification(P, tr: Trajectory) -> pd.DataFrame:
 def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     """Table 5: iterations to the stopping tolerance of the next inversion of the same clients,
     warm-started from the previous surrogate data vs random, when a fraction of their data
-    changed (changed samples are drawn at random from the whole training set)."""
+    changed (changed samples are drawn at random from the whole training set). The cold and warm
+    inversions of every change run as one batched computation."""
     t = len(tr.models) - 1
     gap = gap or max(1, P["num_clients"] // P["per_round"])
     tau = min(int(P["tau"]), t - gap)
     clients = tr.stale[: P["est_clients"]]
+    nc = len(clients)
     t1 = t - gap
-    first = tr.invert(
-        tr.models[t1 - tau],
-        tr.update(tr.models[t1 - tau], clients),
-        P["est_size"],
-        P["stop_iters"],
-        P["gi_topk"],
-        P["stop_tol"],
-        P["stop_window"],
-    )
-    rows = []
+    stop = (P["est_size"], P["stop_iters"], P["gi_topk"], P["stop_tol"], P["stop_window"])
+    first = tr.invert(tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients), *stop)
     n_train = len(tr.setup.data.y_train)
+    then = tr.models[t - tau]
+    targets, xs, ys = [], [], []
+    x = tr.setup.data.x_train
+    cold_spec = InversionSpec(size=P["est_size"])
     for change in P["warm_changes"]:
         parts = list(tr.method.ctx.parts)
         g = torch.Generator().manual_seed(int(1000 * change) + 7)
@@ -188,29 +228,27 @@ def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
             pos = torch.randperm(len(ix), generator=g)[:k]
             ix[pos] = torch.randint(0, n_train, (k,), generator=g).to(ix.device)
             parts[c] = ix
-        then = tr.models[t - tau]
         stale = tr.update(then, clients, parts=parts)
-        cold = tr.invert(
-            then,
-            stale,
-            P["est_size"],
-            P["stop_iters"],
-            P["gi_topk"],
-            P["stop_tol"],
-            P["stop_window"],
-            keys=[("cold", c) for c in clients],
+        x0, y0 = init_data(
+            nc,
+            cold_spec,
+            x.shape[1:],
+            tr.setup.data.num_classes,
+            tr.method.ctx.seed,
+            [("cold", c) for c in clients],
+            x.device,
+            x.dtype,
         )
-        warm = tr.invert(
-            then,
-            stale,
-            P["est_size"],
-            P["stop_iters"],
-            P["gi_topk"],
-            P["stop_tol"],
-            P["stop_window"],
-            init=(first.x, first.y),
-        )
-        ic, iw = float(cold.iters.float().mean()), float(warm.iters.float().mean())
+        targets += [stale, stale]
+        xs += [x0, first.x]
+        ys += [y0, first.y]
+    target = {n: torch.cat([d[n] for d in targets]) for n in targets[0]}
+    res = tr.invert(then, target, *stop, init=(torch.cat(xs), torch.cat(ys)))
+    rows = []
+    for j, change in enumerate(P["warm_changes"]):
+        cold = res.iters[2 * j * nc : (2 * j + 1) * nc]
+        warm = res.iters[(2 * j + 1) * nc : (2 * j + 2) * nc]
+        ic, iw = float(cold.float().mean()), float(warm.float().mean())
         rows.append(
             {
                 "data_changed": change,

@@ -100,11 +100,17 @@ def compare(
 
 
 def accuracy_table(
-    hist: pd.DataFrame, ours: str = "gi_staleness", last: int = 3, smooth: int = 3
+    hist: pd.DataFrame,
+    ours: str = "gi_staleness",
+    last: int = 3,
+    smooth: int = 3,
+    floor: float = 0.1,
 ) -> pd.DataFrame:
     """Final affected-class accuracy (mean of the last `last` evaluations, then over seeds) and
     the "Time" column: rounds to first reach the lowest final accuracy among the compared methods
-    (curves smoothed over `smooth` evaluations), as 100 x rounds(method) / rounds(ours)."""
+    (curves smoothed over `smooth` evaluations), as 100 x rounds(method) / rounds(ours).
+    A method that ends below `floor` (chance for 10 classes: it diverged) would make that target
+    0 and every Time 100: it does not set the target and gets no Time (NaN)."""
     ev = hist.dropna(subset=["affected_accuracy"])
     rows = {}
     for (m, s), g in ev.groupby(["method", "seed"]):
@@ -112,13 +118,15 @@ def accuracy_table(
         curve = g["affected_accuracy"].rolling(smooth, min_periods=1).mean()
         rows[(m, s)] = (g["affected_accuracy"].tail(last).mean(), g["round"].values, curve.values)
     finals = pd.Series({k: v[0] for k, v in rows.items()})
-    compared = [k for k in rows if k[0] != "unstale"]
+    compared = [k for k in rows if k[0] != "unstale" and finals[k] >= floor]
     out = []
     for s in sorted({k[1] for k in rows}):
-        target = min(finals[k] for k in compared if k[1] == s)
+        target = min((finals[k] for k in compared if k[1] == s), default=float("nan"))
         hit = {}
         for (m, ss), (_, rounds, curve) in rows.items():
-            if ss == s:
+            if ss == s and finals[(m, ss)] < floor:
+                hit[m] = float("nan")
+            elif ss == s:
                 idx = (curve >= target - 1e-12).nonzero()[0]
                 hit[m] = float(rounds[idx[0]]) if len(idx) else float("nan")
         for m in hit:
