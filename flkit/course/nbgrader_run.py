@@ -43,6 +43,12 @@ def _select(notebooks_dir, only) -> dict[str, Path]:
 
 
 def _config(root: Path, cell_timeout: int):
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError as e:
+        raise FlkitError(
+            "flkit course needs nbgrader: pip install 'flkit[course]' (or nbgrader>=0.9)"
+        ) from e
     from traitlets.config import Config
 
     c = Config()
@@ -56,10 +62,10 @@ def _config(root: Path, cell_timeout: int):
 
 
 def _api(root: Path, cell_timeout: int = 120):
+    c = _config(root, cell_timeout)  # first: it says how to install nbgrader when it is missing
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    c = _config(root, cell_timeout)
     return NbGraderAPI(coursedir=CourseDirectory(config=c), config=c)
 
 
@@ -195,8 +201,9 @@ def grade(
     preset: str = "smoke",
     cell_timeout: int = 120,
 ) -> Path:
-    """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv`` and
-    ``out/feedback/<student>/<notebook>.html``; return the path of grades.csv.
+    """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv``,
+    ``out/feedback/<student>/<notebook>.html`` and the executed notebooks
+    ``out/autograded/<student>/<notebook>.ipynb``; return the path of grades.csv.
 
     ``out`` defaults to ``<submissions>-graded`` beside the submissions folder. The notebooks run
     at ``preset`` (default smoke: the exercises do not depend on the preset, and the other cells
@@ -270,11 +277,16 @@ def _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out) ->
                 grades = {g.name: g for g in nb.grades}
             except Exception:  # noqa: BLE001 - no submission recorded: every exercise scores 0
                 grades = {}
-            for cell in gb.find_notebook(name, ASSIGNMENT).grade_cells:
+            order = _grade_ids(instructor[name])
+            cells = gb.find_notebook(name, ASSIGNMENT).grade_cells
+            for cell in sorted(cells, key=lambda c: order.index(c.name)):
                 g = grades.get(cell.name)
                 pts = float(g.score) if g is not None and g.score is not None else 0.0
                 note = "; ".join(x for x in (notes[name], errors.get(cell.name, "")) if x)
                 rows.append(Row(student, name, cell.name, pts, float(cell.max_score), note))
+            if graded.exists():  # kept for the instructor: the executed notebook with outputs
+                (out / "autograded" / student).mkdir(parents=True, exist_ok=True)
+                shutil.copy(graded, out / "autograded" / student / graded.name)
             html = root / "feedback" / student / ASSIGNMENT / f"{name}.html"
             if html.exists():
                 (out / "feedback" / student).mkdir(parents=True, exist_ok=True)
