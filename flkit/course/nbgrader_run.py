@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,7 +227,9 @@ def grade(
             "FLKIT_RUNS_DIR": root / "runs",
             "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(SOURCE_ROOT), *paths])),
         }
-        with _environment(**env):
+        with _environment(**env), warnings.catch_warnings():
+            # nbgrader's gradebook warns about its own session handling on every autograde
+            warnings.filterwarnings("ignore", message=".*not in session.*")
             api = _generate(root, notebooks, cell_timeout)
             for sdir in students:
                 rows += _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out)
