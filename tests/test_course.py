@@ -154,6 +154,10 @@ def test_grade_refuses_bad_folders(tmp_path):
     (tmp_path / "ann").mkdir()
     with pytest.raises(FlkitError, match="cell_timeout"):
         grade(tmp_path, cell_timeout=0)
+    with pytest.raises(FlkitError, match="smoke"):  # the message lists the accepted presets
+        grade(tmp_path, preset="fast")
+    with pytest.raises(FlkitError, match="00_fl_primer"):
+        grade(tmp_path, only=["99"])
 
 
 # ------------------------------------------------------------------------------ autograding

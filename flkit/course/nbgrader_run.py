@@ -27,6 +27,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import presets
 from ..reproduce import SOURCE_ROOT, discover, match_notebook
 from ..utils import FlkitError
 
@@ -216,6 +217,12 @@ def grade(
     out = Path(out) if out is not None else submissions.with_name(submissions.name + "-graded")
     out = out.resolve()
     notebooks = _select(notebooks_dir, only)
+    for name in notebooks:
+        if preset not in presets.available(name):
+            raise FlkitError(
+                f"preset {preset!r} is not one of {name}'s presets: "
+                f"{', '.join(presets.available(name))}"
+            )
     instructor = {n: _read(p) for n, p in notebooks.items()}
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
