@@ -11,6 +11,6 @@
 nbgrader is imported only by :mod:`.nbgrader_run`, so checkers work without it.
 """
 
-from .checks import Verdict, check_choice, check_number, not_attempted, require
+from .checks import Verdict, check_cases, check_choice, check_number, not_attempted, require
 
-__all__ = ["Verdict", "check_choice", "check_number", "not_attempted", "require"]
+__all__ = ["Verdict", "check_cases", "check_choice", "check_number", "not_attempted", "require"]

@@ -143,3 +143,42 @@ def check_choice(
     if verbose:
         print(v.text())
     return v
+
+
+def check_cases(
+    fn: Callable,
+    cases: list[tuple[str, tuple, object]],
+    explain: Callable[[object, object, tuple], str | None],
+    reference: str = "",
+    then: tuple[str, Callable[[], Verdict]] | None = None,
+    verbose: bool = True,
+) -> Verdict:
+    """Call ``fn(*args)`` on every ``(label, args, want)`` case until one is wrong.
+
+    ``explain(got, want, args)``: None when ``got`` is right, else the hint. ``reference``: shown
+    beside "not attempted yet". ``then = (name, check)``: a second verdict (the interpretation of
+    an experiment) asked once every case is right; the exercise is right when both are."""
+    lines: list[str] = []
+    for label, args, want in cases:
+        try:
+            got = fn(*args)
+        except NotImplementedError:
+            v = not_attempted(reference)
+            break
+        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
+            v = Verdict(False, lines + [f"wrong: {label} raised {type(e).__name__}: {e}"])
+            break
+        hint = explain(got, want, args)
+        if hint:
+            v = Verdict(False, lines + [f"wrong for {label}: {got!r}. Hint: {hint}"])
+            break
+        lines.append(f"{label}: right")
+    else:
+        v = Verdict(True, lines)
+        if then is not None:
+            name, check = then
+            c = check()
+            v = Verdict(c.passed if c.attempted else False, lines + [f"{name}: {c.text()}"])
+    if verbose:
+        print(v.text())
+    return v

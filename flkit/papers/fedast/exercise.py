@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from flkit.asyncfl import normalized_dispersion, realloc_paper
-from flkit.course.checks import Verdict, check_choice, check_number, not_attempted
+from flkit.course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
 from flkit.utils import FlkitError
 
 __all__ = [
@@ -156,31 +156,19 @@ def check_realloc_share(fn, growth, verbose: bool = True) -> Verdict:
     """``fn(ratio, R_total)``: requests the library's Realloc (realloc_paper) gives task A of two
     when sigma²_A = ratio * sigma²_B; ``growth()``: "double", "quadruple" or "same", what 4x
     the dispersion does to the requests (away from the one-request floor)."""
-    lines = []
-    for ratio, R in ((1.0, 64), (4.0, 64), (16.0, 100), (0.25, 90)):
-        want = realloc_paper([ratio, 1.0], R)[0]
-        try:
-            got = fn(ratio, R)
-        except NotImplementedError:
-            v = not_attempted()
-            break
-        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
-            v = Verdict(False, [f"wrong: ratio {ratio} raised {type(e).__name__}: {e}"])
-            break
-        if got != want:
-            lin = round(R * ratio / (ratio + 1))
-            hint = (
-                "that is proportional to sigma² itself; call flkit.asyncfl.realloc_paper, which "
-                "uses sqrt(sigma²)"
-                if got == lin and lin != want
-                else "return realloc_paper([ratio, 1.0], R_total)[0], task A's requests"
-            )
-            v = Verdict(False, lines + [f"wrong for ratio {ratio}, R = {R}: {got!r}. Hint: {hint}"])
-            break
-        lines.append(f"ratio {ratio}, R = {R}: right ({want} requests)")
-    else:
-        c = check_choice(growth, "double", GROWTH, verbose=False)
-        v = Verdict(c.passed if c.attempted else False, lines + ["growth(): " + c.text()])
-    if verbose:
-        print(v.text())
-    return v
+
+    def explain(got, want, args):
+        ratio, R = args
+        if got == want:
+            return None
+        lin = round(R * ratio / (ratio + 1))
+        if got == lin != want:
+            return "that is proportional to sigma² itself; realloc_paper uses sqrt(sigma²)"
+        return "return realloc_paper([ratio, 1.0], R_total)[0], task A's requests"
+
+    cases = [
+        (f"ratio {r}, R = {R}", (r, R), realloc_paper([r, 1.0], R)[0])
+        for r, R in ((1.0, 64), (4.0, 64), (16.0, 100), (0.25, 90))
+    ]
+    then = ("growth()", lambda: check_choice(growth, "double", GROWTH, verbose=False))
+    return check_cases(fn, cases, explain, then=then, verbose=verbose)

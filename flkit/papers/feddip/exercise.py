@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from ... import models
-from ...course.checks import Verdict, check_choice, check_number, not_attempted
+from ...course.checks import Verdict, check_cases, check_choice, check_number
 from ...prune import erk_densities, prunable_names
 from ...prune.schedules import cubic_sparsity
 from ...utils import FlkitError
@@ -184,34 +184,24 @@ def check_erk_ratio(fn, spared, verbose: bool = True) -> Verdict:
     """``fn(shapes, density)``: {layer: ERK density / uniform density} from the library's ERK;
     ``spared()``: "small", "large" or "same", which layers ERK keeps denser than uniform."""
     shapes = model_shapes("lenet5")
-    lines = []
-    for density in (0.1, 0.3):
-        want = {k: v / density for k, v in erk_densities(shapes, density).items()}
-        try:
-            got = fn(dict(shapes), density)
-        except NotImplementedError:
-            v = not_attempted()
-            break
-        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
-            v = Verdict(False, [f"wrong: at density {density} it raised {type(e).__name__}: {e}"])
-            break
+
+    def explain(got, want, args):
         if not isinstance(got, dict) or set(got) != set(want):
-            v = Verdict(False, [f"wrong: return {{layer: ratio}} for the layers {sorted(want)}"])
-            break
+            return f"return {{layer: ratio}} for the layers {sorted(want)}"
         bad = [k for k in want if not math.isclose(float(got[k]), want[k], rel_tol=1e-4)]
-        if bad:
-            k = bad[0]
-            hint = (
-                "that is the ERK density itself; divide it by the uniform density"
-                if math.isclose(float(got[k]), want[k] * density, rel_tol=1e-4)
-                else "use flkit.prune.erk_densities(shapes, density) and divide by density"
-            )
-            v = Verdict(False, lines + [f"wrong at density {density}, layer {k}: {hint}"])
-            break
-        lines.append(f"density {density}: right for all {len(want)} layers")
-    else:
-        c = check_choice(spared, "small", SPARED, verbose=False)
-        v = Verdict(c.passed if c.attempted else False, lines + ["spared(): " + c.text()])
-    if verbose:
-        print(v.text())
-    return v
+        if not bad:
+            return None
+        if math.isclose(float(got[bad[0]]), want[bad[0]] * args[1], rel_tol=1e-4):
+            return f"layer {bad[0]} holds the ERK density itself; divide it by the uniform density"
+        return f"layer {bad[0]}: use flkit.prune.erk_densities(shapes, density) / density"
+
+    cases = [
+        (
+            f"LeNet-5 at density {d}",
+            (dict(shapes), d),
+            {k: v / d for k, v in erk_densities(shapes, d).items()},
+        )
+        for d in (0.1, 0.3)
+    ]
+    then = ("spared()", lambda: check_choice(spared, "small", SPARED, verbose=False))
+    return check_cases(fn, cases, explain, then=then, verbose=verbose)

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ...course.checks import Verdict, check_choice, check_number, not_attempted
+from ...course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
 from ...methods.hidenseek import arctanh_aggregate
 from ...utils import FlkitError
 
@@ -161,34 +161,23 @@ def check_votes_needed(fn, steeper, verbose: bool = True) -> Verdict:
     """``fn(K, threshold)``: fewest +1 votes of K whose latent exceeds ``threshold`` (with the
     library's arctanh_aggregate); ``steeper()``: "unanimous", "split" or "equal", where one
     more agreeing vote moves the latent more."""
-    lines = []
-    for K, th in ((10, 1.0), (5, 0.5), (20, 2.0), (4, 0.0)):
-        want = votes_needed_reference(K, th)
-        try:
-            got = fn(K, th)
-        except NotImplementedError:
-            v = not_attempted(f"K = 10 clients, threshold 0.5: {votes_needed_reference(10, 0.5)}")
-            break
-        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
-            v = Verdict(False, [f"wrong: K = {K} raised {type(e).__name__}: {e}"])
-            break
-        if got != want:
-            hint = (
-                "the latent must exceed the threshold strictly (>); one vote too many"
-                if got == want + 1
-                else "off by one: count the +1 votes, the others vote -1"
-                if abs(got - want) == 1
-                else f"try the votes a = 0..K with signs a x (+1), {K} - a x (-1) through "
-                "arctanh_aggregate and return the first a above the threshold"
-            )
-            v = Verdict(
-                False, lines + [f"wrong for K = {K}, threshold {th}: {got!r}. Hint: {hint}"]
-            )
-            break
-        lines.append(f"K = {K}, threshold {th}: right ({want} votes)")
-    else:
-        c = check_choice(steeper, "unanimous", STEEP, verbose=False)
-        v = Verdict(c.passed if c.attempted else False, lines + ["steeper(): " + c.text()])
-    if verbose:
-        print(v.text())
-    return v
+
+    def explain(got, want, args):
+        if got == want:
+            return None
+        if got == want + 1:
+            return "the latent must exceed the threshold strictly (>); one vote too many"
+        if isinstance(got, int) and abs(got - want) == 1:
+            return "off by one: count the +1 votes, the others vote -1"
+        return (
+            "try a = 0..K votes of +1 (the others -1) through arctanh_aggregate and return the "
+            "first a above the threshold"
+        )
+
+    cases = [
+        (f"K = {K}, threshold {th}", (K, th), votes_needed_reference(K, th))
+        for K, th in ((10, 1.0), (5, 0.5), (20, 2.0), (4, 0.0))
+    ]
+    ref = f"K = 10 clients, threshold 0.5: {votes_needed_reference(10, 0.5)}"
+    then = ("steeper()", lambda: check_choice(steeper, "unanimous", STEEP, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ...course.checks import Verdict, check_choice, check_number, not_attempted
+from ...course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
 from ...methods.staleness import first_order, weighted_factor, weighted_factor_exp
 
 HINTS_FO = {
@@ -166,30 +166,19 @@ FASTER = {
 def check_first_tau_below(fn, faster, verbose: bool = True) -> Verdict:
     """``fn(threshold, form)``: smallest integer tau with weight < threshold (form "sigmoid" or
     "exp"); ``faster()``: "sigmoid", "exp" or "equal", which discounts more at tau = 40."""
-    lines = []
-    for th, form in ((0.01, "sigmoid"), (0.5, "sigmoid"), (0.01, "exp"), (0.3, "exp")):
-        want = first_tau_below_reference(th, form)
-        try:
-            got = fn(th, form)
-        except NotImplementedError:
-            v = not_attempted(f"threshold 0.1, sigmoid: tau = {first_tau_below_reference(0.1)}")
-            break
-        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
-            v = Verdict(False, [f"wrong: threshold {th}, {form} raised {type(e).__name__}: {e}"])
-            break
-        if got != want:
-            hint = (
-                "off by one: return the first tau whose weight is strictly below the threshold"
-                if isinstance(got, int) and abs(got - want) == 1
-                else f"step tau = 0, 1, 2, ... through the library's "
-                f"{'weighted_factor(tau)' if form == 'sigmoid' else 'weighted_factor_exp(tau)'}"
-            )
-            v = Verdict(False, lines + [f"wrong for {th}, {form}: {got!r}. Hint: {hint}"])
-            break
-        lines.append(f"threshold {th}, {form}: right (tau = {want})")
-    else:
-        c = check_choice(faster, "sigmoid", FASTER, verbose=False)
-        v = Verdict(c.passed if c.attempted else False, lines + ["faster(): " + c.text()])
-    if verbose:
-        print(v.text())
-    return v
+
+    def explain(got, want, args):
+        if got == want:
+            return None
+        if isinstance(got, int) and abs(got - want) == 1:
+            return "off by one: return the first tau whose weight is strictly below the threshold"
+        weight = "weighted_factor(tau)" if args[1] == "sigmoid" else "weighted_factor_exp(tau)"
+        return f"step tau = 0, 1, 2, ... through the library's {weight}"
+
+    cases = [
+        (f"threshold {th}, {form}", (th, form), first_tau_below_reference(th, form))
+        for th, form in ((0.01, "sigmoid"), (0.5, "sigmoid"), (0.01, "exp"), (0.3, "exp"))
+    ]
+    ref = f"threshold 0.1, sigmoid: tau = {first_tau_below_reference(0.1)}"
+    then = ("faster()", lambda: check_choice(faster, "sigmoid", FASTER, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)

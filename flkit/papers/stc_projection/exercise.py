@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from flkit.compress import message_size, num_kept, stc
-from flkit.course.checks import Verdict, check_choice, check_number, not_attempted
+from flkit.course.checks import Verdict, check_cases, check_choice, check_number
 from flkit.utils import FlkitError
 
 
@@ -318,40 +318,27 @@ def check_error_feedback(fn, never_sent, verbose: bool = True) -> Verdict:
     """``fn(grads, p, error_feedback)``: the summed messages; ``never_sent()``: "large", "small"
     or "none", which coordinates never reach the server without error feedback."""
     grads, p = feedback_case(), 0.05
-    lines = []
-    for fb in (True, False):
-        want = sent_total_reference(grads, p, fb)
-        try:
-            got = fn([x.clone() for x in grads], p, fb)
-        except NotImplementedError:
-            on, off = (float(sent_total_reference(grads, p, f)[50]) for f in (True, False))
-            v = not_attempted(
-                f"with feedback, coordinate 50 receives {on:.3g} in total; without, {off:.3g}"
-            )
-            break
-        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
-            v = Verdict(False, [f"wrong: error_feedback={fb} raised {type(e).__name__}: {e}"])
-            break
+
+    def explain(got, want, args):
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-            v = Verdict(
-                False, [f"wrong: return one tensor shaped like a gradient {tuple(want.shape)}"]
-            )
-            break
-        if not torch.allclose(got, want, atol=1e-4):
-            plain = sent_total_reference(grads, p, not fb)
-            hint = (
-                "this is the result of the other setting: check how error_feedback is used"
-                if torch.allclose(got, plain, atol=1e-4)
-                else "keep residual = a - stc(a, p) with a = gradient + residual"
-                if fb
-                else "without feedback compress each gradient alone, stc(x, p), and add it up"
-            )
-            v = Verdict(False, lines + [f"wrong with error_feedback={fb}: {hint}"])
-            break
-        lines.append(f"error_feedback={fb}: right")
-    else:
-        c = check_choice(never_sent, "small", NEVER_SENT, verbose=False)
-        v = Verdict(c.passed if c.attempted else False, lines + ["never_sent(): " + c.text()])
-    if verbose:
-        print(v.text())
-    return v
+            return f"return one tensor shaped like a gradient {tuple(want.shape)}"
+        if torch.allclose(got, want, atol=1e-4):
+            return None
+        if torch.allclose(got, sent_total_reference(grads, p, not args[2]), atol=1e-4):
+            return "this is the result of the other setting: check how error_feedback is used"
+        if args[2]:
+            return "keep residual = a - stc(a, p) with a = gradient + residual"
+        return "without feedback compress each gradient alone, stc(x, p), and add it up"
+
+    cases = [
+        (
+            f"error_feedback={fb}",
+            ([x.clone() for x in grads], p, fb),
+            sent_total_reference(grads, p, fb),
+        )
+        for fb in (True, False)
+    ]
+    on, off = (float(sent_total_reference(grads, p, f)[50]) for f in (True, False))
+    ref = f"with feedback, coordinate 50 receives {on:.3g} in total; without, {off:.3g}"
+    then = ("never_sent()", lambda: check_choice(never_sent, "small", NEVER_SENT, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)
