@@ -12,6 +12,7 @@ them to benchmarks/results/course-smoke.json.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -43,12 +44,15 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         csv_path = grade(tmp / "subs", tmp / "graded")
         t_grade = time.perf_counter() - t0
-        rows = csv_path.read_text(encoding="utf-8").strip().splitlines()[1:]
+        with csv_path.open(encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
     row = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "student": args.student,
         "notebooks": len(discover()),
         "exercises": len(rows),
+        "points": sum(float(r["points"]) for r in rows),  # full marks: every notebook ran
+        "max_points": sum(float(r["max_points"]) for r in rows),
         "release_s": round(t_release, 1),
         "grade_s": round(t_grade, 1),
         "total_s": round(t_release + t_grade, 1),

@@ -20,6 +20,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -59,6 +60,10 @@ def _config(root: Path, cell_timeout: int):
     c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     c.Execute.timeout = int(cell_timeout)
     c.Execute.interrupt_on_timeout = True
+    # on a busy machine a kernel's last outputs can arrive seconds after its reply: wait for them
+    # instead of failing the whole notebook (nbgrader's default raises after 4 s)
+    c.Execute.iopub_timeout = 60
+    c.Execute.raise_on_iopub_timeout = False
     c.OverwriteCells.add_missing_cells = True
     return c
 
@@ -270,11 +275,13 @@ def _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out) ->
     if any((dest / f"{n}.ipynb").exists() for n in notebooks):
         res = api.autograde(ASSIGNMENT, student)
         if not res["success"]:
-            err = (res.get("error") or res.get("log") or "").strip().splitlines()
+            log = (res.get("error") or "") + "\n" + (res.get("log") or "")
+            why = [
+                ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception)", ln)
+            ]
             for n in notebooks:
-                notes[n] = "; ".join(
-                    x for x in (notes[n], f"autograde failed: {err[-1] if err else '?'}") if x
-                )
+                reason = f"autograde failed: {why[-1] if why else 'see nbgrader log'}"
+                notes[n] = "; ".join(x for x in (notes[n], reason) if x)
         else:
             api.generate_feedback(ASSIGNMENT, student)
     rows = []
