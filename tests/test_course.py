@@ -202,7 +202,7 @@ def graded(released, tmp_path_factory):
     _broken(primer, subs / "broken" / primer.name)
     (subs / "broken" / "01_stc_projection.ipynb").write_text("{not json")
     out = subs.parent / "graded"
-    path = grade(subs, out, cell_timeout=150)
+    path = grade(subs, out, cell_timeout=300)
     with path.open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return out, rows
