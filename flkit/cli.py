@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import data_admin, reproduce
+from .course import command as course_command
 from .utils import run_command
 
 EPILOG = """examples:
@@ -17,6 +18,7 @@ EPILOG = """examples:
   flkit run fedprox --mu 0.01 --dataset synthetic --model logreg --partition natural --clients 30
   flkit data list                       where each dataset is found
   flkit reproduce --preset smoke        run every notebook and write report.md / report.html
+  flkit course release course/release   student notebooks for a course (see docs/TEACHING.md)
 
 environment: FLKIT_DATA (data root, default data/ at the project root), FLKIT_MIRROR (read-only
 offline mirror), FLKIT_RUNS (run cache, default runs/cache at the project root), FLKIT_DEVICE
@@ -285,11 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce,sweep}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce,sweep,course}")
     add_run_parser(sub)
     data_admin.register_cli(sub)
     reproduce.register_cli(sub)
     reproduce.register_sweep_cli(sub)
+    course_command.register_cli(sub)
     return parser
 
 

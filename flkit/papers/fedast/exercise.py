@@ -1,4 +1,7 @@
-"""Exercise of notebook 03: FedAST's heterogeneity estimate, the normalised dispersion.
+"""Exercises of notebook 03: (a) the load of the paper's setting, (b) FedAST's heterogeneity
+estimate, the normalised dispersion, (c) how Realloc's share answers a change of dispersion.
+
+(b) the normalised dispersion.
 
 Realloc gives a task more requests when its clients' updates disagree more. For K updates
 u_1..u_K of one task (flat tensors) with mean ū, the estimate is
@@ -21,10 +24,17 @@ from collections.abc import Callable
 
 import torch
 
-from flkit.asyncfl import normalized_dispersion
+from flkit.asyncfl import normalized_dispersion, realloc_paper
+from flkit.course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
 from flkit.utils import FlkitError
 
-__all__ = ["cases", "reference_solution", "check_dispersion"]
+__all__ = [
+    "cases",
+    "reference_solution",
+    "check_dispersion",
+    "check_load",
+    "check_realloc_share",
+]
 
 
 def cases(seed: int = 0) -> list[tuple[str, list[torch.Tensor]]]:
@@ -87,7 +97,7 @@ def check_dispersion(fn: Callable, verbose: bool = True):
             got = float(fn([u.clone() for u in updates]))
         except NotImplementedError:
             if verbose:
-                print("not attempted yet: replace `raise NotImplementedError` with your code")
+                print(not_attempted(reference_result()).text())
             return None
         except Exception as e:  # a student's bug must not stop the notebook
             ok_all = False
@@ -109,3 +119,56 @@ def check_dispersion(fn: Callable, verbose: bool = True):
             else "wrong: see the failing cases above"
         )
     return ok_all
+
+
+def reference_result() -> str:
+    """What the reference gives on the first case, shown apart beside "not attempted"."""
+    name, updates = cases()[0]
+    return f"D = {reference_solution(updates):.4g} on {name}"
+
+
+# ------------------------------------------------------------------ (a) the load
+def check_load(fn, verbose: bool = True) -> Verdict:
+    """``fn()``: the paper's load, active requests per available client: 384 / (0.3 * 1000)."""
+    return check_number(
+        fn,
+        384 / (0.3 * 1000),
+        "the load (active requests per available client)",
+        rel_tol=1e-3,
+        mistakes={
+            "divide by the available clients (30 % of 1000), not by all 1000": 384 / 1000,
+            "that is available clients per request; invert it": 300 / 384,
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) Realloc's share
+GROWTH = {
+    "double": "Realloc gives a task requests in proportion to sqrt(sigma²): four times the "
+    "dispersion is twice the requests",
+    "quadruple": "look at your numbers for ratio 4: the share is not 4 times larger",
+    "same": "look at your numbers: the share grows with the ratio",
+}
+
+
+def check_realloc_share(fn, growth, verbose: bool = True) -> Verdict:
+    """``fn(ratio, R_total)``: requests the library's Realloc (realloc_paper) gives task A of two
+    when sigma²_A = ratio * sigma²_B; ``growth()``: "double", "quadruple" or "same", what 4x
+    the dispersion does to the requests (away from the one-request floor)."""
+
+    def explain(got, want, args):
+        ratio, R = args
+        if got == want:
+            return None
+        lin = round(R * ratio / (ratio + 1))
+        if got == lin != want:
+            return "that is proportional to sigma² itself; realloc_paper uses sqrt(sigma²)"
+        return "return realloc_paper([ratio, 1.0], R_total)[0], task A's requests"
+
+    cases = [
+        (f"ratio {r}, R = {R}", (r, R), realloc_paper([r, 1.0], R)[0])
+        for r, R in ((1.0, 64), (4.0, 64), (16.0, 100), (0.25, 90))
+    ]
+    then = ("growth()", lambda: check_choice(growth, "double", GROWTH, verbose=False))
+    return check_cases(fn, cases, explain, then=then, verbose=verbose)

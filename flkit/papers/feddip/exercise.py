@@ -1,4 +1,7 @@
-"""Exercise of notebook 02: write the ERK density solve.
+"""Exercises of notebook 02: (a) the pruning schedule's sparsity at one round (eq. 11), (b) the
+ERK density solve, (c) ERK against uniform pruning on LeNet-5, and which layers it spares.
+
+(b) write the ERK density solve.
 
 The student writes ``erk(shapes, density, power=1.0) -> {name: density}`` (shapes: {name: tuple}
 of the prunable tensors, density = 1 - s0). :func:`check_erk` compares it with
@@ -16,7 +19,9 @@ import math
 from dataclasses import dataclass, field
 
 from ... import models
+from ...course.checks import Verdict, check_cases, check_choice, check_number
 from ...prune import erk_densities, prunable_names
+from ...prune.schedules import cubic_sparsity
 from ...utils import FlkitError
 
 
@@ -31,7 +36,10 @@ class CheckResult:
 
     def __repr__(self):
         if not self.attempted:
-            return "not attempted yet: replace `raise NotImplementedError` with your ERK solve."
+            return (
+                "not attempted yet: replace `raise NotImplementedError` with your ERK solve.\n"
+                + reference_result()
+            )
         lines = [f"{'PASS' if ok else 'FAIL'}  {name}: {msg}" for name, ok, msg in self.cases]
         verdict = (
             "right: every case agrees with flkit.prune.erk_densities."
@@ -131,3 +139,69 @@ def check_erk(fn, verbose: bool = True) -> CheckResult:
     if verbose:
         print(repr(res))
     return res
+
+
+def reference_result() -> str:
+    """What the reference gives on the toy model, shown apart beside "not attempted"."""
+    ref = erk_densities({"A": (2, 2), "B": (10, 10), "C": (4, 25)}, 0.5)
+    return (
+        "(for comparison, the reference gives erk({'A': (2, 2), 'B': (10, 10), 'C': (4, 25)}, "
+        f"0.5) = { {k: round(v, 4) for k, v in ref.items()} })"
+    )
+
+
+# ------------------------------------------------------------------ (a) the schedule
+def check_schedule(fn, verbose: bool = True) -> Verdict:
+    """``fn()``: s_t of eq. 11 at t = 25 of T = 100 rounds, s0 = 0.5, s_p = 0.9."""
+    t, T, s0, sp = 25, 100, 0.5, 0.9
+    return check_number(
+        fn,
+        cubic_sparsity(t, T, s0, sp),
+        "the target sparsity at round 25 of 100",
+        rel_tol=1e-4,
+        mistakes={
+            "that is a linear schedule; eq. 11 has the cube (1 - t/T)^3": sp
+            + (s0 - sp) * (1 - t / T),
+            "use (1 - t/T)^3, not (t/T)^3": sp + (s0 - sp) * (t / T) ** 3,
+            "that is the density 1 - s_t; the question asks for the sparsity": 1
+            - cubic_sparsity(t, T, s0, sp),
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) ERK against uniform
+SPARED = {
+    "small": "ERK's score (sum of dims / product of dims) is largest for layers with few weights: "
+    "LeNet-5's first conv (150 weights) and last layer (840) keep about 80 %, the 48,000-weight "
+    "FC layer keeps 7.7 %, so the total stays at 10 % while no small layer is cut to nothing",
+    "large": "look at the ratio of the biggest layer (classifier.0, 120 x 400): it is below 1",
+    "same": "that is uniform pruning; ERK's ratios differ from 1 per layer",
+}
+
+
+def check_erk_ratio(fn, spared, verbose: bool = True) -> Verdict:
+    """``fn(shapes, density)``: {layer: ERK density / uniform density} from the library's ERK;
+    ``spared()``: "small", "large" or "same", which layers ERK keeps denser than uniform."""
+    shapes = model_shapes("lenet5")
+
+    def explain(got, want, args):
+        if not isinstance(got, dict) or set(got) != set(want):
+            return f"return {{layer: ratio}} for the layers {sorted(want)}"
+        bad = [k for k in want if not math.isclose(float(got[k]), want[k], rel_tol=1e-4)]
+        if not bad:
+            return None
+        if math.isclose(float(got[bad[0]]), want[bad[0]] * args[1], rel_tol=1e-4):
+            return f"layer {bad[0]} holds the ERK density itself; divide it by the uniform density"
+        return f"layer {bad[0]}: use flkit.prune.erk_densities(shapes, density) / density"
+
+    cases = [
+        (
+            f"LeNet-5 at density {d}",
+            (dict(shapes), d),
+            {k: v / d for k, v in erk_densities(shapes, d).items()},
+        )
+        for d in (0.1, 0.3)
+    ]
+    then = ("spared()", lambda: check_choice(spared, "small", SPARED, verbose=False))
+    return check_cases(fn, cases, explain, then=then, verbose=verbose)

@@ -1,4 +1,8 @@
-"""Exercise of the FL primer: write FedAvg's weighted average yourself.
+"""Exercises of the FL primer: (a) the bytes of one upload, (b) FedAvg's weighted average,
+(c) FedAvgM as a `Method` subclass. Each checker prints "right", "wrong" with a hint, or "not
+attempted yet" beside the reference result.
+
+(b) write FedAvg's weighted average yourself.
 
     def my_weighted_average(stacked, weights):
         # stacked: {name: Tensor[K, ...]} the K client models; weights: Tensor[K] samples per client
@@ -18,9 +22,21 @@ from collections.abc import Callable
 
 import torch
 
-from flkit.methods import weighted_average
+from flkit import models
+from flkit.course.checks import Verdict, check_number, not_attempted
+from flkit.methods import FedAvg, weighted_average
+from flkit.methods.base import ClientUpdates, RunContext
+from flkit.train import LocalSpec
 
-__all__ = ["reference_solution", "check_weighted_average", "check_or_reference", "cases"]
+__all__ = [
+    "reference_solution",
+    "check_weighted_average",
+    "check_or_reference",
+    "cases",
+    "check_upload_bytes",
+    "check_fedavgm",
+    "FedAvgMReference",
+]
 
 
 def reference_solution(stacked, weights):
@@ -106,6 +122,7 @@ def check_weighted_average(fn: Callable, quiet: bool = False, seed: int = 0) -> 
         except NotImplementedError:
             if not quiet:
                 print("⏳ " + NOT_ATTEMPTED)
+                print(reference_result())
             return None
         except Exception as e:  # noqa: BLE001 - any error of the student's code becomes a hint
             hint = ""
@@ -201,6 +218,16 @@ def check_weighted_average(fn: Callable, quiet: bool = False, seed: int = 0) -> 
     )
 
 
+def reference_result(seed: int = 0) -> str:
+    """What the worked solution gives on the first case, shown apart beside "not attempted"."""
+    stacked, weights = cases(seed)[0]
+    bias = reference_solution(stacked, weights)["fc.bias"][:3].tolist()
+    return (
+        f"(for comparison, the reference answer on {len(weights)} clients with weights "
+        f"{weights.int().tolist()}: fc.bias[:3] = {[round(b, 4) for b in bias]})"
+    )
+
+
 def check_or_reference(fn: Callable) -> bool | None:
     """Check `fn`. While it is still the stub, say "not attempted yet" (never "right") and
     confirm that the worked solution, `reference_solution`, passes the same checks, so a
@@ -216,3 +243,131 @@ def check_or_reference(fn: Callable) -> bool | None:
     except Exception:  # noqa: BLE001 - let the checker report the error with its hint
         pass
     return check_weighted_average(fn)
+
+
+# ------------------------------------------------------------------ (a) the bytes of one upload
+def check_upload_bytes(fn: Callable, verbose: bool = True) -> Verdict:
+    """``fn()``: bytes one client uploads per round with the MNIST 2NN (784-200-200-10), float32."""
+    n = sum(p.numel() for p in models.build("mlp_mnist").parameters())
+    weights_only = 784 * 200 + 200 * 200 + 200 * 10
+    return check_number(
+        fn,
+        4 * n,
+        "bytes of one 2NN upload",
+        rel_tol=1e-9,
+        mistakes={
+            "that is the number of parameters; a float32 parameter takes 4 bytes": n,
+            "you counted the weights but not the biases (200 + 200 + 10 of them)": 4 * weights_only,
+            "that is bits; 8 bits make a byte": 32 * n,
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) FedAvgM as a Method
+class FedAvgMReference(FedAvg):
+    """Server momentum (Hsu et al. 2019): buf = beta * buf + (w - avg); w <- w - buf."""
+
+    name = "fedavgm_reference"
+    params = {"beta": 0.9, "lr_decay": 1.0}
+
+    def aggregate(self, state, updates, rnd):
+        avg = weighted_average(updates.state, updates.weights)
+        buf = state.get("buf")
+        delta = {n: state["model"][n] - avg[n] for n in self.param_names}
+        buf = delta if buf is None else {n: self.beta * buf[n] + delta[n] for n in delta}
+        model = {**avg, **{n: state["model"][n] - buf[n] for n in buf}}
+        return {**state, "model": model, "buf": buf}
+
+
+def _tiny_context() -> RunContext:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    x, y = torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)
+    return RunContext(
+        model, x, y, [torch.arange(4)], LocalSpec(lr=0.1, batch_size=4, epochs=1), 0, 2
+    )
+
+
+def _rounds(method, n_rounds: int = 4, seed: int = 0) -> list[dict]:
+    """The global model after each of ``n_rounds`` aggregations of fixed random client models."""
+    g = torch.Generator().manual_seed(seed)
+    model = {n: p.detach().clone() for n, p in method.ctx.model.state_dict().items()}
+    state, out = method.init_state(model), []
+    for rnd in range(1, n_rounds + 1):
+        stacked = {n: v + torch.randn(3, *v.shape, generator=g) for n, v in model.items()}
+        w = torch.tensor([10.0, 30.0, 60.0])
+        up = ClientUpdates([0, 1, 2], stacked, w, torch.zeros(3), [0, 0, 0])
+        state = method.aggregate(state, up, rnd)
+        out.append({n: state["model"][n].detach().clone() for n in model})
+    return out
+
+
+def _same(a: list[dict], b: list[dict]) -> int | None:
+    """The first round (1-based) where the two model sequences differ, None when equal."""
+    for rnd, (x, y) in enumerate(zip(a, b), 1):
+        if any(not torch.allclose(x[n].double(), y[n].double(), atol=1e-5) for n in x):
+            return rnd
+    return None
+
+
+def check_fedavgm(cls, gain: Callable, verbose: bool = True) -> Verdict:
+    """``cls``: the student's FedAvgM (a Method subclass with a ``beta`` parameter); ``gain()``: how
+    many times FedAvg's step the server steps after many rounds of identical updates."""
+    v = _fedavgm_verdict(cls)
+    if v.passed:
+        g = check_number(
+            gain,
+            1 / (1 - 0.9),
+            "the long-run step gain at beta = 0.9",
+            0.02,
+            {
+                "that is beta itself; sum the geometric series 1 + beta + beta² + ...": 0.9,
+                "that is 1 - beta; the gain is 1 / (1 - beta)": 0.1,
+            },
+            verbose=False,
+        )
+        v = Verdict(g.passed, v.lines + g.lines, reference=g.reference)
+        if g.passed is None:
+            v = Verdict(False, v.lines + ["gain(): " + g.text().replace("\n", " ")])
+    if verbose:
+        print(v.text())
+    return v
+
+
+def _fedavgm_verdict(cls) -> Verdict:
+    from flkit.methods import Method
+
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        return Verdict(False, [f"wrong: give the class itself, a Method subclass (got {cls!r})"])
+    ctx = _tiny_context()
+    lines = []
+    for beta in (0.9, 0.5):
+        try:
+            mine = _rounds(cls(ctx, beta=beta))
+        except NotImplementedError:
+            ref = _rounds(FedAvgMReference(ctx, beta=0.9))[1]["bias"]
+            return not_attempted(
+                f"global bias after 2 rounds at beta = 0.9: {[round(b, 4) for b in ref.tolist()]}"
+            )
+        except Exception as e:  # noqa: BLE001 - a student's error is reported, not raised
+            return Verdict(False, [f"wrong: at beta = {beta} it raised {type(e).__name__}: {e}"])
+        want = _rounds(FedAvgMReference(ctx, beta=beta))
+        bad = _same(mine, want)
+        if bad is None:
+            lines.append(f"beta = {beta}: right in every round")
+            continue
+        if _same(mine, _rounds(FedAvg(ctx))) is None:
+            hint = (
+                "this is plain FedAvg: keep a momentum buffer in the state, "
+                "buf = beta * buf + (w - avg), and step w - buf"
+            )
+        elif bad == 1:
+            hint = "round 1 differs: with no buffer yet, buf = w - avg, so round 1 equals FedAvg"
+        else:
+            hint = (
+                f"round {bad} differs: the buffer must be carried in the returned state "
+                "(state['buf']) and decay by beta"
+            )
+        return Verdict(False, lines + [f"wrong at beta = {beta}: {hint}"])
+    return Verdict(True, lines)

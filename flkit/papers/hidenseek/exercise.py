@@ -1,4 +1,7 @@
-"""Exercise of notebook 04: write HideNseek's server aggregation.
+"""Exercises of notebook 04: (a) the clip value of a unanimous vote, (b) HideNseek's server
+aggregation, (c) how many votes move a latent score, and where arctanh is steep.
+
+(b) write HideNseek's server aggregation.
 
 The student writes ``aggregate(signs, weights, eps)``: signs [K, ...] in {-1, +1}, weights [K]
 sample counts; return arctanh(clip(sum_k (n_k / n) s_k, -1 + eps, 1 - eps)) with n = sum_k n_k.
@@ -14,6 +17,7 @@ import math
 
 import torch
 
+from ...course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
 from ...methods.hidenseek import arctanh_aggregate
 from ...utils import FlkitError
 
@@ -80,7 +84,7 @@ def check(fn) -> str:
         try:
             got = fn(signs.clone(), weights.clone(), eps)
         except NotImplementedError:
-            msg = "not attempted yet: replace the `raise NotImplementedError` with your code"
+            msg = not_attempted(reference_result()).text()
             print(msg)
             return msg
         except Exception as e:  # a student's bug must not stop the notebook
@@ -104,3 +108,76 @@ def check(fn) -> str:
     text = "\n".join(lines)
     print(text)
     return text
+
+
+def reference_result() -> str:
+    """What the reference gives on the split-vote case, shown apart beside "not attempted"."""
+    name, signs, weights, eps = cases()[2]
+    got = arctanh_aggregate(signs.double(), weights.double(), eps)
+    return f"{name}: {[round(v, 4) for v in got.reshape(-1).tolist()]}"
+
+
+# ------------------------------------------------------------------ (a) the clip value
+def check_clip_value(fn, verbose: bool = True) -> Verdict:
+    """``fn()``: the latent score a unanimous +1 vote gives, arctanh(1 - eps) at eps = 1e-6."""
+    eps = 1e-6
+    return check_number(
+        fn,
+        math.atanh(1 - eps),
+        "the latent of a unanimous vote (eps = 1e-6)",
+        rel_tol=1e-4,
+        mistakes={
+            "that is tanh; the server applies arctanh": math.tanh(1 - eps),
+            "that is the clipped vote itself, 1 - eps; apply arctanh to it": 1 - eps,
+            "arctanh(1 - eps) = 0.5 * ln((2 - eps) / eps); check the logarithm": math.log(
+                (2 - eps) / eps
+            ),
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) votes and latents
+def votes_needed_reference(K: int, threshold: float, eps: float = 1e-6) -> int:
+    """Fewest +1 votes of K equal-size clients whose aggregate latent exceeds ``threshold``
+    (K + 1 when even a unanimous vote does not)."""
+    for a in range(K + 1):
+        signs = torch.tensor([[1.0]] * a + [[-1.0]] * (K - a), dtype=torch.float64)
+        if float(arctanh_aggregate(signs, torch.ones(K, dtype=torch.float64), eps)) > threshold:
+            return a
+    return K + 1
+
+
+STEEP = {
+    "unanimous": "arctanh is steep near +-1: the last vote that makes a vote unanimous moves the "
+    "latent by several units (up to the clip), while one more vote in a split moves it by "
+    "about 0.2",
+    "split": "compute both with your function: 5 -> 6 of 10 moves the latent by about 0.2",
+    "equal": "compare arctanh(0.2) - arctanh(0) with arctanh(1 - eps) - arctanh(0.8)",
+}
+
+
+def check_votes_needed(fn, steeper, verbose: bool = True) -> Verdict:
+    """``fn(K, threshold)``: fewest +1 votes of K whose latent exceeds ``threshold`` (with the
+    library's arctanh_aggregate); ``steeper()``: "unanimous", "split" or "equal", where one
+    more agreeing vote moves the latent more."""
+
+    def explain(got, want, args):
+        if got == want:
+            return None
+        if got == want + 1:
+            return "the latent must exceed the threshold strictly (>); one vote too many"
+        if isinstance(got, int) and abs(got - want) == 1:
+            return "off by one: count the +1 votes, the others vote -1"
+        return (
+            "try a = 0..K votes of +1 (the others -1) through arctanh_aggregate and return the "
+            "first a above the threshold"
+        )
+
+    cases = [
+        (f"K = {K}, threshold {th}", (K, th), votes_needed_reference(K, th))
+        for K, th in ((10, 1.0), (5, 0.5), (20, 2.0), (4, 0.0))
+    ]
+    ref = f"K = 10 clients, threshold 0.5: {votes_needed_reference(10, 0.5)}"
+    then = ("steeper()", lambda: check_choice(steeper, "unanimous", STEEP, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)

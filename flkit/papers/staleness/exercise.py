@@ -1,10 +1,15 @@
-"""Exercise of notebook 05: write the 1st-Order (DC-ASGD style) compensation of a stale update,
+"""Exercises of notebook 05: (a) how much the sigmoid weight discounts a stale update, (b) the
+1st-Order compensation and the staleness weight, (c) how stale an update may be before each
+weighting drops it below a threshold.
+
+(b) write the 1st-Order (DC-ASGD style) compensation of a stale update,
 
     delta_use = delta - lam * delta ⊙ delta ⊙ (w_now - w_then),
 
 and the sigmoid staleness weight s(tau) = 1 / (1 + exp(a (tau - b))). `check_first_order` and
 `check_weighted` compare the student's functions with flkit.methods.staleness on several cases
-and explain a mismatch in words. They never raise on a wrong or unfinished answer."""
+and explain a mismatch in words. They never raise on a wrong or unfinished answer; an untouched
+stub gets "not attempted yet" (None) beside the reference result."""
 
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ import math
 
 import torch
 
-from ...methods.staleness import first_order, weighted_factor
+from ...course.checks import Verdict, check_cases, check_choice, check_number, not_attempted
+from ...methods.staleness import first_order, weighted_factor, weighted_factor_exp
 
 HINTS_FO = {
     "sign": "the correction is subtracted: delta - lam * ...",
@@ -69,8 +75,10 @@ def check_first_order(fn) -> bool:
         try:
             got = fn(d.clone(), wn.clone(), wt.clone(), lam)
         except NotImplementedError:
-            print("not attempted yet: replace the `raise NotImplementedError` with your formula")
-            return False
+            _, d, wn, wt, lam = _fo_cases()[0]
+            ref = [round(v, 4) for v in first_order(d, wn, wt, lam).tolist()]
+            print(not_attempted(f"the hand-made case gives {ref}").text())
+            return None
         except Exception as e:  # a student's bug must not stop the notebook
             print(f"{name}: your function raised {type(e).__name__}: {e}")
             ok_all = False
@@ -94,8 +102,12 @@ def check_weighted(fn) -> bool:
         try:
             got = float(fn(tau, a, b))
         except NotImplementedError:
-            print("not attempted yet: replace the `raise NotImplementedError` with your formula")
-            return False
+            print(
+                not_attempted(
+                    f"s(10) = {weighted_factor(10, 0.25, 10):.3g} at a = 0.25, b = 10"
+                ).text()
+            )
+            return None
         except Exception as e:
             print(f"tau={tau}: your function raised {type(e).__name__}: {e}")
             ok_all = False
@@ -112,3 +124,61 @@ def check_weighted(fn) -> bool:
             print(f"tau={tau}, a={a}, b={b}: wrong ({got:.3g} vs {ref:.3g}): {hint}")
             ok_all = False
     return ok_all
+
+
+# ------------------------------------------------------------------ (a) the discount
+def check_discount(fn, verbose: bool = True) -> Verdict:
+    """``fn()``: s(0) / s(20) of the sigmoid weight at a = 0.25, b = 10."""
+    want = weighted_factor(0, 0.25, 10) / weighted_factor(20, 0.25, 10)
+    return check_number(
+        fn,
+        want,
+        "s(0) / s(20) at a = 0.25, b = 10",
+        rel_tol=1e-3,
+        mistakes={
+            "that is s(20) / s(0) (or the sign inside exp is flipped); the question asks how many "
+            "times larger s(0) is": 1 / want,
+            "that is the official code's 2^(-tau/20) weighting, not the sigmoid": 2.0,
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) how stale is too stale
+def first_tau_below_reference(threshold: float, form: str = "sigmoid") -> int:
+    """Smallest integer staleness whose weight is below ``threshold`` (sigmoid: a = 0.25, b = 10;
+    exp: 2^(-tau/20)), with the library's weights."""
+    f = (lambda t: weighted_factor(t, 0.25, 10)) if form == "sigmoid" else weighted_factor_exp
+    tau = 0
+    while f(tau) >= threshold:
+        tau += 1
+    return tau
+
+
+FASTER = {
+    "sigmoid": "the sigmoid falls from about 0.92 to 0.0006 between tau = 0 and 40 (e^-7.5 far "
+    "past b = 10), while 2^(-tau/20) only halves every 20 rounds: 0.25 at tau = 40",
+    "exp": "compare the two at tau = 40: weighted_factor(40) against weighted_factor_exp(40)",
+    "equal": "compare the two at tau = 40: weighted_factor(40) against weighted_factor_exp(40)",
+}
+
+
+def check_first_tau_below(fn, faster, verbose: bool = True) -> Verdict:
+    """``fn(threshold, form)``: smallest integer tau with weight < threshold (form "sigmoid" or
+    "exp"); ``faster()``: "sigmoid", "exp" or "equal", which discounts more at tau = 40."""
+
+    def explain(got, want, args):
+        if got == want:
+            return None
+        if isinstance(got, int) and abs(got - want) == 1:
+            return "off by one: return the first tau whose weight is strictly below the threshold"
+        weight = "weighted_factor(tau)" if args[1] == "sigmoid" else "weighted_factor_exp(tau)"
+        return f"step tau = 0, 1, 2, ... through the library's {weight}"
+
+    cases = [
+        (f"threshold {th}, {form}", (th, form), first_tau_below_reference(th, form))
+        for th, form in ((0.01, "sigmoid"), (0.5, "sigmoid"), (0.01, "exp"), (0.3, "exp"))
+    ]
+    ref = f"threshold 0.1, sigmoid: tau = {first_tau_below_reference(0.1)}"
+    then = ("faster()", lambda: check_choice(faster, "sigmoid", FASTER, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)

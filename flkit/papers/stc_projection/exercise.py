@@ -1,4 +1,7 @@
-"""Exercise of notebook 01: implement the ternarisation step of STC (Algorithm 1 of the paper).
+"""Exercises of notebook 01: (a) the bits of one STC message, (b) the ternarisation step of STC
+(Algorithm 1 of the paper), (c) error feedback, switched on and off, and what it changes.
+
+(b) implement the ternarisation step.
 
 The student writes ``ternarize(x, p)``: keep the k = max(ceil(n·p), 1) entries of largest
 magnitude, replace each by sign(x_i)·μ with μ the mean magnitude of the kept entries, zero the
@@ -19,7 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from flkit.compress import num_kept, stc
+from flkit.compress import message_size, num_kept, stc
+from flkit.course.checks import Verdict, check_cases, check_choice, check_number
 from flkit.utils import FlkitError
 
 
@@ -36,7 +40,7 @@ class CheckResult:
         if not self.attempted:
             return (
                 "not attempted yet: replace `raise NotImplementedError` with your code "
-                "and run the cell again."
+                "and run the cell again.\n" + reference_result()
             )
         lines = [f"{'PASS' if ok else 'FAIL'}  {name}: {msg}" for name, ok, msg in self.cases]
         verdict = (
@@ -239,3 +243,102 @@ def buggy_threshold(x: torch.Tensor, p: float) -> torch.Tensor:
     mask = flat.abs() >= v
     mu = flat[mask].abs().mean() if mask.any() else flat.new_zeros(())
     return (mu * torch.sign(flat) * mask).view_as(x)
+
+
+def reference_result() -> str:
+    """What the reference gives on a small case, shown apart beside "not attempted"."""
+    x = torch.tensor([0.5, -2.0, 0.25, 1.5])
+    return (
+        f"(for comparison, the reference gives ternarize({x.tolist()}, p=0.5) = "
+        f"{[round(v, 4) for v in stc(x, 0.5).tolist()]})"
+    )
+
+
+# ------------------------------------------------------------------ (a) bits of one message
+MESSAGE_N, MESSAGE_P = 100_000, 0.01
+
+
+def check_message_bits(fn, verbose: bool = True) -> Verdict:
+    """``fn()``: bits of one STC message of MESSAGE_N entries at MESSAGE_P (the paper's counter)."""
+    n, p = MESSAGE_N, MESSAGE_P
+    size = message_size("stc", n, p=p, counter="paper")
+    k, per_pos = size.k, (size.expected_bits - 32) / size.k - 1
+    return check_number(
+        fn,
+        size.expected_bits,
+        f"bits of one STC message (n = {n:,}, p = {p})",
+        rel_tol=2e-3,
+        mistakes={
+            "add one sign bit per non-zero": k * per_pos + 32,
+            "add the 32 bits of the mean magnitude mu, sent once": k * (per_pos + 1),
+            "that is bytes; the question asks for bits": size.expected_bits / 8,
+            "that is the dense message (32 bits per entry)": 32 * n,
+        },
+        verbose=verbose,
+    )
+
+
+# ------------------------------------------------------------------ (c) error feedback
+def feedback_case(seed: int = 0, rounds: int = 30, n: int = 200) -> list[torch.Tensor]:
+    """Gradients of ``rounds`` steps: 10 large coordinates that change sign at random, and 190
+    small ones that point the same way every step (a slow but steady direction), plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(rounds):
+        x = 0.1 * torch.ones(n) + 0.01 * torch.randn(n, generator=g)
+        x[:10] = torch.randn(10, generator=g).sign() * (1.0 + 0.1 * torch.rand(10, generator=g))
+        out.append(x)
+    return out
+
+
+def sent_total_reference(grads, p, error_feedback=True) -> torch.Tensor:
+    """Sum of the STC messages sent for ``grads``; with error feedback each step compresses the
+    gradient plus the residual of what earlier steps left out."""
+    residual = torch.zeros_like(grads[0])
+    total = torch.zeros_like(grads[0])
+    for x in grads:
+        a = x + residual if error_feedback else x
+        t = stc(a, p)
+        if error_feedback:
+            residual = a - t
+        total += t
+    return total
+
+
+NEVER_SENT = {
+    "small": "without feedback each step sends only the 5 % largest entries, the 10 large "
+    "coordinates, and the small steady ones are never sent (their sum, 3 each over 30 steps, "
+    "is lost); with feedback they pile up in the residual until they win a place",
+    "large": "the large coordinates win the top-k every step: they are always sent",
+    "none": "compare sent_total(..., False) with the sum of the gradients on coordinates 10..199",
+}
+
+
+def check_error_feedback(fn, never_sent, verbose: bool = True) -> Verdict:
+    """``fn(grads, p, error_feedback)``: the summed messages; ``never_sent()``: "large", "small"
+    or "none", which coordinates never reach the server without error feedback."""
+    grads, p = feedback_case(), 0.05
+
+    def explain(got, want, args):
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            return f"return one tensor shaped like a gradient {tuple(want.shape)}"
+        if torch.allclose(got, want, atol=1e-4):
+            return None
+        if torch.allclose(got, sent_total_reference(grads, p, not args[2]), atol=1e-4):
+            return "this is the result of the other setting: check how error_feedback is used"
+        if args[2]:
+            return "keep residual = a - stc(a, p) with a = gradient + residual"
+        return "without feedback compress each gradient alone, stc(x, p), and add it up"
+
+    cases = [
+        (
+            f"error_feedback={fb}",
+            ([x.clone() for x in grads], p, fb),
+            sent_total_reference(grads, p, fb),
+        )
+        for fb in (True, False)
+    ]
+    on, off = (float(sent_total_reference(grads, p, f)[50]) for f in (True, False))
+    ref = f"with feedback, coordinate 50 receives {on:.3g} in total; without, {off:.3g}"
+    then = ("never_sent()", lambda: check_choice(never_sent, "small", NEVER_SENT, verbose=False))
+    return check_cases(fn, cases, explain, reference=ref, then=then, verbose=verbose)

@@ -1,0 +1,16 @@
+"""Course assignments with nbgrader: graded exercises, a student release and an autograder.
+
+- :mod:`.checks`: what every exercise checker shares (a verdict that says "right", "wrong" with a
+  hint, or "not attempted yet" beside the reference result; ``require`` turns a checker into a
+  graded test that fails with the checker's hint);
+- :mod:`.nbgrader_run`: ``release`` (the student version of every notebook) and ``grade``
+  (autograde a folder of submissions into grades.csv and per-student feedback HTML), both through
+  nbgrader's own generate_assignment / autograde / generate_feedback in a throwaway course folder;
+- :mod:`.command`: ``flkit course release DIR`` and ``flkit course grade SUBMISSIONS_DIR``.
+
+nbgrader is imported only by :mod:`.nbgrader_run`, so checkers work without it.
+"""
+
+from .checks import Verdict, check_cases, check_choice, check_number, not_attempted, require
+
+__all__ = ["Verdict", "check_cases", "check_choice", "check_number", "not_attempted", "require"]

@@ -1,0 +1,269 @@
+"""Course assignments (issue 14): graded exercises in every numbered notebook, the nbgrader
+release (no solution, no hidden test), and the autograder on the instructor versions (full marks),
+the blank releases (zero, and they run to the end), a wrong answer (exactly that exercise's points
+lost, the checker's hint in the feedback) and broken submissions (graded with a note)."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flkit.course import Verdict, check_choice, check_number, require
+from flkit.reproduce import discover
+from flkit.utils import FlkitError
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = discover(ROOT / "notebooks")
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _src(cell: dict) -> str:
+    s = cell["source"]
+    return s if isinstance(s, str) else "".join(s)
+
+
+def _nbg(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+# ------------------------------------------------------------------------------ the checkers' core
+def test_check_number_verdicts(capsys):
+    def stub():
+        raise NotImplementedError
+
+    assert check_number(lambda: 12.0, 12.0, "x")
+    assert "right" in capsys.readouterr().out
+    v = check_number(lambda: 3.0, 12.0, "x", mistakes={"divide by 4": 3.0})
+    assert v.passed is False and "divide by 4" in capsys.readouterr().out
+    v = check_number(stub, 12.0, "x")
+    out = capsys.readouterr().out
+    assert v.passed is None and "not attempted yet" in out and "12" not in out  # answer hidden
+    assert check_number(lambda: "twelve", 12.0, "x").passed is False
+    with pytest.raises(FlkitError, match="function"):
+        check_number(12.0, 12.0, "x")
+
+
+def test_check_choice_and_require():
+    choices = {"small": "why small", "large": "why not large"}
+    assert check_choice(lambda: " Small ", "small", choices, verbose=False)
+    v = check_choice(lambda: "large", "small", choices, verbose=False)
+    assert not v and "why not large" in v.text()
+    assert "answer one of" in check_choice(lambda: "x", "small", choices, verbose=False).text()
+    require(check_choice, lambda: "small", "small", choices)  # right: no error
+    with pytest.raises(AssertionError, match="why not large"):
+        require(check_choice, lambda: "large", "small", choices)
+    with pytest.raises(AssertionError, match="not attempted"):
+        require(lambda: Verdict(None, reference="ref"))
+    with pytest.raises(AssertionError):
+        require(lambda: False)  # a bool verdict
+    with pytest.raises(AssertionError):
+        require(lambda: "FAIL  case\nnot right yet")  # a text verdict
+
+
+# ------------------------------------------------------------------------------ notebook structure
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_three_graded_exercises_per_notebook(name):
+    cells = _cells(NOTEBOOKS[name])
+    sols = [c for c in cells if _nbg(c).get("solution")]
+    tests = [c for c in cells if _nbg(c).get("grade")]
+    assert len(tests) >= 3, f"{name}: {len(tests)} graded exercises, at least 3 required"
+    assert len(sols) >= 3
+    for c in sols:
+        src = _src(c)
+        assert "### BEGIN SOLUTION" in src and "### END SOLUTION" in src, _nbg(c)["grade_id"]
+    for c in tests:
+        src, meta = _src(c), _nbg(c)
+        assert meta["points"] > 0 and meta["locked"], meta["grade_id"]
+        visible, _, hidden = src.partition("### BEGIN HIDDEN TESTS")
+        assert hidden and "### END HIDDEN TESTS" in hidden, f"{meta['grade_id']}: no hidden test"
+        assert "require(" in hidden and "check" in visible, meta["grade_id"]
+    ids = [_nbg(c)["grade_id"] for c in cells if _nbg(c)]
+    assert len(ids) == len(set(ids)), "grade ids must be unique"
+
+
+def _defined_names(src: str) -> set[str]:
+    tree = ast.parse(src)
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_later_cells_never_use_the_answers(name):
+    """Only the graded check cells call what a student writes, so a half-done notebook runs on."""
+    cells = _cells(NOTEBOOKS[name])
+    answers = set().union(*(_defined_names(_src(c)) for c in cells if _nbg(c).get("solution")))
+    for c in cells:
+        if c["cell_type"] != "code" or _nbg(c):
+            continue
+        used = {n.id for n in ast.walk(ast.parse(_src(c))) if isinstance(n, ast.Name)}
+        assert not used & answers, f"a non-graded cell uses {sorted(used & answers)}"
+
+
+# ------------------------------------------------------------------------------ release
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    from flkit.course.nbgrader_run import release
+
+    dest = tmp_path_factory.mktemp("release")
+    paths = release(dest)
+    return dest, paths
+
+
+def test_release_has_no_solution_and_no_hidden_test(released):
+    dest, paths = released
+    assert sorted(p.stem for p in paths) == sorted(NOTEBOOKS)
+    for name, path in NOTEBOOKS.items():
+        text = (dest / f"{name}.ipynb").read_text(encoding="utf-8")
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "require("):
+            assert marker not in text, f"{name}: {marker!r} in the release"
+        out = {c["id"]: c for c in _cells(dest / f"{name}.ipynb")}
+        for cell in _cells(path):
+            if not _nbg(cell).get("solution"):
+                continue
+            body = _src(cell).split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+            released_src = _src(out[cell["id"]])
+            assert "raise NotImplementedError" in released_src
+            for line in body.splitlines():
+                if line.strip() and not line.strip().startswith("#"):
+                    assert line not in released_src, f"{name}: solution line {line!r} released"
+
+
+def test_release_refuses_a_file_as_folder(tmp_path):
+    from flkit.course.nbgrader_run import release
+
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(FlkitError, match="not a folder"):
+        release(f)
+
+
+def test_grade_refuses_bad_folders(tmp_path):
+    from flkit.course.nbgrader_run import grade
+
+    with pytest.raises(FlkitError, match="does not exist"):
+        grade(tmp_path / "missing")
+    with pytest.raises(FlkitError, match="no student folder"):
+        grade(tmp_path)
+    (tmp_path / "ann").mkdir()
+    with pytest.raises(FlkitError, match="cell_timeout"):
+        grade(tmp_path, cell_timeout=0)
+    with pytest.raises(FlkitError, match="smoke"):  # the message lists the accepted presets
+        grade(tmp_path, preset="fast")
+    with pytest.raises(FlkitError, match="00_fl_primer"):
+        grade(tmp_path, only=["99"])
+
+
+# ------------------------------------------------------------------------------ autograding
+def _wrong_answer(src: Path, dest: Path) -> None:
+    """Notebook 00 with a wrong answer to exercise (a) (the parameter count, not the bytes)."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    for c in nb["cells"]:
+        if _nbg(c).get("grade_id") == "primer_a_answer":
+            c["source"] = "def upload_bytes():\n    return 199210\n"
+    dest.write_text(json.dumps(nb), encoding="utf-8")
+
+
+def _broken(src: Path, dest: Path) -> None:
+    """Notebook 00 as a careless student leaves it: (a)'s check cell deleted, (b)'s check moved
+    before its answer, and (c) looping forever."""
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    cells = [c for c in nb["cells"] if _nbg(c).get("grade_id") != "primer_a_upload_bytes"]
+    i = next(k for k, c in enumerate(cells) if _nbg(c).get("grade_id") == "primer_b_answer")
+    cells[i], cells[i + 1] = cells[i + 1], cells[i]
+    for c in cells:
+        if _nbg(c).get("grade_id") == "primer_c_answer":
+            c["source"] = _src(c).replace("### BEGIN SOLUTION", "while True:\n            pass")
+    nb["cells"] = cells
+    dest.write_text(json.dumps(nb), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def graded(released, tmp_path_factory):
+    """One grading call: the instructor versions, the blank releases, a wrong answer, a broken
+    notebook and an unreadable one (students missing notebooks get 0 for those)."""
+    from flkit.course.nbgrader_run import grade
+
+    dest, _ = released
+    subs = tmp_path_factory.mktemp("subs")
+    for student in ("instructor", "blank", "wrong", "broken"):
+        (subs / student).mkdir()
+    for path in NOTEBOOKS.values():
+        shutil.copy(path, subs / "instructor" / path.name)
+        shutil.copy(dest / path.name, subs / "blank" / path.name)
+    primer = NOTEBOOKS["00_fl_primer"]
+    _wrong_answer(primer, subs / "wrong" / primer.name)
+    _broken(primer, subs / "broken" / primer.name)
+    (subs / "broken" / "01_stc_projection.ipynb").write_text("{not json")
+    out = subs.parent / "graded"
+    path = grade(subs, out, cell_timeout=300)
+    with path.open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return out, rows
+
+
+def _rows(rows, student, notebook=None):
+    return [r for r in rows if r["student"] == student and notebook in (None, r["notebook"])]
+
+
+@pytest.mark.slow
+def test_instructor_versions_get_full_marks(graded):
+    _, rows = graded
+    mine = _rows(rows, "instructor")
+    assert len(mine) >= 3 * len(NOTEBOOKS)
+    assert all(float(r["points"]) == float(r["max_points"]) > 0 for r in mine), [
+        r for r in mine if float(r["points"]) != float(r["max_points"])
+    ]
+    assert list(rows[0]) == ["student", "notebook", "exercise", "points", "max_points", "note"]
+
+
+@pytest.mark.slow
+def test_blank_releases_score_zero_and_run_to_the_end(graded):
+    out, rows = graded
+    mine = _rows(rows, "blank")
+    assert len(mine) == len(_rows(rows, "instructor"))
+    assert all(float(r["points"]) == 0 for r in mine)
+    for name in NOTEBOOKS:  # every cell ran; only graded check cells hold errors
+        cells = _cells(out / "autograded" / "blank" / f"{name}.ipynb")
+        for c in cells:
+            if c["cell_type"] != "code":
+                continue
+            assert c.get("execution_count") is not None, f"{name}: a cell did not run"
+            errors = [o for o in c.get("outputs", []) if o.get("output_type") == "error"]
+            assert not errors or _nbg(c).get("grade"), f"{name}: {errors[0].get('ename')}"
+    feedback = (out / "feedback" / "blank" / "00_fl_primer.html").read_text(encoding="utf-8")
+    assert "not attempted yet" in feedback
+
+
+@pytest.mark.slow
+def test_a_wrong_answer_loses_exactly_its_points_with_the_hint(graded):
+    out, rows = graded
+    mine = {r["exercise"]: r for r in _rows(rows, "wrong", "00_fl_primer")}
+    assert float(mine["primer_a_upload_bytes"]["points"]) == 0
+    for ex in ("primer_b_weighted_average", "primer_c_fedavgm"):
+        assert float(mine[ex]["points"]) == float(mine[ex]["max_points"]) > 0
+    html = (out / "feedback" / "wrong" / "00_fl_primer.html").read_text(encoding="utf-8")
+    assert "a float32 parameter takes 4 bytes" in html  # the checker's hint
+    missing = _rows(rows, "wrong", "01_stc_projection")
+    assert missing and all(float(r["points"]) == 0 for r in missing)
+    assert all("missing" in r["note"] for r in missing)
+
+
+@pytest.mark.slow
+def test_broken_submissions_are_graded_with_a_note(graded):
+    _, rows = graded
+    mine = {r["exercise"]: r for r in _rows(rows, "broken", "00_fl_primer")}
+    note = mine["primer_b_weighted_average"]["note"]
+    assert "deleted" in note and "reordered" in note
+    # (a)'s check was put back and its answer is right; (c) looped and was interrupted
+    assert float(mine["primer_a_upload_bytes"]["points"]) == 1
+    assert float(mine["primer_c_fedavgm"]["points"]) == 0
+    assert "timeout" in mine["primer_c_fedavgm"]["note"]
+    unreadable = _rows(rows, "broken", "01_stc_projection")
+    assert unreadable and all("could not be read" in r["note"] for r in unreadable)
