@@ -15,13 +15,6 @@ submissions layout: SUBMISSIONS_DIR/<student>/<notebook>.ipynb (the released fil
 See docs/TEACHING.md."""
 
 
-class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
-    """Show a default in the help only where there is one (a None default is said in words)."""
-
-    def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
-
-
 def register_cli(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "course",
@@ -32,12 +25,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="course_command", metavar="{release,grade}")
-    fmt = _Defaults
-    r = sub.add_parser("release", help="write the student notebooks into DIR", formatter_class=fmt)
+    r = sub.add_parser("release", help="write the student notebooks into DIR")
     r.add_argument("dir", type=Path, help="folder for the released notebooks")
-    g = sub.add_parser(
-        "grade", help="autograde SUBMISSIONS_DIR/<student>/*.ipynb", formatter_class=fmt
-    )
+    g = sub.add_parser("grade", help="autograde SUBMISSIONS_DIR/<student>/*.ipynb")
     g.add_argument("submissions", type=Path, help="folder of student folders")
     g.add_argument(
         "--out",
@@ -45,9 +35,16 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="folder for grades.csv, feedback/ and autograded/ (default: SUBMISSIONS-graded "
         "beside the submissions folder)",
     )
-    g.add_argument("--preset", default="smoke", help="preset the notebooks run at while grading")
     g.add_argument(
-        "--cell-timeout", type=int, default=120, help="seconds before a cell is interrupted"
+        "--preset",
+        default="smoke",
+        help="preset the notebooks run at while grading (default: %(default)s)",
+    )
+    g.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=120,
+        help="seconds before a cell is interrupted (default: %(default)s)",
     )
     for q in (r, g):
         q.add_argument(

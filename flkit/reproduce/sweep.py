@@ -238,13 +238,21 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=V1,V2,...",
-        help="values of one notebook parameter (repeatable: the grid is every combination)",
+        help="values of one notebook parameter (repeatable: the grid is every combination; "
+        "default: none, and an empty grid is an error)",
     )
     p.add_argument("--preset", default="cpu", help="preset the notebook runs at (default: cpu)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="default: 0")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="default: 1")
     p.add_argument("--out", default="runs/sweep", metavar="DIR", help="default: runs/sweep")
-    p.add_argument("--notebooks", dest="notebooks_dir", default=None, metavar="DIR")
+    p.add_argument(
+        "--notebooks",
+        dest="notebooks_dir",
+        default=None,
+        metavar="DIR",
+        help="folder holding the notebooks (default: $FLKIT_NOTEBOOKS or the repository's "
+        "notebooks/)",
+    )
     p.add_argument("--device", default=None, help="device parameter (default: the notebook's)")
     p.add_argument(
         "--set",
@@ -252,12 +260,24 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a parameter fixed for every grid point (repeatable)",
+        help="a parameter fixed for every grid point (repeatable; default: none)",
     )
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="per cell")
-    p.add_argument("--kernel", dest="kernel_name", default="python3", metavar="NAME")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="limit per cell (default: none)",
+    )
+    p.add_argument(
+        "--kernel",
+        dest="kernel_name",
+        default="python3",
+        metavar="NAME",
+        help="Jupyter kernel to run the notebook with (default: python3)",
+    )
     add_executor_arguments(p)
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
     p.set_defaults(func=run_cli)
     return p
 
