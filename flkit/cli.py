@@ -86,7 +86,12 @@ def add_run_parser(sub) -> None:
     )
     p.add_argument("--seed", type=int, default=d["seed"].default)
     p.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1")
-    p.add_argument("--backend", default="auto", help="engine backend: auto, wide, vmap, loop")
+    p.add_argument(
+        "--backend",
+        default="auto",
+        help="engine backend: auto (the fastest measured on this machine, recorded in the run's "
+        "config), wide, vmap, loop, compiled; pin one for machine-independent numbers",
+    )
     p.add_argument("--out", type=Path, help="folder for history.csv and config.json")
     p.add_argument("--cache", type=Path, help="run cache root (default $FLKIT_RUNS or runs/cache)")
     p.add_argument("--no-progress", action="store_true")
@@ -148,7 +153,7 @@ def cmd_run(args) -> int:
     result = run(cfg, out_dir=args.cache, progress=not args.no_progress)
     if args.out:
         save_frame(args.out / "history.csv", result.history)
-        save_json(args.out / "config.json", cfg.key())
+        save_json(args.out / "config.json", result.config.key())  # the backend that ran
     last = result.history.dropna(subset=["test_accuracy"]).iloc[-1]
     print(
         f"{cfg.method}: round {int(last['round'])} test accuracy {last['test_accuracy']:.4f} "
