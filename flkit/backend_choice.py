@@ -28,7 +28,7 @@ from .train import LocalSpec, eligible_backends, train_clients
 from .utils import FlkitError, generator
 
 CACHE_FILE = "backend-choices.json"
-PROBE_STEPS = 2  # local steps per client in one timed probe
+PROBE_STEPS = 1  # local steps per client in one timed probe
 PROBE_REPEATS = 3  # interleaved probes per backend; the minimum counts
 PROBE_MARGIN = 1.5  # after the first probe, backends this many times slower than the best drop out
 
