@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .utils import per_model
+
 
 class _WindowMax(nn.Module):
     """MaxPool2d with kernel == stride, no padding or dilation, for inference only: the maximum of
@@ -59,18 +61,17 @@ def inference_model(model: nn.Module) -> nn.Module:
     """A copy of `model` for evaluation, built once per model object and structure, with its
     non-overlapping 2-D max-pools computed as `_WindowMax` (same outputs, faster). Parameters
     and buffers are passed in at each call (torch.func.functional_call), never copied into it."""
-    shape = repr(model)
-    hit = _EVAL_MODELS.get(model)
-    if hit is None or hit[0] != shape:
-        net = copy.deepcopy(model)
-        for name, mod in list(net.named_modules()):
-            if type(mod) is nn.MaxPool2d and _window_max_ok(mod) and name:
-                parent, _, child = name.rpartition(".")
-                k = mod.kernel_size if isinstance(mod.kernel_size, int) else mod.kernel_size[0]
-                setattr(net.get_submodule(parent) if parent else net, child, _WindowMax(k))
-        hit = (shape, net.eval().requires_grad_(False))
-        _EVAL_MODELS[model] = hit
-    return hit[1]
+    return per_model(_EVAL_MODELS, model, _build_inference_model)
+
+
+def _build_inference_model(model: nn.Module) -> nn.Module:
+    net = copy.deepcopy(model)
+    for name, mod in list(net.named_modules()):
+        if type(mod) is nn.MaxPool2d and _window_max_ok(mod) and name:
+            parent, _, child = name.rpartition(".")
+            k = mod.kernel_size if isinstance(mod.kernel_size, int) else mod.kernel_size[0]
+            setattr(net.get_submodule(parent) if parent else net, child, _WindowMax(k))
+    return net.eval().requires_grad_(False)
 
 
 # Evaluation runs the forward pass in chunks of FORWARD_CHUNK samples (a LeNet-sized model's

@@ -34,7 +34,7 @@ from torch import nn
 
 from .inference import evaluate  # noqa: F401  (part of the engine's interface)
 from .state import State, param_names
-from .utils import FlkitError, check_choice, check_range, generator
+from .utils import FlkitError, check_choice, check_range, generator, per_model
 from .wide import WideModel, unsupported_reason
 
 BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
@@ -316,12 +316,7 @@ def wide_model(model: nn.Module) -> WideModel:
     """The wide version of `model`, built once per model object and structure (a model whose
     layers change is rebuilt): building it copies the whole module tree, which is worth doing
     once per run, not once per round."""
-    shape = repr(model)
-    hit = _WIDE_MODELS.get(model)
-    if hit is None or hit[0] != shape:
-        hit = (shape, WideModel(model))
-        _WIDE_MODELS[model] = hit
-    return hit[1]
+    return per_model(_WIDE_MODELS, model, WideModel)
 
 
 def compile_settings(device: torch.device) -> dict:
