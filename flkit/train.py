@@ -151,15 +151,15 @@ def choose_backend(model: nn.Module, backend: str = "auto") -> str:
 
 
 def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
-    """Backends that can train `model` on `device`, fastest-first by the fixed rule: the wide
-    step compiled (GPU only: compiling costs tens of seconds, which a CPU run does not earn
-    back), the wide step, vmap (models without buffers) and the loop."""
-    out = []
+    """Backends a run's measured "auto" times for `model` on `device`: the compiled wide step
+    (GPU only: compiling costs tens of seconds, which a CPU run does not earn back), the wide
+    step, and the loop; vmap only for models the wide step cannot run (it does the same batched
+    work less directly: 2-5x slower than wide on the 2-core CPU, and its first call alone took
+    14-22 s of a loaded machine's wall clock in the probe)."""
     if unsupported_reason(model) is None:
-        out += ["compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
-    if not list(model.buffers()):
-        out.append("vmap")
-    return out + ["loop"]
+        wide = ["compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
+        return wide + ["loop"]
+    return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
 
 
 def auto_chunk(
@@ -393,6 +393,7 @@ def _train_wide(
 ):
     k = len(client_indices)
     wide = wide_model(model)
+    compiled = compiled and not differentiable  # a compiled backward has no double backward
     loss_fn = _compiled_loss(wide, x.device) if compiled else functools.partial(_wide_loss, wide)
     names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(
         model, start, x, client_indices, spec, client_seeds, differentiable
