@@ -22,7 +22,7 @@ help:
 	@echo "make lab         make data, then start JupyterLab"
 	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
-	@echo "make bench       engine benchmarks (writes benchmarks/results/*.json)"
+	@echo "make bench       engine benchmarks and the whole-round profile (writes benchmarks/results/*.json)"
 
 venv: $(STAMP)
 
@@ -62,8 +62,13 @@ lint: $(STAMP)
 reproduce: data
 	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report
 
+# The whole-round breakdown of benchmarks/RESULTS.md (issue 16): one thread per process, as measured
+# on the shared 2-core machine; BENCH_THREADS=2 for an idle one.
+BENCH_THREADS ?= 1
 bench: $(STAMP)
-	$(PY) benchmarks/bench_engine.py
+	FLKIT_THREADS=$(BENCH_THREADS) $(PY) benchmarks/profile_round.py --batch-size 10 --rounds 3
+	FLKIT_THREADS=$(BENCH_THREADS) $(PY) benchmarks/profile_round.py --batch-size 50 --rounds 3
+	$(PY) benchmarks/bench_engine.py --threads $(BENCH_THREADS)
 
 strip: $(STAMP)
 	$(PY) tools/strip_notebooks.py

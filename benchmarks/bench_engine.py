@@ -5,6 +5,12 @@ and batch 50. Writes benchmarks/results/engine-<device>.json and prints a table.
 
     python benchmarks/bench_engine.py [--device cpu] [--threads 2] [--repeats 2] \
         [--backends wide vmap]
+    python benchmarks/bench_engine.py --device cuda     # + the compiled wide step (CUDA graphs)
+
+On a GPU each row also gives rounds per second of local training (`<backend>_rounds_per_s`),
+the achieved fraction of the GPU's fp32 peak (`<backend>_peak_fraction`, from the conv and
+linear FLOPs: forward + 2x backward) and the speed-up over the naive loop on the same GPU
+(`<backend>_speedup`). The peak comes from --peak-tflops or the table FP32_PEAK_TFLOPS.
 """
 
 from __future__ import annotations
@@ -48,6 +54,17 @@ def flops_per_sample(model, shape, device):
     return total
 
 
+# fp32 (non-tensor-core) peak of the GPUs we may be lent, TFLOP/s, from the vendors' data sheets
+FP32_PEAK_TFLOPS = {"H100 SXM": 66.9, "H100 PCIe": 51.2, "H100": 66.9, "H200": 66.9, "A100": 19.5}
+
+
+def fp32_peak(name: str) -> float | None:
+    for key, peak in FP32_PEAK_TFLOPS.items():  # most specific first
+        if key.replace(" ", "").lower() in name.replace(" ", "").lower():
+            return peak
+    return None
+
+
 def time_round(fn, repeats):
     best = float("inf")
     for _ in range(repeats):
@@ -69,12 +86,15 @@ def main():
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batches", type=int, nargs="+", default=[10, 50])
-    ap.add_argument("--backends", nargs="+", default=["wide", "vmap"])
+    ap.add_argument("--backends", nargs="+", default=None, help="default: wide vmap (+ compiled)")
+    ap.add_argument("--peak-tflops", type=float, help="the device's fp32 peak (default: table)")
     ap.add_argument("--skip-loop", action="store_true")
     ap.add_argument("--model", default="lenet5")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
+    if args.backends is None:
+        args.backends = ["wide", "vmap"] + (["compiled"] if dev.type == "cuda" else [])
     ds = data.load("mnist", device=dev)
     torch.manual_seed(0)
     model = models.build(args.model).to(dev)
@@ -86,6 +106,9 @@ def main():
         spec = LocalSpec(lr=0.05, batch_size=bsz, epochs=args.epochs)
         seeds = list(range(k))
         row = {"batch_size": bsz}
+        for b in args.backends:  # build / compile for this shape outside the timings
+            warm = LocalSpec(lr=0.05, batch_size=bsz, steps=2)
+            train_clients(model, start, ds.x_train, ds.y_train, idx, warm, seeds, backend=b)
         if not args.skip_loop:
             row["loop_s"] = time_round(
                 lambda spec=spec, seeds=seeds: train_clients_reference(
@@ -106,7 +129,13 @@ def main():
             fl = (
                 3 * flops_per_sample(model, ds.input_shape, dev) * 600 * args.epochs * k
             )  # fwd + 2x bwd
-            row["wide_tflops"] = fl / row["wide_s"] / 1e12
+            peak = args.peak_tflops or fp32_peak(torch.cuda.get_device_name(dev))
+            for b in args.backends:
+                row[f"{b}_rounds_per_s"] = 1 / row[f"{b}_s"]
+                row[f"{b}_tflops"] = fl / row[f"{b}_s"] / 1e12
+                row[f"{b}_peak_fraction"] = row[f"{b}_tflops"] / peak if peak else None
+                if "loop_s" in row:
+                    row[f"{b}_speedup"] = row["loop_s"] / row[f"{b}_s"]
         rows.append(row)
         print(json.dumps(row))
     out = Path(__file__).parent / "results" / f"engine-{dev.type}-{args.threads}threads.json"

@@ -190,7 +190,9 @@ def add_run_parser(sub) -> None:
     p.add_argument(
         "--backend",
         default="auto",
-        help="engine backend: auto, wide, vmap, loop (default: %(default)s)",
+        help="engine backend: auto (the fastest measured on this machine, recorded in the run's "
+        "config), wide, vmap, loop, compiled; pin one for machine-independent numbers "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--out",
@@ -270,7 +272,7 @@ def cmd_run(args) -> int:
     result = run(cfg, out_dir=args.cache, progress=not args.no_progress)
     if args.out:
         save_frame(args.out / "history.csv", result.history)
-        save_json(args.out / "config.json", cfg.key())
+        save_json(args.out / "config.json", result.config.key())  # the backend that ran
     last = result.history.dropna(subset=["test_accuracy"]).iloc[-1]
     print(
         f"{cfg.method}: round {int(last['round'])} test accuracy {last['test_accuracy']:.4f} "

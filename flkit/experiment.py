@@ -192,18 +192,59 @@ def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch
     return torch.tensor(out)
 
 
+def resolve_backend(
+    config: RunConfig,
+    out_dir: str | Path | None = None,
+    cache: bool = True,
+    setup: Setup | None = None,
+) -> tuple[RunConfig, Setup | None, dict | None]:
+    """`config` with backend "auto" replaced by the backend measured fastest for its model, batch
+    size, clients and device on this machine (flkit.backend_choice, cached per machine and shape
+    in the run cache); a pinned backend is kept. Returns (config, setup built for the
+    measurement or the one given, the measurement record or None)."""
+    if config.backend != "auto":
+        return config, setup, None
+    from . import backend_choice
+
+    shape = {
+        k: getattr(config, k)
+        for k in ("model", "model_kwargs", "dataset", "dataset_kwargs", "batch_size", "momentum")
+    }
+    shape["clients"] = config.clients_per_round
+    shape["device"] = config.key()["device"]
+    built = setup
+
+    def probe():
+        nonlocal built
+        built = built or Setup.build(config)
+        d = built.data
+        return backend_choice.measure(
+            built.model, d.x_train, d.y_train, config.clients_per_round, config.local_spec()
+        )
+
+    chosen, record = backend_choice.choose(shape, probe, out_dir, cache)
+    return config.replace(backend=chosen), built, record
+
+
 def run(
     config: RunConfig,
     out_dir: str | Path | None = None,
     progress: bool = True,
     cache: bool = True,
     setup: Setup | None = None,
-    checkpoint_every: int = 10,
+    checkpoint_every: int | None = None,
+    checkpoint_seconds: float = 60.0,
 ) -> RunResult:
     """Train `config.rounds` rounds; return the history with its config.
 
     out_dir: the cache root (default $FLKIT_RUNS or runs/cache); the run lives in a sub-folder named
-    by the config's hash. A finished run is loaded from there; an interrupted one resumes."""
+    by the config's hash. A finished run is loaded from there; an interrupted one resumes.
+    backend "auto" is first resolved by measurement (`resolve_backend`): the result's config, the
+    run's config.json and its cache key hold the backend that ran.
+    A checkpoint is written every `checkpoint_every` rounds when given, else whenever
+    `checkpoint_seconds` of training have passed since the last one (a resume then repeats at most
+    that much work, and a short run writes none)."""
+    config, setup, choice = resolve_backend(config, out_dir, cache, setup)
     folder = store.run_dir(out_dir, config.key(), prefix=config.method) if cache else None
     if folder is not None and store.is_done(folder):
         return load(folder)
@@ -230,7 +271,7 @@ def run(
         store.save_json(folder / "config.json", config.key())
     client_acc = None
     bar = _progress(config.rounds, start_round - 1, config.method, progress)
-    t0 = time.perf_counter()
+    t0 = last_ckpt = time.perf_counter()
     cum_up = rows[-1]["cum_bytes_up"] if rows else 0
     cum_down = rows[-1]["cum_bytes_down"] if rows else 0
     for rnd in range(start_round, config.rounds + 1):
@@ -258,12 +299,19 @@ def run(
             bar.update(1)
             if row["test_accuracy"] == row["test_accuracy"]:
                 bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
-        if ckpt is not None and (rnd % checkpoint_every == 0) and rnd < config.rounds:
+        due = (
+            rnd % checkpoint_every == 0
+            if checkpoint_every
+            else time.perf_counter() - last_ckpt >= checkpoint_seconds
+        )
+        if ckpt is not None and due and rnd < config.rounds:
             store.save_torch(ckpt, {"state": state, "rows": rows, "round": rnd})
+            last_ckpt = time.perf_counter()
     finish(bar)
     history = pd.DataFrame(rows)
     history.attrs["config"] = config.key()
     history.attrs["wall_seconds"] = time.perf_counter() - t0
+    history.attrs["backend"] = config.backend
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
@@ -276,6 +324,8 @@ def run(
                 "wall_seconds": history.attrs["wall_seconds"],
                 "device": str(setup.device),
                 "torch": torch.__version__,
+                "backend": config.backend,
+                "backend_choice": choice,
             },
         )
         store.mark_done(folder)
@@ -296,6 +346,7 @@ def load(folder: str | Path) -> RunResult:
     history.attrs["config"] = cfg.key()
     meta = store.load_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
     history.attrs["wall_seconds"] = meta.get("wall_seconds")
+    history.attrs["backend"] = cfg.backend
     final = store.load_torch(folder / "final_state.pt")
     return RunResult(cfg, history, {"model": final["state"]}, folder, final.get("client_accuracy"))
 

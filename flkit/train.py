@@ -7,7 +7,11 @@ Backends of `train_clients`:
 - "wide": all K clients as one network (flkit.wide), differentiated once with autograd.
 - "vmap": torch.func.vmap over functional_call + grad, for models the wide backend cannot run.
 - "loop": the reference loop (torch.optim.SGD per client), for comparison.
-"auto" takes "wide" when the model qualifies, else "vmap" (models without buffers), else "loop".
+- "compiled": "wide" with the forward pass and loss under torch.compile (CUDA graphs on a GPU);
+  where compiling fails it falls back to "wide" with a warning (`LocalResult.backend` tells).
+"auto" here is a fixed rule: "wide" when the model qualifies, else "vmap" (models without
+buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by measurement instead
+(flkit.backend_choice) and records the backend it chose.
 
 This module is longer than 400 lines on purpose: the three backends share the batch plan, the SGD
 step and the set-up, and keeping them side by side is what lets a reader check that they compute
@@ -16,8 +20,11 @@ the same update.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,11 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .inference import evaluate  # noqa: F401  (part of the engine's interface)
 from .state import State, param_names
-from .utils import FlkitError, check_choice, check_range, generator
+from .utils import FlkitError, check_choice, check_range, generator, per_model
 from .wide import WideModel, unsupported_reason
 
-BACKENDS = ("auto", "wide", "vmap", "loop")
+BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class LocalResult:
     train_loss: torch.Tensor  # [K] sample-weighted mean training loss over all local steps
     samples: torch.Tensor  # [K] samples processed
     steps: torch.Tensor  # [K] optimiser steps taken
+    backend: str = ""  # the backend that ran (a failed "compiled" reports "wide")
 
 
 def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.Tensor]:
@@ -130,15 +139,27 @@ def _cross_entropy_batch_major(logits, y):
 def choose_backend(model: nn.Module, backend: str = "auto") -> str:
     check_choice("backend", backend, BACKENDS)
     if backend != "auto":
-        if backend == "wide" and unsupported_reason(model):
+        if backend in ("wide", "compiled") and unsupported_reason(model):
             raise FlkitError(
-                f"backend='wide' cannot run this model: {unsupported_reason(model)}; "
+                f"backend={backend!r} cannot run this model: {unsupported_reason(model)}; "
                 "accepted backends for it: 'vmap', 'loop'"
             )
         return backend
     if unsupported_reason(model) is None:
         return "wide"
     return "vmap" if not list(model.buffers()) else "loop"
+
+
+def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
+    """Backends a run's measured "auto" times for `model` on `device`: the compiled wide step
+    (GPU only: compiling costs tens of seconds, which a CPU run does not earn back), the wide
+    step, and the loop; vmap only for models the wide step cannot run (it does the same batched
+    work less directly: 2-5x slower than wide on the 2-core CPU, and its first call alone took
+    14-22 s of a loaded machine's wall clock in the probe)."""
+    if unsupported_reason(model) is None:
+        wide = ["compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
+        return wide + ["loop"]
+    return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
 
 
 def auto_chunk(
@@ -223,7 +244,8 @@ def train_clients(
         sel = list(range(lo, min(k, lo + chunk_size)))
         sub = {n: v[lo : lo + len(sel)] for n, v in start.items()}
         ctx = {"start": sub, "clients": sel, **(context or {})}
-        run = _train_wide if backend == "wide" else _train_vmap
+        run = _train_vmap if backend == "vmap" else _train_wide
+        extra = {"compiled": True} if backend == "compiled" else {}
         results.append(
             run(
                 model,
@@ -239,6 +261,7 @@ def train_clients(
                 differentiable,
                 ctx,
                 train_mode,
+                **extra,
             )
         )
     model.train(was)
@@ -249,6 +272,7 @@ def train_clients(
         torch.cat([r.train_loss for r in results]),
         torch.cat([r.samples for r in results]),
         torch.cat([r.steps for r in results]),
+        results[-1].backend,
     )
 
 
@@ -285,6 +309,72 @@ def _step_groups(plans, step):
     return list(groups.values())
 
 
+_WIDE_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def wide_model(model: nn.Module) -> WideModel:
+    """The wide version of `model`, built once per model object and structure (a model whose
+    layers change is rebuilt): building it copies the whole module tree, which is worth doing
+    once per run, not once per round."""
+    return per_model(_WIDE_MODELS, model, WideModel)
+
+
+def compile_settings(device: torch.device) -> dict:
+    """torch.compile arguments of the "compiled" backend: CUDA graphs ("reduce-overhead") on a
+    GPU, where per-kernel launch cost dominates small models; $FLKIT_COMPILE_BACKEND picks the
+    compiler ("inductor" by default; "aot_eager" traces without generating code, which the tests
+    use to keep compile time small)."""
+    opts = {"backend": os.environ.get("FLKIT_COMPILE_BACKEND", "inductor"), "dynamic": False}
+    if device.type == "cuda" and opts["backend"] == "inductor":
+        opts["mode"] = "reduce-overhead"
+    return opts
+
+
+def _wide_loss(wide, tensors, xb, yb, k, train):
+    out = wide.forward_batch_major(tensors, xb, k, train=train)
+    return _cross_entropy_batch_major(out, yb)
+
+
+class _CompiledLoss:
+    """`_wide_loss` under torch.compile, kept on the wide model so it compiles once; the first
+    failure (no compiler, an unsupported op) warns and switches to the eager function for good."""
+
+    def __init__(self, wide: WideModel, device: torch.device):
+        self.wide, self.failed = wide, None
+        self.fn = torch.compile(_wide_loss, **compile_settings(device))
+
+    def __call__(self, *args):
+        if self.failed is None:
+            try:
+                return self.fn(self.wide, *args)
+            except Exception as e:  # noqa: BLE001 - any compiler failure means: run eagerly
+                self.failed = f"{type(e).__name__}: {e}"
+                warnings.warn(
+                    f"backend='compiled' could not compile the wide step ({self.failed}); "
+                    "running it eagerly (backend 'wide')",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return _wide_loss(self.wide, *args)
+
+
+def _compiled_loss(wide: WideModel, device: torch.device) -> _CompiledLoss:
+    fn = getattr(wide, "compiled_loss", None)
+    if fn is None:
+        fn = wide.compiled_loss = _CompiledLoss(wide, device)
+    return fn
+
+
+def _uniform_plan(client_indices, plans, k):
+    """[steps, B, K] sample indices when every client takes the same number of equal-sized
+    batches (the common case), gathered once per call instead of once per step; else None."""
+    sizes = {len(b) for plan in plans for b in plan}
+    if len(sizes) != 1 or len({len(p) for p in plans}) != 1:
+        return None
+    cols = [client_indices[i][torch.stack(plans[i])] for i in range(k)]  # [steps, B] each
+    return torch.stack(cols, dim=2)
+
+
 def _train_wide(
     model,
     start,
@@ -299,18 +389,27 @@ def _train_wide(
     differentiable,
     ctx,
     train_mode=True,
+    compiled=False,
 ):
     k = len(client_indices)
-    wide = WideModel(model)
+    wide = wide_model(model)
+    compiled = compiled and not differentiable  # a compiled backward has no double backward
+    loss_fn = _compiled_loss(wide, x.device) if compiled else functools.partial(_wide_loss, wide)
     names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(
         model, start, x, client_indices, spec, client_seeds, differentiable
     )
+    uniform = _uniform_plan(client_indices, plans, k)
+    everyone = torch.arange(k, device=x.device)
     for step in range(n_steps):
-        for group in _step_groups(plans, step):
+        groups = [list(range(k))] if uniform is not None else _step_groups(plans, step)
+        for group in groups:
             full = len(group) == k
-            gi = torch.tensor(group, device=x.device)
+            gi = everyone if full else torch.tensor(group, device=x.device)
             cur = state if full else {n: v[gi] for n, v in state.items()}
-            idx = torch.stack([client_indices[i][plans[i][step]] for i in group])
+            if uniform is not None:
+                idx_t = uniform[step]
+            else:
+                idx_t = torch.stack([client_indices[i][plans[i][step]] for i in group]).t()
             params = {
                 n: cur[n] if differentiable else cur[n].detach().requires_grad_(True) for n in names
             }
@@ -325,9 +424,7 @@ def _train_wide(
                 }
             )
             tensors.update(param_transform(params, gctx) if param_transform else params)
-            idx_t = idx.t()
-            out = wide.forward_batch_major(tensors, x[idx_t], len(group), train=train_mode)
-            mean_loss, batch_sum = _cross_entropy_batch_major(out, y[idx_t])
+            mean_loss, batch_sum = loss_fn(tensors, x[idx_t], y[idx_t], len(group), train_mode)
             total = mean_loss.sum()
             if extra_loss is not None:
                 total = total + extra_loss(params, gctx).sum()
@@ -348,9 +445,14 @@ def _train_wide(
                 _sgd_update_group(
                     state, bufs, params, cur, grads, names, gi, full, spec, differentiable
                 )
-            loss_sum.index_add_(0, gi, batch_sum.double())
-            seen.index_add_(0, gi, torch.full_like(gi, idx.shape[1]))
-    return LocalResult(state, (loss_sum / seen).float(), seen, steps)
+            if full:
+                loss_sum += batch_sum.double()
+                seen += idx_t.shape[0]
+            else:
+                loss_sum.index_add_(0, gi, batch_sum.double())
+                seen.index_add_(0, gi, torch.full_like(gi, idx_t.shape[0]))
+    used = "compiled" if compiled and loss_fn.failed is None else "wide"
+    return LocalResult(state, (loss_sum / seen).float(), seen, steps, used)
 
 
 def _sgd_update_group(state, bufs, params, cur, grads, names, gi, full, spec, differentiable):
@@ -446,7 +548,7 @@ def _train_vmap(
                         bufs[n] = bufs[n].index_copy(0, gi, new_b)
             loss_sum.index_add_(0, gi, batch_sum.double())
             seen.index_add_(0, gi, torch.full_like(gi, idx.shape[1]))
-    return LocalResult(state, (loss_sum / seen).float(), seen, steps)
+    return LocalResult(state, (loss_sum / seen).float(), seen, steps, "vmap")
 
 
 def train_clients_reference(
@@ -525,47 +627,5 @@ def train_clients_reference(
         torch.tensor(losses, device=dev, dtype=torch.float32),
         torch.tensor(seen_all, device=dev),
         torch.tensor(steps_all, device=dev),
-    )
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    state: Mapping[str, torch.Tensor] | None,
-    x,
-    y,
-    batch_size: int = 2048,
-    per_class: int | None = None,
-):
-    """Accuracy and mean cross-entropy of one model (state=None: the model as it is).
-
-    per_class=C additionally returns the accuracy on each of the C classes (NaN when absent)."""
-    import copy
-
-    net = model
-    if state is not None:
-        net = copy.deepcopy(model)
-        net.load_state_dict(dict(state))
-    was = net.training
-    net.eval()
-    correct, loss = 0, 0.0
-    preds = []
-    for lo in range(0, len(x), batch_size):
-        out = net(x[lo : lo + batch_size])
-        yy = y[lo : lo + batch_size]
-        loss += float(F.cross_entropy(out, yy, reduction="sum"))
-        p = out.argmax(1)
-        preds.append(p)
-        correct += int((p == yy).sum())
-    net.train(was)
-    acc, mean_loss = correct / len(x), loss / len(x)
-    if per_class is None:
-        return acc, mean_loss
-    pred = torch.cat(preds)
-    hits = torch.zeros(per_class, device=y.device).index_add_(0, y, (pred == y).float())
-    counts = torch.bincount(y, minlength=per_class).float()
-    return (
-        acc,
-        mean_loss,
-        torch.where(counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan"))),
+        "loop",
     )

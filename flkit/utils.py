@@ -62,6 +62,17 @@ def configure_threads(threads: int | str | None = None) -> int:
     return n
 
 
+def per_model(cache, model, build):
+    """`build(model)`, built once per model object and structure: `cache` is a
+    weakref.WeakKeyDictionary (an entry goes with its model), and a model whose layers changed
+    since (another repr) is built again."""
+    shape = repr(model)
+    hit = cache.get(model)
+    if hit is None or hit[0] != shape:
+        hit = cache[model] = (shape, build(model))
+    return hit[1]
+
+
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """'auto' (or None) picks CUDA when present, else CPU; anything else is taken as given.
 

@@ -15,6 +15,7 @@ from flkit.experiment import RunConfig, run
 def config(P: dict, method: str, seed: int, device: str = "auto") -> RunConfig:
     """The RunConfig of one method at the preset ``P``."""
     return RunConfig(
+        backend=P["backend"],
         method=method,
         dataset=P["dataset"],
         rounds=int(P["rounds"]),

@@ -105,6 +105,7 @@ def config(
         else dict(partition="iid")
     )
     return RunConfig(
+        backend=P["backend"],
         method=method,
         dataset=dataset,
         model=model,

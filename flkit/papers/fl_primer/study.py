@@ -73,6 +73,7 @@ def configs(P: Mapping, seed: int = 0, device: str = "auto") -> dict[str, RunCon
     Dataset subsets are part of the config (dataset_kwargs) so the run cache keys on them."""
     dkw = {k: int(P[k]) for k in ("train_subset", "test_subset") if int(P.get(k, 0) or 0) > 0}
     base = RunConfig(
+        backend=P["backend"],
         method="fedavg",
         dataset=P["dataset"],
         model=P["model"],

@@ -78,6 +78,7 @@ def config(
     )
     if family == "har":
         return RunConfig(
+            backend=P["backend"],
             dataset="har",
             model="mlp_har",
             partition="natural",
@@ -90,6 +91,7 @@ def config(
     vgg = {"width": float(P["vgg_width"])}
     if family == "femnist":
         return RunConfig(
+            backend=P["backend"],
             dataset="femnist",
             model="vgg9",
             partition="natural",
@@ -102,6 +104,7 @@ def config(
     alpha = float(task.split("_a")[1])
     ds = {"train_subset": int(P["mnist_subset"])} if P["mnist_subset"] else {}
     return RunConfig(
+        backend=P["backend"],
         dataset="mnist",
         model="vgg9",
         partition="dirichlet",

@@ -45,6 +45,7 @@ def config(
     mp.update(extra)
     ds = {k: P[f"{k}"] for k in ("train_subset", "test_subset") if P[k]}
     return RunConfig(
+        backend=P["backend"],
         method=method,
         dataset=P["dataset"],
         model=P["model"],

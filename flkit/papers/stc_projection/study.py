@@ -53,6 +53,7 @@ def config(
     if D["test_subset"]:
         ds_kw["test_subset"] = int(D["test_subset"])
     return RunConfig(
+        backend=P["backend"],
         method=method,
         dataset=part,
         model=D["model"],
