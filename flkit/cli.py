@@ -210,7 +210,7 @@ def add_run_parser(sub) -> None:
 
 def cmd_run(args) -> int:
     from . import data, methods, models, store
-    from .experiment import PARTITIONS, RunConfig, run
+    from .experiment import PARTITIONS, RunConfig, resolve_backend, run
     from .store import save_frame, save_json
 
     if args.list or not args.method:
@@ -264,12 +264,14 @@ def cmd_run(args) -> int:
         device=args.device,
         backend=args.backend,
     )
-    # the folder experiment.run reads: a finished run there is loaded, not trained
-    folder = store.run_dir(args.cache, cfg.key(), prefix=cfg.method)
+    # The folder experiment.run reads, named by the config with "auto" resolved to the backend
+    # that will run: a finished run there is loaded, not trained.
+    resolved, setup, _ = resolve_backend(cfg, args.cache)
+    folder = store.run_dir(args.cache, resolved.key(), prefix=cfg.method)
     cached = store.is_done(folder)
     if cached:
         print(f"loaded from cache (folder {folder}); delete the folder to train again")
-    result = run(cfg, out_dir=args.cache, progress=not args.no_progress)
+    result = run(cfg, out_dir=args.cache, progress=not args.no_progress, setup=setup)
     if args.out:
         save_frame(args.out / "history.csv", result.history)
         save_json(args.out / "config.json", result.config.key())  # the backend that ran
