@@ -64,6 +64,24 @@ examples:
 exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arguments."""
 
 
+def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
+    """--timeout and --kernel, how each notebook's kernel runs (reproduce and sweep)."""
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="limit per cell (default: none)",
+    )
+    p.add_argument(
+        "--kernel",
+        dest="kernel_name",
+        default="python3",
+        metavar="NAME",
+        help="Jupyter kernel to run the notebooks with (default: python3)",
+    )
+
+
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     """--executor, --address, --cpus-per-task, --gpus-per-task (reproduce and sweep)."""
     p.add_argument(
@@ -167,20 +185,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "assigned in each notebook's parameters cell; VALUE is a Python literal "
         "or a plain string (default: none, the notebooks' own values)",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="limit per cell (default: none)",
-    )
-    p.add_argument(
-        "--kernel",
-        dest="kernel_name",
-        default="python3",
-        metavar="NAME",
-        help="Jupyter kernel to run the notebooks with (default: python3)",
-    )
+    add_kernel_arguments(p)
     add_executor_arguments(p)
     p.add_argument(
         "--list",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..results import RESULTS_FILE
 from ..utils import FlkitError
-from .command import add_executor_arguments, run_alone, run_kwargs
+from .command import add_executor_arguments, add_kernel_arguments, run_alone, run_kwargs
 from .execute import execute
 from .executors import make_executor
 from .plan import (
@@ -262,20 +262,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a parameter fixed for every grid point (repeatable; default: none)",
     )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="limit per cell (default: none)",
-    )
-    p.add_argument(
-        "--kernel",
-        dest="kernel_name",
-        default="python3",
-        metavar="NAME",
-        help="Jupyter kernel to run the notebook with (default: python3)",
-    )
+    add_kernel_arguments(p)
     add_executor_arguments(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
     p.set_defaults(func=run_cli)
