@@ -16,9 +16,17 @@ HOW = "seed 0, `flkit reproduce`, 2 CPU cores"
 # notebook: (seconds, date measured, what else ran on the machine or "")
 RUN_TIMES: dict[str, tuple[float, str, str]] = {
     "00_fl_primer": (57, "2026-11-22", ""),
-    "01_stc_projection": (7.7 * 60, "2026-11-22", ""),
+    "01_stc_projection": (
+        7.7 * 60,
+        "2026-11-22",
+        "before the CIFAR-10 setting and the ablation grew on 2026-11-23; not re-measured since",
+    ),
     "02_feddip": (12.1 * 60, "2026-11-23", ""),
-    "03_fedast": (9.4 * 60, "2026-11-22", ""),
+    "03_fedast": (
+        9.4 * 60,
+        "2026-11-22",
+        "before the demo's precomputed settings were added on 2026-11-23; not re-measured since",
+    ),
     "04_hidenseek": (19.0 * 60, "2026-11-23", ""),
     "05_staleness": (47.5 * 60, "2026-11-23", "while the test suite shared the machine"),
 }
