@@ -4,7 +4,7 @@ All requests dispatched with the same (task, model version) start from the same 
 EngineTrainer trains them in one `train_clients` call. This measures that against calling it once
 per request (the same seeds, so the same updates), for K requests per batch.
 
-    FLKIT_MIRROR=/work/shared/data .venv/bin/python benchmarks/bench_fedast_batching.py \
+    FLKIT_MIRROR=/path/to/mirror .venv/bin/python benchmarks/bench_fedast_batching.py \
         --threads 1 2
 """
 

@@ -13,7 +13,7 @@ Backends of `train_clients`:
 buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by measurement instead
 (flkit.backend_choice) and records the backend it chose.
 
-This module is longer than 400 lines on purpose: the three backends share the batch plan, the SGD
+This module is longer than 400 lines on purpose: the backends share the batch plan, the SGD
 step and the set-up, and keeping them side by side is what lets a reader check that they compute
 the same update.
 """
