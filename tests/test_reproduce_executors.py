@@ -12,20 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# The same fixture notebooks and presets as the local executor's tests (the autouse fixture
+# comes along with the import).
+from test_reproduce import FIXTURES, NOTEBOOKS, fixture_presets  # noqa: F401
+
 from flkit import reproduce as rp
 from flkit.reproduce import executors
 from flkit.results import format_value
 from flkit.utils import FlkitError
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-NOTEBOOKS = FIXTURES / "notebooks"
-
-
-@pytest.fixture(autouse=True)
-def fixture_presets(monkeypatch):
-    monkeypatch.setenv("FLKIT_PRESET_PATH", str(FIXTURES / "presets"))
-    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def _expected_mean(n: int, seeds) -> str:
