@@ -210,7 +210,7 @@ def add_run_parser(sub) -> None:
 
 def cmd_run(args) -> int:
     from . import data, methods, models, store
-    from .experiment import PARTITIONS, RunConfig, resolve_backend, run
+    from .experiment import PARTITIONS, RunConfig, resolve_backend, run, run_folder
     from .store import save_frame, save_json
 
     if args.list or not args.method:
@@ -267,7 +267,7 @@ def cmd_run(args) -> int:
     # The folder experiment.run reads, named by the config with "auto" resolved to the backend
     # that will run: a finished run there is loaded, not trained.
     resolved, setup, _ = resolve_backend(cfg, args.cache)
-    folder = store.run_dir(args.cache, resolved.key(), prefix=cfg.method)
+    folder = run_folder(resolved, args.cache)
     cached = store.is_done(folder)
     if cached:
         print(f"loaded from cache (folder {folder}); delete the folder to train again")

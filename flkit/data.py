@@ -11,6 +11,11 @@ Both the data root and the mirror may use the mirror's layout (``MNIST/raw/*.gz`
 disk.
 
 Decoded arrays are cached in memory per process, so loading the same dataset again is instant.
+
+Every copy read is named by its content (``identity(name)``: train/test sizes and a checksum of the
+labels, :mod:`flkit.datasets.identity`), recorded in ``Dataset.meta["identity"]`` and checked
+against the full-data rule of the active preset (a ``paper`` preset refuses a reduced copy unless
+allowed; :class:`ReducedDataError`).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import torch
 from torch import Tensor
 
 from .datasets import files as _files
+from .datasets import identity as _identity
 from .datasets import shaping as _shaping
 from .datasets import synthetic as _synthetic
 from .datasets.files import CorruptDataError  # noqa: F401  (re-exported)
+from .datasets.identity import ReducedDataError  # noqa: F401  (re-exported)
 from .datasets.shaping import stratified_subset  # noqa: F401  (re-exported)
 from .datasets.sources import (  # noqa: F401  (the sources are re-exported)
     DATASETS,
@@ -116,6 +123,15 @@ def _raw(name, root, mirror, download_flag, syn_kwargs):
     return _CACHE[key], {"source": src, "source_place": place, "source_layout": kind}
 
 
+def identity(name: str, root=None, mirror=None, download=None, **kwargs) -> dict:
+    """The copy ``load(name, ...)`` reads, named by content (whole copy, before any subset; see
+    :mod:`flkit.datasets.identity`): checked against the active preset's full-data rule
+    (:class:`ReducedDataError`) and recorded as used."""
+    check_choice("dataset", name, DATASETS)
+    raw, meta = _raw(name, root, mirror, download, _synthetic_kwargs(kwargs))
+    return _identity.checked(name, raw, meta["source"])
+
+
 # --------------------------------------------------------------------------- helpers
 def _resolve_norm(name, normalize, channels):
     if isinstance(normalize, str):
@@ -176,6 +192,15 @@ KWARGS = {
 }
 
 
+def _synthetic_kwargs(kwargs) -> dict:
+    """The options that shape the generated data (the subsets are drawn afterwards)."""
+    return {
+        k: kwargs[k]
+        for k in KWARGS["synthetic"]
+        if k in kwargs and k not in ("train_subset", "test_subset")
+    }
+
+
 # --------------------------------------------------------------------------- the entry point
 def load(name: str, root=None, device="auto", download=None, mirror=None, **kwargs) -> Dataset:
     """Load dataset `name` (one of DATASETS) as normalised tensors on `device`.
@@ -206,13 +231,10 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         )
     dev = resolve_device(device)
     seed = int(kwargs.get("seed", 0))
-    syn = {
-        k: kwargs[k]
-        for k in KWARGS["synthetic"]
-        if k in kwargs and k not in ("train_subset", "test_subset")
-    }
+    syn = _synthetic_kwargs(kwargs)
     raw, meta = _raw(name, root, mirror, download, syn)
     meta = dict(meta)
+    ident = _identity.checked(name, raw, meta["source"])  # refused before any work
     normalize = kwargs.get("normalize", "standard")
     tr_groups = te_groups = None
 
@@ -350,6 +372,8 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
             samples_per_client=raw["samples_per_client"].tolist(),
             normalization={"scheme": "none", "note": "generated features, not normalised"},
         )
+
+    meta["identity"] = {**ident, "train_used": len(arr["y_train"]), "test_used": len(arr["y_test"])}
 
     def lt(a):
         return None if a is None else _tensor(a, dev, torch.int64)

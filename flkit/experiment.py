@@ -103,6 +103,19 @@ class RunConfig:
         d["device"] = str(resolve_device(self.device)).split(":")[0]
         return d
 
+    def data_identity(self) -> dict:
+        """The data copy this config reads, checked (:func:`flkit.data.identity`)."""
+        from . import data
+
+        return data.identity(self.dataset, **self.dataset_kwargs)
+
+    def cache_key(self) -> dict:
+        """:meth:`key` and the data copy's sizes and label checksum: a run on a reduced copy is
+        never served for the full dataset."""
+        from .datasets.identity import cache_key
+
+        return {**self.key(), "data": cache_key(self.data_identity())}
+
     def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
@@ -226,6 +239,11 @@ def resolve_backend(
     return config.replace(backend=chosen), built, record
 
 
+def run_folder(config: RunConfig, out_dir: str | Path | None = None) -> Path:
+    """The cache folder of ``config`` (backend resolved) named by :meth:`RunConfig.cache_key`."""
+    return store.run_dir(out_dir, config.cache_key(), prefix=config.method)
+
+
 def run(
     config: RunConfig,
     out_dir: str | Path | None = None,
@@ -237,15 +255,17 @@ def run(
 ) -> RunResult:
     """Train `config.rounds` rounds; return the history with its config.
 
-    out_dir: the cache root (default $FLKIT_RUNS or runs/cache); the run lives in a sub-folder named
-    by the config's hash. A finished run is loaded from there; an interrupted one resumes.
+    out_dir: the cache root (default $FLKIT_RUNS or runs/cache); the run lives in ``run_folder``
+    (its meta.json records the data copy used). A finished run is loaded; an interrupted one
+    resumes.
     backend "auto" is first resolved by measurement (`resolve_backend`): the result's config, the
     run's config.json and its cache key hold the backend that ran.
     A checkpoint is written every `checkpoint_every` rounds when given, else whenever
     `checkpoint_seconds` of training have passed since the last one (a resume then repeats at most
     that much work, and a short run writes none)."""
     config, setup, choice = resolve_backend(config, out_dir, cache, setup)
-    folder = store.run_dir(out_dir, config.key(), prefix=config.method) if cache else None
+    data_used = config.data_identity()  # refuses a reduced copy at `paper` before any work
+    folder = run_folder(config, out_dir) if cache else None
     if folder is not None and store.is_done(folder):
         return load(folder)
     setup = setup or Setup.build(config)
@@ -312,6 +332,7 @@ def run(
     history.attrs["config"] = config.key()
     history.attrs["wall_seconds"] = time.perf_counter() - t0
     history.attrs["backend"] = config.backend
+    history.attrs["data"] = data_used
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
@@ -326,6 +347,7 @@ def run(
                 "torch": torch.__version__,
                 "backend": config.backend,
                 "backend_choice": choice,
+                "data": data_used,
             },
         )
         store.mark_done(folder)
@@ -347,6 +369,7 @@ def load(folder: str | Path) -> RunResult:
     meta = store.load_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
     history.attrs["wall_seconds"] = meta.get("wall_seconds")
     history.attrs["backend"] = cfg.backend
+    history.attrs["data"] = meta.get("data")
     final = store.load_torch(folder / "final_state.pt")
     return RunResult(cfg, history, {"model": final["state"]}, folder, final.get("client_accuracy"))
 

@@ -54,6 +54,7 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from .datasets import identity as _data_rule
 from .utils import FlkitError
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
@@ -341,13 +342,20 @@ def resolve(notebook: str, preset: str | None = None) -> str:
     return preset
 
 
-def load(notebook: str, preset: str | None = None, **overrides) -> Preset:
+def load(
+    notebook: str, preset: str | None = None, *, allow_reduced_data: bool | None = None, **overrides
+) -> Preset:
     """The settings of ``notebook`` at ``preset``, with ``overrides`` applied and checked.
 
     ``preset``: a name from ``available(notebook)``; ``None``/``"env"`` = ``$FLKIT_PRESET``, else
     the file's default (``cpu``). ``overrides``: keys of the preset; ``None`` values are ignored.
     Unknown notebook, preset or key, or a value of the wrong type: FlkitError listing what is valid.
-    """
+
+    The loaded preset becomes the active one (:mod:`flkit.datasets.identity`): at ``paper`` a
+    reduced dataset copy is refused unless ``allow_reduced_data=True`` (also given to a preset
+    with that key) or ``$FLKIT_ALLOW_REDUCED_DATA=1``."""
+    if allow_reduced_data not in (None, True, False):
+        raise FlkitError(f"allow_reduced_data={allow_reduced_data!r}; accepted: True/False/None")
     name = resolve(notebook, preset)
     _, data = _read(notebook)
     values = {k: _copy(v) for k, v in data["presets"][name].items()}
@@ -365,6 +373,10 @@ def load(notebook: str, preset: str | None = None, **overrides) -> Preset:
         value = _coerce(value, ref[key], f"override {key}")
         values[key] = value
         applied[key] = value
+    if allow_reduced_data is not None and "allow_reduced_data" in ref:
+        values["allow_reduced_data"] = applied["allow_reduced_data"] = bool(allow_reduced_data)
+    allow = bool(allow_reduced_data) or values.get("allow_reduced_data") is True
+    _data_rule.set_policy(name, allow_reduced=allow)
     return Preset(values, _stem(notebook), name, applied)
 
 

@@ -30,7 +30,10 @@ the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
      "started": ISO-8601 UTC, "saved": ISO-8601 UTC, "wall_time_s": float,
      "numbers": [{"key", "measured", "paper", "unit", "note"}],
      "claims":  [{"text", "holds": true|false|null, "evidence", "paper"}],
-     "figures": [{"name", "file"}]}
+     "figures": [{"name", "file"}],
+     "data": [{"dataset", "source", "train", "test", "labels_sha256", "full_train", "full_test",
+               "full_total", "reduced"}],                   # every copy read (flkit.data.identity)
+     "data_rule": {"preset": str | null, "allow_reduced": bool}}
 
 Non-finite measurements are stored as the strings "NaN", "Infinity", "-Infinity" (strict JSON).
 Reading them back and summarising seeds: :mod:`flkit.results` (its names are re-exported here).
@@ -48,6 +51,7 @@ import re
 import time
 from pathlib import Path
 
+from .datasets import identity as _data_ids
 from .paths import runs_dir
 from .results import (  # noqa: F401  (re-exported: the readers of results.json)
     COLUMNS,
@@ -185,6 +189,7 @@ class Report:
         self.figures: dict[str, dict] = {}
         self.started = _now()
         self._t0 = time.perf_counter()
+        self._data_mark = _data_ids.mark()  # the data this notebook reads from here on
 
     @staticmethod
     def _device(device) -> str:
@@ -293,7 +298,14 @@ class Report:
             "numbers": list(self.numbers.values()),
             "claims": list(self.claims.values()),
             "figures": list(self.figures.values()),
+            "data": self.data(),
+            "data_rule": _data_ids.policy(),
         }
+
+    def data(self) -> list[dict]:
+        """The dataset copies read since this report was created (each once): source, number of
+        train/test samples, label checksum, and whether the copy is reduced."""
+        return _data_ids.used_since(self._data_mark)
 
     def save(self) -> Path:
         """Write ``results.json`` atomically (temp file + rename); returns its path."""

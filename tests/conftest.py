@@ -15,3 +15,14 @@ def pytest_sessionstart(session):
                 "dataset mirror (see data/README.md)",
                 returncode=4,
             )
+
+
+@pytest.fixture(autouse=True)
+def _no_active_preset():
+    """Each test starts with no active preset: a test that loads the `paper` preset to read its
+    values must not make later tests refuse the mirror's reduced CIFAR copies."""
+    from flkit.datasets import identity
+
+    identity.set_policy(None)
+    yield
+    identity.set_policy(None)

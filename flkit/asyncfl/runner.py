@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import data as _data
 from .. import store
+from ..datasets.identity import cache_key as _data_key
 from ..progress import finish
 from ..state import broadcast_state
 from ..train import train_clients
@@ -22,9 +24,9 @@ from .fedast import FedAST
 from .schedule import SimResult
 from .sync import SyncST
 from .tasks import TaskConfig
-from .trainer import EngineTrainer
+from .trainer import EngineTrainer, data_kwargs
 
-__all__ = ["run", "build_schedule", "centralised", "cache_key", "CACHE_VERSION"]
+__all__ = ["run", "build_schedule", "centralised", "cache_key", "data_used", "CACHE_VERSION"]
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
 CACHE_VERSION = 2
@@ -38,18 +40,28 @@ def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer 
     return sched, trainer
 
 
+def data_used(cfg: FedASTRun) -> list[dict]:
+    """The identity of each task's data copy (:func:`flkit.data.identity`), one per task; a
+    reduced copy is refused here when the active preset needs the full dataset."""
+    return [_data.identity(t.dataset, **data_kwargs(t, cfg)) for t in cfg.tasks]
+
+
 def cache_key(cfg: FedASTRun, seed: int, device) -> dict:
-    """What names a cached run: the config, the seed, the device type and CACHE_VERSION."""
+    """What names a cached run: the config, the seed, the device type, CACHE_VERSION and the
+    content of every task's data copy (sizes and label checksum: a run on a reduced copy is never
+    served for the full dataset)."""
     return {
         "config": cfg.to_dict(),
         "seed": int(seed),
         "device": str(device.type),
         "v": CACHE_VERSION,
+        "data": [_data_key(d) for d in data_used(cfg)],
     }
 
 
-def _save(folder: Path, res: SimResult, key: dict) -> None:
+def _save(folder: Path, res: SimResult, key: dict, data: list[dict]) -> None:
     store.save_json(folder / "config.json", key)
+    store.save_json(folder / "data.json", data)  # the copies used, with their sources
     store.save_json(
         folder / "result.json",
         {
@@ -140,7 +152,7 @@ def run(
     res.stats["mean_batch"] = float(np.mean(trainer.batch_sizes)) if trainer.batch_sizes else 0.0
     res.stats["final_accuracy"] = {n: trainer.evaluate_full(n) for n in trainer.tasks}
     if folder is not None:
-        _save(folder, res, key)
+        _save(folder, res, key, data_used(cfg))
     return res
 
 
@@ -168,6 +180,7 @@ def centralised(
         "seed": int(seed),
         "device": dev.type,
         "v": CACHE_VERSION,
+        "data": [_data_key(d) for d in data_used(cfg)],
     }
     folder = store.run_dir(root, key, prefix="centralised") if cache else None
     if folder is not None and store.is_done(folder):
@@ -188,6 +201,8 @@ def centralised(
     st.versions[0] = {n: v[0] for n, v in res.state.items()}
     acc = tr.evaluate_full(t.name)
     if folder is not None:
-        store.save_json(folder / "result.json", {"accuracy": acc, "key": key})
+        store.save_json(
+            folder / "result.json", {"accuracy": acc, "key": key, "data": data_used(cfg)}
+        )
         store.mark_done(folder)
     return acc

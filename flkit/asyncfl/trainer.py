@@ -50,6 +50,20 @@ from .tasks import TaskConfig
 __all__ = ["EngineTrainer", "Update"]
 
 
+def data_kwargs(t: TaskConfig, cfg: FedASTRun) -> dict:
+    """The ``flkit.data.load`` options of task ``t`` (also what names its data in a cache key)."""
+    kw = {}
+    norm = t.default("normalize")
+    if norm is not None:
+        kw["normalize"] = norm
+    if t.train_subset is not None:
+        kw["train_subset"] = int(t.train_subset)
+        kw["seed"] = int(cfg.data_seed)
+    if t.dataset == "synthetic":
+        kw.update(num_clients=30, dim=60, classes=10, iid=True)
+    return kw
+
+
 class Update:
     """One client's result: the flat weight difference of the trainable parameters and its loss."""
 
@@ -107,15 +121,7 @@ class EngineTrainer:
         norm = t.default("normalize")
         key = (t.dataset, norm, t.train_subset, self.cfg.eval_subset is None)
         if key not in self._datasets:
-            kw = {}
-            if norm is not None:
-                kw["normalize"] = norm
-            if t.train_subset is not None:
-                kw["train_subset"] = int(t.train_subset)
-                kw["seed"] = int(self.cfg.data_seed)
-            if t.dataset == "synthetic":
-                kw.update(num_clients=30, dim=60, classes=10, iid=True)
-            ds = _data.load(t.dataset, device=self.device, **kw)
+            ds = _data.load(t.dataset, device=self.device, **data_kwargs(t, self.cfg))
             if self.dtype == torch.float64 and ds.x_train.is_floating_point():
                 ds.x_train, ds.x_test = ds.x_train.double(), ds.x_test.double()
             self._datasets[key] = ds

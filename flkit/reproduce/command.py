@@ -80,6 +80,14 @@ def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="Jupyter kernel to run the notebooks with (default: python3)",
     )
+    p.add_argument(
+        "--allow-reduced-data",
+        action="store_true",
+        help="let a preset that needs whole datasets (paper) run on a reduced copy, such as the "
+        "mirror's 12,000-image CIFAR-10; the results record the copy as reduced (sets "
+        "FLKIT_ALLOW_REDUCED_DATA=1 in each notebook's kernel; default: off, such a run stops "
+        "with an error naming the dataset)",
+    )
 
 
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -228,6 +236,7 @@ def run_kwargs(args) -> dict:
         overrides=parse_set(args.overrides),
         device=args.device,
         kernel_name=args.kernel_name,
+        allow_reduced_data=args.allow_reduced_data,
         progress=not args.quiet,
         executor=args.executor,
         address=args.address,

@@ -55,6 +55,7 @@ def reproduce_runs(
     overrides=None,
     device=None,
     kernel_name="python3",
+    allow_reduced_data=False,
     progress=True,
     executor="local",
     address=None,
@@ -73,6 +74,7 @@ def reproduce_runs(
         overrides=overrides,
         device=device,
         kernel_name=kernel_name,
+        allow_reduced_data=allow_reduced_data,
     )
     if progress:
         print(
@@ -111,6 +113,7 @@ def reproduce(
     overrides: dict | None = None,
     device: str | None = None,
     kernel_name: str = "python3",
+    allow_reduced_data: bool = False,
     progress: bool = True,
     executor: str = "local",
     address: str | None = None,
@@ -127,7 +130,9 @@ def reproduce(
     device: passed as the ``device`` parameter; notebooks_dir: default ``default_notebooks_dir()``;
     executor: ``local`` (a process pool) or ``ray`` (one Ray task per run, on a local instance or
     on the cluster at ``address``, each asking for the preset's resources unless
-    ``cpus_per_task`` / ``gpus_per_task`` say otherwise; see :mod:`.ray_executor`).
+    ``cpus_per_task`` / ``gpus_per_task`` say otherwise; see :mod:`.ray_executor`);
+    allow_reduced_data: let a ``paper`` preset run on a reduced dataset copy (each kernel gets
+    ``FLKIT_ALLOW_REDUCED_DATA=1``; :mod:`flkit.datasets.identity`).
     All arguments are validated (FlkitError) before any notebook starts."""
     return reproduce_runs(
         preset=preset,
@@ -140,6 +145,7 @@ def reproduce(
         overrides=overrides,
         device=device,
         kernel_name=kernel_name,
+        allow_reduced_data=allow_reduced_data,
         progress=progress,
         executor=executor,
         address=address,

@@ -191,6 +191,7 @@ def plan(
     overrides: dict | None = None,
     device: str | None = None,
     kernel_name: str = "python3",
+    allow_reduced_data: bool = False,
 ) -> dict:
     """Validate every argument and return the list of runs; nothing is executed.
 
@@ -268,6 +269,8 @@ def plan(
     if not isinstance(kernel_name, str) or not kernel_name:
         raise FlkitError(f"kernel_name={kernel_name!r}; accepted: a Jupyter kernel name")
     _check_kernel(kernel_name)
+    if allow_reduced_data not in (True, False):
+        raise FlkitError(f"allow_reduced_data={allow_reduced_data!r}; accepted: True or False")
     out = _check_out(Path(out))
     runs = [
         {
@@ -279,6 +282,7 @@ def plan(
             "run_dir": str(out / n / f"seed{s}"),
             "kernel_name": kernel_name,
             "timeout": timeout,
+            "allow_reduced_data": bool(allow_reduced_data),
         }
         for n in selected
         for s in seeds

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from .. import presets
+from ..datasets.identity import describe as describe_data
 from ..report import versions
 from ..results import claim_counts, load_results, summarize
 from ..store import save_text
@@ -69,6 +70,7 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
         meta = presets.meta(name)
         times = [r.get("wall_time_s") for r in runs]
         devices = sorted({r["_results"].get("device", "?") for r in used})
+        data_used = _data_used(used)
         status = "ok" if not failed else ("FAILED" if not ok else "partly failed")
         sections.append(
             {
@@ -89,12 +91,33 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
                 "partial": partial,
                 "figures": figures,
                 "devices": devices,
+                "data": data_used,
                 "claims": claim_counts(rows),
                 "parameters": runs[0]["parameters"] if runs else {},
                 "failures": [{"seed": r["seed"], **(r.get("error") or {})} for r in failed],
             }
         )
     return sections
+
+
+def _data_used(runs: list[dict]) -> list[str] | None:
+    """One line per dataset copy the runs read (``results.json`` "data"); None when no run
+    recorded it (results written before the data was recorded)."""
+    if not any("data" in r["_results"] for r in runs):
+        return None
+    lines: list[str] = []
+    for r in runs:
+        for ident in r["_results"].get("data", []):
+            line = describe_data(ident)
+            if line not in lines:
+                lines.append(line)
+    return lines
+
+
+def _data_line(data: list[str] | None) -> str:
+    if data is None:
+        return "Data used: not recorded"
+    return "Data used: " + ("; ".join(data) if data else "none read (no dataset loaded)")
 
 
 CLAIMS_HEAD = "claims: holds / does not hold / inconclusive"
@@ -147,6 +170,7 @@ def _render_md(head: dict, sections: list[dict]) -> str:
             f"seeds {', '.join(map(str, s['seeds']))} · device {', '.join(s['devices']) or '?'}"
             f" · run time {per_seed}"
         )
+        L += ["", _md_cell(_data_line(s["data"]))]
         if s["notebooks"]:
             L += [
                 "",
@@ -243,6 +267,7 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
             f"{e(', '.join(map(str, s['seeds'])))} · device "
             f"{e(', '.join(s['devices']) or '?')} · run time {e(per_seed)}</p>"
         )
+        H.append(f"<p class='meta'>{e(_data_line(s['data']))}</p>")
         if s["notebooks"]:
             H.append(
                 "<p>Executed notebooks: "

@@ -126,6 +126,7 @@ def sweep(
     overrides: dict | None = None,
     device: str | None = None,
     kernel_name: str = "python3",
+    allow_reduced_data: bool = False,
     progress: bool = True,
     executor: str = "local",
     address: str | None = None,
@@ -161,6 +162,7 @@ def sweep(
             overrides={**overrides, **point},
             device=device,
             kernel_name=kernel_name,
+            allow_reduced_data=allow_reduced_data,
         )
         points.append({"point": point, "label": label, "plan": p})
     runs = [r for pt in points for r in pt["plan"]["runs"]]

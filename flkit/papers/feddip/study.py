@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import data as data_mod
+from ...datasets.identity import reduced_allowed
 from ...experiment import RunConfig, Setup, run
 from ...utils import FlkitError, check_choice
 
@@ -21,7 +22,6 @@ WORKLOADS = {
     "cifar10_alexnet": ("cifar10", "alexnet_cifar", {}),
     "cifar100_resnet18": ("cifar100", "resnet18", {}),
 }
-FULL_TRAIN_SIZE = {"fmnist": 60_000, "cifar10": 50_000, "cifar100": 50_000}
 LABELS = {
     "fedavg": "FedAvg",
     "fedprox": "FedProx",
@@ -128,25 +128,26 @@ def config(
 
 def check_data(P, workload: str, device="auto") -> dict:
     """Which data a workload uses; FlkitError when the preset requires the full training set
-    (``require_full_data``) and only a reduced copy is available, unless ``allow_reduced_data``."""
+    (``require_full_data``) and only a reduced copy is available, unless ``allow_reduced_data``
+    (the preset key, or ``$FLKIT_ALLOW_REDUCED_DATA=1``: :mod:`flkit.datasets.identity`)."""
     dataset, _, ds_kw = WORKLOADS[workload]
-    ds = data_mod.load(dataset, device="cpu", **ds_kw)
-    n, full = len(ds.y_train), FULL_TRAIN_SIZE[dataset]
+    ident = data_mod.identity(dataset, **ds_kw)
     info = {
         "workload": workload,
         "dataset": dataset,
-        "train_images": n,
-        "full_train_images": full,
-        "test_images": len(ds.y_test),
-        "source": str(ds.meta.get("source", "?")),
-        "reduced": n < full,
+        "train_images": ident["train"],
+        "full_train_images": ident["full_train"],
+        "test_images": ident["test"],
+        "source": ident["source"],
+        "reduced": ident["reduced"],
     }
-    if info["reduced"] and P["require_full_data"] and not P["allow_reduced_data"]:
+    allowed = P["allow_reduced_data"] or reduced_allowed()
+    if info["reduced"] and P["require_full_data"] and not allowed:
         raise FlkitError(
-            f"preset {getattr(P, 'name', '?')!r} needs the full {dataset} training set ({full:,} "
-            f"images) but the copy found has {n:,} ({info['source']}); install the "
-            "full dataset, or "
-            "pass allow_reduced_data=True to run on it anyway (the results then record it)"
+            f"preset {getattr(P, 'name', '?')!r} needs the full {dataset} training set "
+            f"({ident['full_train']:,} images) but the copy found has {ident['train']:,} "
+            f"({info['source']}); install the full dataset, or pass allow_reduced_data=True "
+            "to run on it anyway (the results then record it)"
         )
     return info
 

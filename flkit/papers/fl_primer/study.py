@@ -22,7 +22,7 @@ import torch
 from flkit import data as data_mod
 from flkit import methods
 from flkit import partition as part_mod
-from flkit.experiment import RunConfig, RunResult, Setup, run, sample_clients
+from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder, sample_clients
 from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
 
@@ -119,7 +119,7 @@ def run_all(
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
     for label, cfg in bar:
         bar.set_postfix_str(label)
-        cached = store.is_done(store.run_dir(out_dir, cfg.key(), prefix=cfg.method))
+        cached = store.is_done(run_folder(cfg, out_dir))
         setup = None if cached else setup_for(cfg, ds)
         results[label] = run(cfg, out_dir=out_dir, progress=progress, setup=setup)
     return results

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from flkit.experiment import RunConfig, Setup, run
+from flkit.experiment import RunConfig, Setup, run, run_folder
 from flkit.utils import FlkitError, check_choice
 
 from .numbers import NUMBERS as PAPER
@@ -121,7 +121,7 @@ def run_comparison(
 def _cached(cfg: RunConfig, out_dir) -> bool:
     from flkit import store
 
-    return store.is_done(store.run_dir(out_dir, cfg.key(), prefix=cfg.method))
+    return store.is_done(run_folder(cfg, out_dir))
 
 
 # --------------------------------------------------------------------------- ablation
