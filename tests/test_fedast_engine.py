@@ -311,13 +311,16 @@ def test_bad_seed_and_unknown_task():
 
 
 def test_cache_key_is_the_one_written_before_the_asyncfl_move():
-    """Runs cached before flkit.asyncfl existed are found again: the key of a fixed config hashes
-    to the value the old flkit.methods.fedast computed (acd355ed3fe7), and a knob left at its
-    default does not enter the key."""
-    from flkit import store
+    """The config part of the key of a fixed config hashes to the value the old
+    flkit.methods.fedast computed (acd355ed3fe7), a knob left at its default does not enter the
+    key, and the key also names each task's data copy (so runs cached before the data was part
+    of the key are not reused: they cannot say which copy they trained on)."""
+    from flkit import data, store
     from flkit.asyncfl.runner import cache_key
     from flkit.utils import resolve_device
 
+    if data.locate("mnist") is None:
+        pytest.skip("needs MNIST (FLKIT_MIRROR or the data root): the key names its copy")
     cfg = F.FedASTRun(
         "fedast",
         (
@@ -328,7 +331,10 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
         max_time=50.0,
     ).validate()
     key = cache_key(cfg, 3, resolve_device("cpu"))
+    data = key.pop("data")
     assert store.config_hash(key) == "acd355ed3fe7"
     assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-acd355ed3fe7"
+    assert [d["dataset"] for d in data] == ["synthetic", "mnist"]
+    assert all(set(d) == {"dataset", "train", "test", "labels_sha256"} for d in data)
     changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
     assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]
