@@ -1,0 +1,159 @@
+"""What notebook 04 puts into its report: every table it shows, each row with its unit, and the
+paper's number only beside a measurement of the same thing; where the settings differ (scale,
+hardware, which clients) the row says so in words.
+
+The paper's tables could not be recovered; its running text gives ranges across tasks and single
+values (``numbers``). Savings are ``1 - HideNseek / FedMask`` in %, as the text states them.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import numbers as N
+from .study import relative_to
+
+__all__ = [
+    "record_accuracy",
+    "record_cost",
+    "record_one_time",
+    "record_active",
+    "record_keep_ratio",
+    "record_eps",
+]
+
+
+def _scale(P, task: str) -> str:
+    """Our scale beside the paper's, in words, for one task."""
+    if task == "har":
+        ours = (P["har_clients"], P["har_per_round"], P["har_rounds"])
+        paper = N.SETTINGS["har"]
+    elif task == "femnist":
+        ours = (P["femnist_clients"], P["femnist_per_round"], P["femnist_rounds"])
+        paper = N.SETTINGS["emnist"]
+    else:
+        ours = (P["mnist_clients"], P["mnist_per_round"], P["mnist_rounds"])
+        paper = N.SETTINGS["mnist"]
+    return (
+        f"ours {ours[0]} clients, {ours[1]} per round, {ours[2]} rounds; paper "
+        f"{paper['clients']}, {paper['per_round']}, {paper['rounds']}"
+    )
+
+
+def record_accuracy(report, P, acc: pd.DataFrame) -> None:
+    """Final accuracy of every method and task (the notebook's table) and HideNseek minus FedMask
+    beside the paper's text (Sec. 5.1)."""
+    for _, r in acc.iterrows():
+        report.number(
+            f"final accuracy, {r.method}, {r.task}",
+            r["mean"],
+            unit="%",
+            note=f"mean of the last 3 evaluations, over {int(r['count'])} seed(s)",
+        )
+    for task, g in relative_to(acc, "mean").items():
+        what = (
+            "paper: EMNIST, 320 writers; ours: the mirror's FEMNIST, "
+            if task == "femnist"
+            else "paper: "
+        )
+        report.number(
+            f"HideNseek - FedMask accuracy, {task}",
+            g,
+            paper=N.accuracy_gain_text(task),
+            unit="points",
+            note=f"{what}text of Sec. 5.1 (Table 1 not recoverable; points assumed); "
+            + _scale(P, task),
+        )
+
+
+def record_cost(report, P, byt: pd.DataFrame, tim: pd.DataFrame) -> None:
+    """Traffic and local-training time of every method and task, and HideNseek's savings vs
+    FedMask beside the paper's ranges (Secs. 5.2, 5.3)."""
+    for _, r in byt.iterrows():
+        report.number(
+            f"traffic per client per round, {r.method}, {r.task}",
+            r.up_MiB + r.down_MiB,
+            unit="MiB",
+            note=f"upload {r.up_MiB:.4g} + download {r.down_MiB:.4g} MiB",
+        )
+    for _, r in tim.iterrows():
+        report.number(
+            f"local training time per round, {r.method}, {r.task}",
+            r.per_round_s,
+            unit="s",
+            note="a shared CPU",
+        )
+    saving = relative_to(byt.assign(total=byt.up_MiB + byt.down_MiB), "total", kind="saving")
+    time_saving = relative_to(tim, "total_s", kind="saving")
+    for task in saving.index:
+        report.number(
+            f"traffic saving vs FedMask, {task}",
+            saving[task],
+            paper=N.range_text(N.COMM_SAVING_RANGE),
+            unit="%",
+            note="paper: the range over its tasks of total traffic; ours: this task, per round "
+            "(the same ratio: both methods run the same rounds and clients)",
+        )
+        report.number(
+            f"training-time saving vs FedMask, {task}",
+            time_saving[task],
+            paper=N.range_text(N.TIME_SAVING_RANGE),
+            unit="%",
+            note="paper: the range over its tasks, on an RTX 3090; ours: this task, local "
+            "training seconds on a shared CPU",
+        )
+
+
+def record_one_time(report, P, once: pd.DataFrame) -> None:
+    """What HideNseek's pruning keeps at the preset's keep ratio (sent once, not per round)."""
+    for _, r in once.iterrows():
+        report.number(
+            f"weights kept in the pruned layers, {r.model}, p_r = {P['keep_ratio']}",
+            100 * r.weight_fraction,
+            unit="%",
+            note=f"{100 * r.groups_kept:.1f} % of channels / nodes kept",
+        )
+
+
+def record_active(report, P, act: pd.DataFrame) -> None:
+    """Table 4: accuracy per number of active clients, and HideNseek's change from the fewest to
+    the most, beside the paper's drop from 10 to 40 (Sec. 5.4)."""
+    for _, r in act.iterrows():
+        report.number(
+            f"final accuracy, {r.method}, MNIST alpha=1, {int(r.active)} active clients",
+            r["mean"],
+            unit="%",
+        )
+    hs = act[act.method == "HideNseek"].set_index("active")["mean"].sort_index()
+    if len(hs) > 1:
+        lo, hi = int(hs.index[0]), int(hs.index[-1])
+        paper_counts = N.SETTINGS["active_clients"]
+        same = (lo, hi) == (paper_counts[0], paper_counts[-1])
+        report.number(
+            f"HideNseek accuracy drop from {lo} to {hi} active clients, MNIST alpha=1",
+            float(hs.iloc[0] - hs.iloc[-1]),
+            paper=N.ACTIVE_DROP_10_TO_40,
+            unit="points",
+            note="positive = fewer clients is better; "
+            + (
+                "the paper's counts"
+                if same
+                else f"paper: from {paper_counts[0]} to {paper_counts[-1]} of "
+                f"{N.SETTINGS['mnist']['clients']} clients; ours: {lo} to {hi} of "
+                f"{P['mnist_clients']}"
+            ),
+        )
+
+
+def record_keep_ratio(report, P, kr: pd.DataFrame) -> None:
+    """Fig. 4: HideNseek's accuracy at each keep ratio p_r on each MNIST split."""
+    for _, r in kr.iterrows():
+        report.number(
+            f"final accuracy, HideNseek, {r.task}, p_r = {r.keep_ratio:g}", r["mean"], unit="%"
+        )
+
+
+def record_eps(report, P, eps_acc: pd.DataFrame) -> None:
+    """HideNseek on HAR at each clip eps of the arctanh aggregation."""
+    for _, r in eps_acc.iterrows():
+        report.number(f"final accuracy, HideNseek, {r.task}, eps = {r.eps:g}", r["mean"], unit="%")
