@@ -3,7 +3,7 @@ its unit; the paper's number goes beside ours only when both measure the same th
 the setting differs (staleness, rounds, model, data) the row says so in words.
 
 Accuracies are on the staleness-affected class, in %; "Time" is the rounds a method needs to
-reach the lowest final accuracy of the compared methods, relative to GI-Staleness = 100.
+reach the lowest final accuracy of the compared methods, relative to Ours (GI) = 100.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def record_accuracy(report, P, acc: pd.DataFrame) -> None:
         label = NAMES.get(m, m)
         for col, unit, i, what in (
             ("acc", "%", 0, "affected-class accuracy"),
-            ("time", "% of GI-Staleness's rounds", 1, "Time"),
+            ("time", "% of GI's rounds", 1, "Time"),
         ):
             value = ref[i] if ref is not None else None
             note = where if value is None or same else f"{where}: {value:g}"
