@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from flkit import backend_choice, store
-from flkit.experiment import RunConfig, load, run
+from flkit.experiment import RunConfig, load, run, run_folder
 from flkit.inference import evaluate, inference_model
 from flkit.state import broadcast_state, model_state
 from flkit.train import LocalSpec, eligible_backends, train_clients, train_clients_reference
@@ -149,7 +149,8 @@ def test_run_records_the_measured_backend_and_keys_its_cache_on_it(tmp_path, mon
     cfg = RunConfig(**BASE)
     res = run(cfg, out_dir=tmp_path, progress=False)
     assert res.config.backend == "vmap" and res.history.attrs["backend"] == "vmap"
-    assert res.run_dir == store.run_dir(tmp_path, cfg.replace(backend="vmap").key(), "fedavg")
+    assert res.run_dir == run_folder(cfg.replace(backend="vmap"), tmp_path)
+    assert res.run_dir == store.run_dir(tmp_path, cfg.replace(backend="vmap").cache_key(), "fedavg")
     assert store.load_json(res.run_dir / "config.json")["backend"] == "vmap"
     assert store.load_json(res.run_dir / "meta.json")["backend_choice"]["backend"] == "vmap"
     assert load(res.run_dir).config.backend == "vmap"
