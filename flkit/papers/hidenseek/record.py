@@ -51,18 +51,19 @@ def record_accuracy(report, P, acc: pd.DataFrame) -> None:
             note=f"mean of the last 3 evaluations, over {int(r['count'])} seed(s)",
         )
     for task, g in relative_to(acc, "mean").items():
-        what = (
-            "paper: EMNIST, 320 writers; ours: the mirror's FEMNIST, "
+        data = (
+            "; paper on EMNIST, ours on the mirror's FEMNIST (105 writers)"
             if task == "femnist"
-            else "paper: "
+            else ""
         )
         report.number(
             f"HideNseek - FedMask accuracy, {task}",
             g,
             paper=N.accuracy_gain_text(task),
             unit="points",
-            note=f"{what}text of Sec. 5.1 (Table 1 not recoverable; points assumed); "
-            + _scale(P, task),
+            note="paper: text of Sec. 5.1 (Table 1 not recoverable; points assumed); "
+            + _scale(P, task)
+            + data,
         )
 
 
