@@ -234,3 +234,26 @@ def test_the_mirror_cifar10_is_a_reduced_copy_refused_at_paper():
     presets.load("03_fedast", "paper")
     with pytest.raises(identity.ReducedDataError, match="12,000 train / 3,000 test"):
         data.identity("cifar10")
+
+
+def test_reproduce_passes_the_override_to_every_run(tmp_path, monkeypatch):
+    import argparse
+
+    from flkit import reproduce as rp
+    from flkit.reproduce.command import register_cli, run_kwargs
+    from flkit.utils import FlkitError
+
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    monkeypatch.setenv("FLKIT_PRESET_PATH", str(fixtures / "presets"))
+    kw = dict(preset="smoke", notebooks_dir=fixtures / "notebooks", out=tmp_path / "out")
+    assert all(r["allow_reduced_data"] is False for r in rp.plan(**kw)["runs"])
+    runs = rp.plan(**kw, allow_reduced_data=True)["runs"]
+    assert runs and all(r["allow_reduced_data"] is True for r in runs)
+    with pytest.raises(FlkitError, match="allow_reduced_data='yes'"):
+        rp.plan(**kw, allow_reduced_data="yes")
+    parser = argparse.ArgumentParser()
+    register_cli(parser.add_subparsers())
+    args = parser.parse_args(["reproduce", "--preset", "paper", "--allow-reduced-data"])
+    assert run_kwargs(args)["allow_reduced_data"] is True
+    args = parser.parse_args(["reproduce", "--preset", "paper"])
+    assert run_kwargs(args)["allow_reduced_data"] is False
