@@ -54,7 +54,6 @@ try:  # Python >= 3.11
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from .datasets import identity as _data_rule
 from .utils import FlkitError
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
@@ -94,6 +93,7 @@ class Preset(dict):
         self.notebook = notebook
         self.name = name
         self.overrides = dict(overrides or {})
+        self.allow_reduced_data = False  # True: a paper run may use a reduced dataset copy
 
     def __repr__(self) -> str:
         return f"Preset({self.notebook!r}, {self.name!r}, {dict.__repr__(self)})"
@@ -351,9 +351,8 @@ def load(
     the file's default (``cpu``). ``overrides``: keys of the preset; ``None`` values are ignored.
     Unknown notebook, preset or key, or a value of the wrong type: FlkitError listing what is valid.
 
-    The loaded preset becomes the active one (:mod:`flkit.datasets.identity`): at ``paper`` a
-    reduced dataset copy is refused unless ``allow_reduced_data=True`` (also given to a preset
-    with that key) or ``$FLKIT_ALLOW_REDUCED_DATA=1``."""
+    ``allow_reduced_data=True``: a ``paper`` run may use a reduced dataset copy (kept on the Preset
+    for its ``Report``; :mod:`flkit.datasets.identity`)."""
     if allow_reduced_data not in (None, True, False):
         raise FlkitError(f"allow_reduced_data={allow_reduced_data!r}; accepted: True/False/None")
     name = resolve(notebook, preset)
@@ -375,9 +374,9 @@ def load(
         applied[key] = value
     if allow_reduced_data is not None and "allow_reduced_data" in ref:
         values["allow_reduced_data"] = applied["allow_reduced_data"] = bool(allow_reduced_data)
-    allow = bool(allow_reduced_data) or values.get("allow_reduced_data") is True
-    _data_rule.set_policy(name, allow_reduced=allow)
-    return Preset(values, _stem(notebook), name, applied)
+    out = Preset(values, _stem(notebook), name, applied)
+    out.allow_reduced_data = bool(allow_reduced_data or values.get("allow_reduced_data") is True)
+    return out
 
 
 def _copy(v):

@@ -160,6 +160,7 @@ class Report:
         self.notebook = notebook[:-6] if notebook.endswith(".ipynb") else notebook
         self.config = None
         self.overrides: dict = {}
+        preset_obj = preset
         if isinstance(preset, dict) and hasattr(preset, "name"):
             self.config = dict(preset)
             self.overrides = dict(getattr(preset, "overrides", {}) or {})
@@ -189,6 +190,8 @@ class Report:
         self.figures: dict[str, dict] = {}
         self.started = _now()
         self._t0 = time.perf_counter()
+        # this notebook's preset decides whether a reduced data copy is refused from here on
+        _data_ids.set_policy(self.preset, bool(getattr(preset_obj, "allow_reduced_data", False)))
         self._data_mark = _data_ids.mark()  # the data this notebook reads from here on
 
     @staticmethod

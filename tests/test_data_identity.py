@@ -135,9 +135,16 @@ def test_fedast_cache_key_names_each_task_copy(copies, monkeypatch):
     assert keys["full"] != keys["reduced"]
 
 
+def _open(preset, tmp: Path) -> Report:
+    """The notebook's Report: it makes its preset the active one for the full-data rule."""
+    return Report("01_stc_projection", preset, 0, out_dir=tmp / "report", autosave=False)
+
+
 def test_paper_preset_refuses_a_reduced_copy(copies, monkeypatch):
     _use(monkeypatch, copies["reduced"])
-    presets.load("01_stc_projection", "paper")
+    presets.load("01_stc_projection", "paper")  # reading a preset's values changes nothing
+    assert data.load("cifar10", device="cpu").meta["identity"]["reduced"] is True
+    _open(presets.load("01_stc_projection", "paper"), copies["tmp"])
     with pytest.raises(identity.ReducedDataError) as err:
         data.load("cifar10", device="cpu")
     msg = str(err.value)
@@ -157,7 +164,8 @@ def test_paper_preset_refuses_a_reduced_copy(copies, monkeypatch):
     _use(monkeypatch, copies["full"])  # the full copy is accepted at `paper`
     assert len(data.load("cifar10", device="cpu").y_train) == 100
     _use(monkeypatch, copies["reduced"])  # other presets take the reduced copy
-    presets.load("01_stc_projection", "cpu")
+    _open(presets.load("01_stc_projection", "cpu"), copies["tmp"])
+    presets.load("01_stc_projection", "paper")  # e.g. to show the paper's values beside ours
     assert data.load("cifar10", device="cpu").meta["identity"]["reduced"] is True
 
 
@@ -165,11 +173,11 @@ def test_paper_preset_refuses_a_reduced_copy(copies, monkeypatch):
 def test_allowed_reduced_run_records_the_reduced_copy(copies, monkeypatch, how):
     _use(monkeypatch, copies["reduced"])
     if how == "argument":
-        presets.load("01_stc_projection", "paper", allow_reduced_data=True)
+        P = presets.load("01_stc_projection", "paper", allow_reduced_data=True)
     else:
         monkeypatch.setenv(identity.ENV_ALLOW, "1")
-        presets.load("01_stc_projection", "paper")
-    report = Report("01_stc_projection", "paper", 0, out_dir=copies["tmp"] / "report")
+        P = presets.load("01_stc_projection", "paper")
+    report = Report("01_stc_projection", P, 0, out_dir=copies["tmp"] / "report")
     res = run(_config(), progress=False)
     meta = json.loads((res.run_dir / "meta.json").read_text())["data"]
     assert meta["reduced"] is True and (meta["train"], meta["test"]) == REDUCED
@@ -231,7 +239,7 @@ def test_report_lists_the_data_each_notebook_used(copies, monkeypatch):
 def test_the_mirror_cifar10_is_a_reduced_copy_refused_at_paper():
     ident = data.identity("cifar10")
     assert (ident["train"], ident["test"], ident["reduced"]) == (12_000, 3_000, True)
-    presets.load("03_fedast", "paper")
+    Report("03_fedast", presets.load("03_fedast", "paper"), 0, autosave=False)
     with pytest.raises(identity.ReducedDataError, match="12,000 train / 3,000 test"):
         data.identity("cifar10")
 

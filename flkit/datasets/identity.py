@@ -8,10 +8,10 @@ so the identity (without the path) is part of every run-cache key (``flkit.exper
 on the full 50,000 images. ``flkit.report.Report`` records the identities of the data loaded while
 it was open, and ``flkit reproduce``'s report shows them per notebook.
 
-The full-data rule: while a preset in ``FULL_DATA_PRESETS`` is the active one
-(``flkit.presets.load`` makes the preset it loads active), looking up a *reduced* copy (fewer
-samples than the official dataset) raises :class:`ReducedDataError`, unless reduced copies are
-allowed by one of
+The full-data rule: while a preset in ``FULL_DATA_PRESETS`` is the active one (the
+``flkit.report.Report`` a notebook opens makes its preset the active one; merely loading a preset
+to read its values does not), looking up a *reduced* copy (fewer samples than the official
+dataset) raises :class:`ReducedDataError`, unless reduced copies are allowed by one of
 
 * ``presets.load(notebook, "paper", allow_reduced_data=True)`` (Python, a notebook),
 * the environment variable ``FLKIT_ALLOW_REDUCED_DATA=1`` (papermill, JupyterLab),
