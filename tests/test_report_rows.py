@@ -216,3 +216,45 @@ def test_primer_rounds_to_target_says_when_not_reached(tmp_path):
     last = P["last"]  # mean of the last `last` evaluations, as a percentage
     want_a = 100 * sum([0.5, 0.7][-last:]) / len([0.5, 0.7][-last:])
     assert rows["final test accuracy, a"]["measured"] == pytest.approx(want_a)
+
+
+def test_staleness_privacy_pairs_only_the_comparable_columns(tmp_path):
+    P = presets.load("05_staleness", "cpu")
+    priv = pd.DataFrame(
+        {
+            "sparsification": [0.0, 0.95, "random noise"],
+            "mse": [0.01, 0.1, 0.2],
+            "psnr": [20.0, 10.0, 7.0],
+            "classifier_acc": [0.5, 0.25, float("nan")],
+            "label_recovery": [1.0, 0.5, float("nan")],
+        }
+    )
+    r = _report(tmp_path)
+    st_record.record_privacy(r, P, priv, {"none": 1.0, "sparse95": 0.5, "sparse95_noise": None})
+    rows = _rows(r)
+    acc = rows["recovered image classifier acc, sparsification 0.95"]
+    assert acc["measured"] == 25.0 and acc["paper"] == 10.3  # Table 6, LeNet, 95 %
+    mse = rows["recovered image mse, random noise"]
+    assert mse["paper"] is None and "1.12" in mse["note"] and "pixel scale" in mse["note"]
+    assert "recovered image classifier acc, random noise" not in rows  # no value: no row
+    assert rows["label recovery, 95 % sparse"]["measured"] == 50.0
+    assert rows["label recovery, 95 % sparse"]["paper"] == 66.7
+    assert rows["label recovery, 95 % sparse + noise"]["measured"] is None
+    _units_where_paper(r)
+
+
+def test_staleness_gi_cost_rows_name_our_setting(tmp_path):
+    P = presets.load("05_staleness", "cpu")
+    sparse = pd.DataFrame(
+        {"sparsification": [0.0, 0.95], "computation_reduction": [0.0, 0.5], "error": [0.3, 0.4]}
+    )
+    warm = pd.DataFrame({"data_changed": [0.0, 0.3], "saved": [0.25, 0.1]})
+    r = _report(tmp_path)
+    st_record.record_gi_cost(r, P, sparse, warm)
+    rows = _rows(r)
+    saved = rows["GI iterations saved by top-k masking, sparsification 0.95"]
+    assert saved["measured"] == 50.0 and saved["paper"] == 80.0  # Table 4: 0.80 at 95 %
+    assert f"{P['est_size']} surrogate samples" in saved["note"]
+    assert rows["GI iterations saved by warm start, 0% of the data changed"]["paper"] == 43.0
+    assert rows["GI iterations saved by warm start, 30% of the data changed"]["paper"] is None
+    _units_where_paper(r)
