@@ -258,3 +258,21 @@ def test_staleness_gi_cost_rows_name_our_setting(tmp_path):
     assert rows["GI iterations saved by warm start, 0% of the data changed"]["paper"] == 43.0
     assert rows["GI iterations saved by warm start, 30% of the data changed"]["paper"] is None
     _units_where_paper(r)
+
+
+def test_staleness_sweep_pairs_table_11_only_at_its_alpha(tmp_path):
+    cols = pd.MultiIndex.from_product([["tau=10", "tau=100"], ["acc", "time"]])
+    table = pd.DataFrame([[70.0, 110.0, 40.0, 150.0]], index=["unweighted"], columns=cols)
+    P = presets.load("05_staleness", "cpu")  # alpha = 0.1: Table 11's setting
+    r = _report(tmp_path)
+    st_record.record_sweep(r, P, "tau", table)
+    rows = _rows(r)
+    assert rows["affected-class accuracy, Unweighted, tau=10"]["paper"] == 72.6
+    assert rows["Time, Unweighted, tau=100"]["paper"] == 142
+    assert rows["Time, Unweighted, tau=100"]["measured"] == 150.0
+    r2 = _report(tmp_path)
+    st_record.record_sweep(r2, P, "alpha", table.rename(columns={"tau=10": "alpha=1"}, level=0))
+    row = _rows(r2)["affected-class accuracy, Unweighted, alpha=1"]
+    assert P["tau"] != 40 and row["paper"] is None  # Table 10 is at tau = 40
+    assert row["note"].endswith("at tau=40: 82.3")
+    _units_where_paper(r)

@@ -20,6 +20,7 @@ __all__ = [
     "PAPER_TAU",
     "PAPER_ROUNDS",
     "record_accuracy",
+    "record_sweep",
     "record_estimation",
     "record_switching",
     "record_gi_cost",
@@ -60,6 +61,34 @@ def record_accuracy(report, P, acc: pd.DataFrame) -> None:
                 unit=unit,
                 note=note,
             )
+
+
+def record_sweep(report, P, which: str, table: pd.DataFrame) -> None:
+    """Tables 10/11: accuracy and Time at each alpha (at our tau) or tau (at our alpha); the
+    paper's value only where its other setting is ours too (Table 10 is at tau = 40, Table 11 at
+    alpha = 0.1), else in the note."""
+    paper_table = numbers.TABLE10 if which == "alpha" else numbers.TABLE11
+    fixed = int(P["tau"]) == PAPER_TAU if which == "alpha" else float(P["alpha"]) == PAPER_ALPHA
+    other = f"tau={P['tau']}" if which == "alpha" else f"alpha={P['alpha']:g}"
+    paper_other = f"tau={PAPER_TAU}" if which == "alpha" else f"alpha={PAPER_ALPHA:g}"
+    for group in dict.fromkeys(table.columns.get_level_values(0)):
+        v = float(group.split("=", 1)[1])
+        ref = paper_table.get(int(v) if which == "tau" else v, {})
+        for m, row in table[group].iterrows():
+            for col, unit, i, what in (
+                ("acc", "%", 0, "affected-class accuracy"),
+                ("time", "% of GI's rounds", 1, "Time"),
+            ):
+                value = ref[m][i] if m in ref else None
+                note = f"{which} sweep at {other}; paper (Table {10 if which == 'alpha' else 11}) "
+                note += f"at {paper_other}" + ("" if value is None or fixed else f": {value:g}")
+                report.number(
+                    f"{what}, {NAMES.get(m, m)}, {group}",
+                    None if math.isnan(row[col]) else row[col],
+                    paper=value if fixed else None,
+                    unit=unit,
+                    note=note,
+                )
 
 
 def record_estimation(report, P, err: pd.DataFrame) -> None:
