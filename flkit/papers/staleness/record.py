@@ -39,28 +39,31 @@ def _setting(P) -> tuple[bool, str]:
     return same, f"{ours}; {paper}"
 
 
+_ACC_TIME = (("acc", "%", 0, "affected-class accuracy"), ("time", "% of GI's rounds", 1, "Time"))
+
+
+def _acc_time(report, acc: pd.DataFrame, paper: dict, alike: bool, where: str, suffix=""):
+    """Accuracy and Time rows of each method; the paper's (acc, time) beside ours when ``alike``,
+    else named in the note after ``where`` (our setting and the paper's, in words)."""
+    for m, row in acc.iterrows():
+        ref = paper.get(m)
+        for col, unit, i, what in _ACC_TIME:
+            value = ref[i] if ref is not None else None
+            report.number(
+                f"{what}, {NAMES.get(m, m)}{suffix}",
+                None if math.isnan(row[col]) else row[col],
+                paper=value if alike else None,
+                unit=unit,
+                note=where if value is None or alike else f"{where}: {value:g}",
+            )
+
+
 def record_accuracy(report, P, acc: pd.DataFrame) -> None:
     """Affected-class accuracy and Time of each method beside Table 10 (MNIST, alpha = 0.1,
     tau = 40). At another tau or alpha the paper's cell is left empty and the note gives the
     paper's value at its own setting, so different staleness is never compared as if alike."""
     same, where = _setting(P)
-    paper = numbers.TABLE10[PAPER_ALPHA]
-    for m, row in acc.iterrows():
-        ref = paper.get(m)
-        label = NAMES.get(m, m)
-        for col, unit, i, what in (
-            ("acc", "%", 0, "affected-class accuracy"),
-            ("time", "% of GI's rounds", 1, "Time"),
-        ):
-            value = ref[i] if ref is not None else None
-            note = where if value is None or same else f"{where}: {value:g}"
-            report.number(
-                f"{what}, {label}",
-                None if math.isnan(row[col]) else row[col],
-                paper=value if same else None,
-                unit=unit,
-                note=note,
-            )
+    _acc_time(report, acc, numbers.TABLE10[PAPER_ALPHA], same, where)
 
 
 def record_sweep(report, P, which: str, table: pd.DataFrame) -> None:
@@ -68,27 +71,17 @@ def record_sweep(report, P, which: str, table: pd.DataFrame) -> None:
     paper's value only where its other setting is ours too (Table 10 is at tau = 40, Table 11 at
     alpha = 0.1), else in the note."""
     paper_table = numbers.TABLE10 if which == "alpha" else numbers.TABLE11
-    fixed = int(P["tau"]) == PAPER_TAU if which == "alpha" else float(P["alpha"]) == PAPER_ALPHA
-    other = f"tau={P['tau']}" if which == "alpha" else f"alpha={P['alpha']:g}"
-    paper_other = f"tau={PAPER_TAU}" if which == "alpha" else f"alpha={PAPER_ALPHA:g}"
+    if which == "alpha":
+        fixed, other, paper_other = int(P["tau"]) == PAPER_TAU, f"tau={P['tau']}", "tau=40"
+    else:
+        fixed, other = float(P["alpha"]) == PAPER_ALPHA, f"alpha={P['alpha']:g}"
+        paper_other = f"alpha={PAPER_ALPHA:g}"
+    table_no = 10 if which == "alpha" else 11
     for group in dict.fromkeys(table.columns.get_level_values(0)):
         v = float(group.split("=", 1)[1])
         ref = paper_table.get(int(v) if which == "tau" else v, {})
-        for m, row in table[group].iterrows():
-            for col, unit, i, what in (
-                ("acc", "%", 0, "affected-class accuracy"),
-                ("time", "% of GI's rounds", 1, "Time"),
-            ):
-                value = ref[m][i] if m in ref else None
-                note = f"{which} sweep at {other}; paper (Table {10 if which == 'alpha' else 11}) "
-                note += f"at {paper_other}" + ("" if value is None or fixed else f": {value:g}")
-                report.number(
-                    f"{what}, {NAMES.get(m, m)}, {group}",
-                    None if math.isnan(row[col]) else row[col],
-                    paper=value if fixed else None,
-                    unit=unit,
-                    note=note,
-                )
+        where = f"{which} sweep at {other}; paper (Table {table_no}) at {paper_other}"
+        _acc_time(report, table[group], ref, fixed, where, f", {group}")
 
 
 def record_estimation(report, P, err: pd.DataFrame) -> None:
