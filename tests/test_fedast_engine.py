@@ -311,9 +311,9 @@ def test_bad_seed_and_unknown_task():
 
 
 def test_cache_key_is_the_one_written_before_the_asyncfl_move():
-    """Runs cached before flkit.asyncfl existed are found again: the key of a fixed config hashes
-    to the value the old flkit.methods.fedast computed (acd355ed3fe7), and a knob left at its
-    default does not enter the key."""
+    """The key of a fixed config differs from the one the old flkit.methods.fedast computed
+    (acd355ed3fe7) only by CACHE_VERSION (3 since issue 13 changed Sync-ST and Shakespeare
+    results, so older runs are not reused), and a knob left at its default does not enter it."""
     from flkit import store
     from flkit.asyncfl.runner import cache_key
     from flkit.utils import resolve_device
@@ -328,7 +328,8 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
         max_time=50.0,
     ).validate()
     key = cache_key(cfg, 3, resolve_device("cpu"))
-    assert store.config_hash(key) == "acd355ed3fe7"
-    assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-acd355ed3fe7"
+    assert key["v"] == 3 and store.config_hash(key) == "33ae018a5f9d"
+    assert store.config_hash(dict(key, v=2)) == "acd355ed3fe7"
+    assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-33ae018a5f9d"
     changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
     assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]

@@ -8,6 +8,7 @@ import pytest
 
 from flkit.asyncfl import (
     DATASET_DEFAULTS,
+    client_units,
     FedAST,
     FedASTRun,
     FixedDelays,
@@ -562,3 +563,25 @@ def test_sync_bayes_runs_and_keeps_first_k():
     assert res.method == "Sync-Bayes-ST" and res.stats["rounds"] == 5
     assert all(len(c[2]) == 4 for c in trainer.calls) and len(trainer.calls) == 10
     assert res.stats["discarded"] == 5 * (15 - 8)
+
+
+def test_sync_identical_tasks_split_a_finished_tasks_clients_evenly():
+    """Issue 13 item 1: 4 identical tasks (weight 1 each) on 300 available clients get 75 each;
+    when one finishes, its 75 clients are split in proportion to the others' shares: 25 each,
+    100/100/100 (the unit-weight rule gave the whole freed unit to one task: 150/75/75)."""
+    tasks = [_t(n, delay_ratio=0.148, target=1.0, weight=1) for n in "ABCD"]
+    cfg = _cfg("sync_st", tasks, num_clients=1000, availability=0.3, k=30, sync_max_rounds=4)
+    res = run_sync(cfg, VersionTrainer({"A": 2, "B": 100, "C": 100, "D": 100}), seed=3)
+    assert res.completion_time["A"] is not None
+    by_round = {}
+    for h in res.history:
+        by_round.setdefault(h["round"], {})[h["task"]] = h["clients"]
+    assert by_round[1] == {"A": 75, "B": 75, "C": 75, "D": 75}
+    assert by_round[3] == by_round[4] == {"B": 100, "C": 100, "D": 100}
+
+
+def test_client_units_by_hand():
+    # floor(300 w / sum w), at least 1 for a positive weight, 0 for weight 0
+    assert client_units([1, 1, 1, 1], 300) == [75, 75, 75, 75]
+    assert client_units([100, 84, 47, 67], 300) == [100, 84, 47, 67]  # sum 298: floors
+    assert client_units([1, 0, 1000], 10) == [1, 0, 9]

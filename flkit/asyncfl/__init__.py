@@ -58,6 +58,7 @@ from .rules import (
     realloc_paper,
     redistribute,
     sync_shares,
+    client_units,
 )
 from .runner import build_schedule, centralised, run
 from .schedule import EVENT_COLUMNS, SimResult, Trainer
@@ -112,6 +113,7 @@ __all__ = [
     "run_sync",
     "shifted_exponential",
     "sync_shares",
+    "client_units",
     "time_gain",
     "ucb_scores",
 ]
