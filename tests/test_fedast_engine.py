@@ -333,3 +333,32 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
     assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-33ae018a5f9d"
     changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
     assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]
+
+
+def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
+    """Issue 13 item 4: the official code draws each of the 27 Shakespeare steps from a new
+    shuffled loader with drop_last, i.e. 27 full batches of 64 distinct samples, each from its
+    own permutation (not consecutive slices of one, which for 100 samples would give 64, 36, ...)."""
+    from flkit.train import batch_plan
+
+    cfg = F.FedASTRun.from_dict(
+        dict(method="fedast_d", num_clients=12, tasks=[dict(name="s", dataset="shakespeare")])
+    )
+    spec = cfg.local_spec(cfg.tasks[0])
+    assert (spec.steps, spec.batch_size, spec.fresh_batches, spec.drop_last) == (27, 64, True, True)
+    plan = batch_plan(100, spec, seed=0)
+    assert len(plan) == 27
+    for b in plan:
+        assert (
+            len(b) == 64 and len(set(b.tolist())) == 64 and 0 <= int(b.min()) <= int(b.max()) < 100
+        )
+    # consecutive steps overlap (with replacement across steps): 64 + 64 > 100 positions
+    assert all(len(set(a.tolist()) & set(b.tolist())) >= 28 for a, b in zip(plan, plan[1:]))
+    # our choice for a role with fewer than 64 samples: all of them, every step
+    assert all(sorted(b.tolist()) == list(range(30)) for b in batch_plan(30, spec, seed=1))
+    # image tasks keep 3 epochs of batch 32 with the short batch dropped
+    img = F.FedASTRun.from_dict(
+        dict(method="fedast_d", num_clients=12, tasks=[dict(name="m", dataset="mnist")])
+    )
+    ispec = img.local_spec(img.tasks[0])
+    assert not ispec.fresh_batches and [len(b) for b in batch_plan(300, ispec, 0)] == [32] * 27
