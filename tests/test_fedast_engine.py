@@ -338,7 +338,7 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
 def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
     """Issue 13 item 4: the official code draws each of the 27 Shakespeare steps from a new
     shuffled loader with drop_last, i.e. 27 full batches of 64 distinct samples, each from its
-    own permutation (not consecutive slices of one, which for 100 samples would give 64, 36, ...)."""
+    own permutation (not consecutive slices of one: for 100 samples 64, 36, ...)."""
     from flkit.train import batch_plan
 
     cfg = F.FedASTRun.from_dict(

@@ -8,12 +8,12 @@ import pytest
 
 from flkit.asyncfl import (
     DATASET_DEFAULTS,
-    client_units,
     FedAST,
     FedASTRun,
     FixedDelays,
     SyncST,
     TaskConfig,
+    client_units,
     estimate_variance_official,
     estimate_variance_paper,
     expected_improvement,

@@ -50,6 +50,7 @@ from .delays import (
 )
 from .fedast import FedAST, run_fedast
 from .rules import (
+    client_units,
     estimate_variance_official,
     estimate_variance_paper,
     k_rule,
@@ -58,7 +59,6 @@ from .rules import (
     realloc_paper,
     redistribute,
     sync_shares,
-    client_units,
 )
 from .runner import build_schedule, centralised, run
 from .schedule import EVENT_COLUMNS, SimResult, Trainer
