@@ -585,3 +585,36 @@ def test_client_units_by_hand():
     assert client_units([1, 1, 1, 1], 300) == [75, 75, 75, 75]
     assert client_units([100, 84, 47, 67], 300) == [100, 84, 47, 67]  # sum 298: floors
     assert client_units([1, 0, 1000], 10) == [1, 0, 9]
+
+
+def test_sync_ucb_first_scored_round_has_no_exploration_term(monkeypatch):
+    """Issue 13 item 6, checked against the official code (server.py, sync_ucb_run): after the
+    all-clients round 0, round_list = 1, so U = sqrt(2 ln(sum_{t in range(1)} gamma^t) / N)
+    = sqrt(2 ln 1 / N) = 0, and N = gamma * 0 + 1 = 1 for every client: the first scored round
+    ranks clients by their reported loss alone (score = L / N = loss). Hand value for client c
+    of VersionTrainer: loss 1 + c % 3."""
+    from flkit.asyncfl import sync as sync_mod
+
+    seen = []
+
+    def spy(L, N, t, gamma):
+        out = ucb_scores(L, N, t, gamma)
+        seen.append((t, N.copy(), L.copy(), out))
+        return out
+
+    monkeypatch.setattr(sync_mod, "ucb_scores", spy)
+    tasks = [_t("mnist"), _t("fmnist")]
+    run_sync(
+        _cfg("sync_ucb", tasks, num_clients=12, availability=0.5, k=3, sync_max_rounds=2),
+        VersionTrainer({"mnist": 100, "fmnist": 100}),
+    )
+    first = [x for x in seen if x[0] == 1]
+    assert len(first) == 2  # one per task, in the first scored round (round index 1)
+    hand = np.array([1.0 + c % 3 for c in range(12)])
+    for _t1, N, L, score in first:
+        assert np.array_equal(N, np.ones(12)) and np.array_equal(L, hand)
+        assert np.array_equal(score, hand)  # exploration term exactly 0
+    # from round 2 on the term is positive: t = 2 -> sqrt(2 ln(1 + 0.99))
+    assert ucb_scores(np.zeros(1), np.ones(1), 2, 0.99)[0] == pytest.approx(
+        math.sqrt(2 * math.log(1.99))
+    )
