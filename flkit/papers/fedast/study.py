@@ -30,6 +30,7 @@ __all__ = [
     "k_sweep",
     "het_compare",
     "dynamic_vs_static",
+    "regime_preset",
 ]
 
 
@@ -299,6 +300,20 @@ def het_compare(
                     }
                 )
     return pd.DataFrame(rows), results
+
+
+def regime_preset(P) -> dict:
+    """P with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
+    ablation): N, sum R, the ratio r, Sync first-k and the main targets."""
+    Q = dict(P)
+    Q.update(
+        num_clients=int(P["regime_num_clients"]),
+        total_requests=int(P["regime_total_requests"]),
+        ratio=int(P["regime_ratio"]),
+        k=int(P["regime_k"]),
+        het_targets_main=[float(t) for t in P["regime_het_targets"]],
+    )
+    return Q
 
 
 def dynamic_vs_static(
