@@ -29,7 +29,15 @@ from flkit import asyncfl as F
 from .numbers import NUMBERS
 from .tables import staleness
 
-__all__ = ["TimingTrainer", "indicators", "paper_setting", "regime_table", "regime_note"]
+__all__ = [
+    "INDICATORS",
+    "TimingTrainer",
+    "indicators",
+    "paper_setting",
+    "regime_table",
+    "regime_note",
+    "ablation_rows",
+]
 
 #: the indicators, in table order, with what each means
 INDICATORS = {
@@ -146,17 +154,23 @@ def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def regime_note(ours: dict, paper: dict) -> str:
-    """The indicators beside the paper's, as one line for a claim's evidence."""
+def regime_note(ours: dict, paper: dict, sync: bool = True) -> str:
+    """The indicators beside the paper's, as one line for a claim's evidence (``sync`` False:
+    the staleness part only, for claims without a Sync-ST run)."""
 
     def f(x):
         return "n/a" if x is None else f"{x:.3g}"
 
+    stale = (
+        f"FedAST staleness mean {f(ours.get('staleness_mean'))} / p90 "
+        f"{f(ours.get('staleness_p90'))} (paper setting {f(paper.get('staleness_mean'))} / "
+        f"{f(paper.get('staleness_p90'))})"
+    )
+    if not sync:
+        return f"regime: {stale}"
     return (
         f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))} (paper ≈ "
-        f"{f(paper.get('sync_rounds'))}); FedAST staleness mean {f(ours.get('staleness_mean'))} "
-        f"/ p90 {f(ours.get('staleness_p90'))} (paper setting {f(paper.get('staleness_mean'))} "
-        f"/ {f(paper.get('staleness_p90'))})"
+        f"{f(paper.get('sync_rounds'))}); {stale}"
     )
 
 
