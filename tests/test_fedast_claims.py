@@ -83,20 +83,26 @@ def test_curve_noise_and_nobuffer_claim():
     assert not C.nobuffer_noisier({0: noisy}, {0: calm})[0]
 
 
-def test_heterogeneous_claim():
+def _het(extra_rows=()):
+    """A FedAST result where mnist finishes at 10 and fmnist's requests go 5 -> 9 after it, and
+    the all-done times of seed 0: FedAST 20, Sync-ST 30 (plus ``extra_rows``)."""
     reqs = [
         {"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
         {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9},
     ]
     res = _res({"mnist": [0.5, 0.9], "fmnist": [0.3, 0.7]}, {"mnist": 10.0, "fmnist": 20.0}, reqs)
-    het_df = pd.DataFrame(
-        [
-            {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
-            {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
-            {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
-            {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0},
-        ]
-    )
+    rows = [
+        ("fedast_d", 0, "mnist", 10.0),
+        ("fedast_d", 0, "fmnist", 20.0),
+        ("sync_st", 0, "mnist", 12.0),
+        ("sync_st", 0, "fmnist", 30.0),
+        *extra_rows,
+    ]
+    return res, pd.DataFrame(rows, columns=["method", "seed", "task", "time"])
+
+
+def test_heterogeneous_claim():
+    res, het_df = _het()
     out = C.heterogeneous(het_df, {0: res}, easy_task="mnist")
     # all done: FedAST 20, Sync-ST 30 -> gain (30 - 20) / 30 = 33.3 %;
     # fmnist requests 5 -> 9 after t=10
@@ -110,21 +116,12 @@ def test_heterogeneous_gain_is_over_the_same_seeds_for_both_methods():
     """Issue 13 item 6: seed 1's Sync-ST run did not finish. The means (and their gain) use seed 0
     only for both methods: FedAST 20, Sync-ST 30, gain 33.3 %; averaging FedAST over both seeds
     (20 and 100 -> 60) against Sync-ST's seed 0 alone would give -100 %. Seed 1 is named."""
-    reqs = [
-        {"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
-        {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9},
-    ]
-    res = _res({"mnist": [0.5, 0.9], "fmnist": [0.3, 0.7]}, {"mnist": 10.0, "fmnist": 20.0}, reqs)
-    het_df = pd.DataFrame(
+    res, het_df = _het(
         [
-            {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
-            {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
-            {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
-            {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0},
-            {"method": "fedast_d", "seed": 1, "task": "mnist", "time": 10.0},
-            {"method": "fedast_d", "seed": 1, "task": "fmnist", "time": 100.0},
-            {"method": "sync_st", "seed": 1, "task": "mnist", "time": 12.0},
-            {"method": "sync_st", "seed": 1, "task": "fmnist", "time": float("nan")},
+            ("fedast_d", 1, "mnist", 10.0),
+            ("fedast_d", 1, "fmnist", 100.0),
+            ("sync_st", 1, "mnist", 12.0),
+            ("sync_st", 1, "fmnist", float("nan")),
         ]
     )
     out = C.heterogeneous(het_df, {0: res, 1: res}, easy_task="mnist")
