@@ -51,6 +51,9 @@ class LocalSpec:
     momentum: float = 0.0
     weight_decay: float = 0.0
     drop_last: bool = False
+    # step mode only: every step draws its batch from a fresh permutation (a new shuffled loader
+    # per step, as the FedAST code's Shakespeare training), so batches overlap across steps
+    fresh_batches: bool = False
 
     def __post_init__(self):
         check_range("lr", self.lr, 0, None, low_open=True)
@@ -63,6 +66,10 @@ class LocalSpec:
             check_range("epochs", self.epochs, 1)
         if self.steps is not None:
             check_range("steps", self.steps, 1)
+        if self.fresh_batches and self.steps is None:
+            raise FlkitError(
+                f"fresh_batches=True needs step mode (steps=...); got epochs={self.epochs!r}"
+            )
 
 
 @dataclass
@@ -78,13 +85,18 @@ def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.T
     """Positions (into a client's index tensor) of each local step's mini-batch.
 
     Epoch mode: a fresh permutation per epoch cut into batches (last one short unless drop_last).
-    Step mode: consecutive batches of successive permutations, `steps` of them."""
+    Step mode: consecutive batches of successive permutations, `steps` of them; with
+    ``fresh_batches`` each step takes the first batch of its own permutation (a client with fewer
+    than batch_size samples uses all of them each step: our choice, the official loader with
+    drop_last would yield no batch at all)."""
     if n < 1:
         raise FlkitError(
             "a client with no data cannot train; every client index tensor must be non-empty"
         )
     gen = generator(seed, "batch-plan")
     bsz = spec.batch_size
+    if spec.fresh_batches:
+        return [torch.randperm(n, generator=gen)[:bsz].to(device) for _ in range(spec.steps)]
     per_epoch = n // bsz if spec.drop_last else math.ceil(n / bsz)
     if per_epoch == 0:
         raise FlkitError(

@@ -83,20 +83,26 @@ def test_curve_noise_and_nobuffer_claim():
     assert not C.nobuffer_noisier({0: noisy}, {0: calm})[0]
 
 
-def test_heterogeneous_claim():
+def _het(extra_rows=()):
+    """A FedAST result where mnist finishes at 10 and fmnist's requests go 5 -> 9 after it, and
+    the all-done times of seed 0: FedAST 20, Sync-ST 30 (plus ``extra_rows``)."""
     reqs = [
         {"task": "fmnist", "round": 0, "sim_time": 8.0, "accuracy": None, "requests": 5},
         {"task": "fmnist", "round": 0, "sim_time": 12.0, "accuracy": None, "requests": 9},
     ]
     res = _res({"mnist": [0.5, 0.9], "fmnist": [0.3, 0.7]}, {"mnist": 10.0, "fmnist": 20.0}, reqs)
-    het_df = pd.DataFrame(
-        [
-            {"method": "fedast_d", "seed": 0, "task": "mnist", "time": 10.0},
-            {"method": "fedast_d", "seed": 0, "task": "fmnist", "time": 20.0},
-            {"method": "sync_st", "seed": 0, "task": "mnist", "time": 12.0},
-            {"method": "sync_st", "seed": 0, "task": "fmnist", "time": 30.0},
-        ]
-    )
+    rows = [
+        ("fedast_d", 0, "mnist", 10.0),
+        ("fedast_d", 0, "fmnist", 20.0),
+        ("sync_st", 0, "mnist", 12.0),
+        ("sync_st", 0, "fmnist", 30.0),
+        *extra_rows,
+    ]
+    return res, pd.DataFrame(rows, columns=["method", "seed", "task", "time"])
+
+
+def test_heterogeneous_claim():
+    res, het_df = _het()
     out = C.heterogeneous(het_df, {0: res}, easy_task="mnist")
     # all done: FedAST 20, Sync-ST 30 -> gain (30 - 20) / 30 = 33.3 %;
     # fmnist requests 5 -> 9 after t=10
@@ -104,6 +110,25 @@ def test_heterogeneous_claim():
         out["holds"] and out["gain_pct"] == pytest.approx(100 / 3) and out["first_task"] == "mnist"
     )
     assert not C.heterogeneous(het_df, {0: res}, easy_task="fmnist")["holds"]
+
+
+def test_heterogeneous_gain_is_over_the_same_seeds_for_both_methods():
+    """Issue 13 item 6: seed 1's Sync-ST run did not finish. The means (and their gain) use seed 0
+    only for both methods: FedAST 20, Sync-ST 30, gain 33.3 %; averaging FedAST over both seeds
+    (20 and 100 -> 60) against Sync-ST's seed 0 alone would give -100 %. Seed 1 is named."""
+    res, het_df = _het(
+        [
+            ("fedast_d", 1, "mnist", 10.0),
+            ("fedast_d", 1, "fmnist", 100.0),
+            ("sync_st", 1, "mnist", 12.0),
+            ("sync_st", 1, "fmnist", float("nan")),
+        ]
+    )
+    out = C.heterogeneous(het_df, {0: res, 1: res}, easy_task="mnist")
+    assert out["all_done_fedast"] == 20.0 and out["all_done_sync"] == 30.0
+    assert out["gain_pct"] == pytest.approx(100 / 3) and out["seeds_compared"] == [0]
+    assert out["unfinished"] == {1: ["Sync-ST"]} and "seed 1: Sync-ST" in out["evidence"]
+    assert not out["holds"]  # a seed without a gain cannot support "every seed"
 
 
 def test_dynamic_vs_static_claim():
@@ -144,21 +169,53 @@ def test_few_vs_many_active_thresholds():
     assert not C.few_vs_many_active(_act(0.02, 0.015), min_gap=0.001)[0]  # gap shrinks
 
 
-def _buf(acc_by_b):
+def _buf(time_by_b, horizon=100.0):
+    """Sweep rows: task x at the given time (None: not reached by the horizon), task y 10 later."""
     return pd.DataFrame(
         [
-            {"buffer": b, "task": t, "seed": 0, "final_accuracy": a + d}
-            for b, a in acc_by_b.items()
-            for t, d in (("x", 0.0), ("y", 0.1))
+            {
+                "buffer": b,
+                "task": t,
+                "seed": 0,
+                "reached": a is not None,
+                "time_to_target": None if a is None else a + d,
+                "horizon": horizon,
+                "final_accuracy": 0.5,
+            }
+            for b, a in time_by_b.items()
+            for t, d in (("x", 0.0), ("y", 10.0))
         ]
     )
 
 
-def test_buffer_optimum_interior_or_edge():
-    holds, ev, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.7, 4: 0.6}))
-    assert holds and best == 2 and "2: 0.750" in ev  # mean of 0.7 and 0.8
-    holds, _, best = C.buffer_optimum(_buf({1: 0.5, 2: 0.6, 4: 0.7}))
+def test_buffer_optimum_by_time_to_target_and_unreached_points():
+    holds, ev, best = C.buffer_optimum(_buf({1: 50.0, 2: 30.0, 4: 40.0}))
+    assert holds and best == 2 and "2: 35" in ev  # mean of 30 and 40
+    holds, _, best = C.buffer_optimum(_buf({1: 50.0, 2: 40.0, 4: 30.0}))
     assert not holds and best == 4
+    # b = 2 would be fastest but one task missed its target: it ranks last and says so
+    rows = _buf({1: 50.0, 2: 20.0, 4: 40.0})
+    rows.loc[(rows.buffer == 2) & (rows.task == "y"), ["reached", "time_to_target"]] = (False, None)
+    holds, ev, best = C.buffer_optimum(rows)
+    assert best == 4 and not holds and "2: not reached (1 of 2 by t = 100)" in ev
+    holds, ev, best = C.buffer_optimum(_buf({1: None, 2: None}))
+    assert best is None and not holds and ev.count("not reached") == 2
+
+
+def test_buffer_sweep_keeps_the_presets_own_load():
+    """Issue 13 item 5: the sweep runs on the preset's N and availability (no rescaling to a load
+    of 1.28): paper 2 x 175 / 300 = 1.17; cpu keeps that ratio."""
+    from flkit import presets
+    from flkit.papers.fedast import study as S
+
+    paper = presets.load("03_fedast", "paper")
+    assert (paper["num_clients"], paper["availability"], paper["buffer_requests"]) == (
+        1000,
+        0.3,
+        175,
+    )
+    assert S.buffer_load(paper) == pytest.approx(350 / 300)
+    assert S.buffer_load(presets.load("03_fedast", "cpu")) == pytest.approx(350 / 300, rel=0.02)
 
 
 def test_k_tradeoff_and_best_k():

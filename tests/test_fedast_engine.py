@@ -107,7 +107,28 @@ def test_event_log_matches_hand_computed_trace():
 
 
 # ------------------------------------------------------------------------------ laziness
+class CountingTrainer:
+    """Wraps an EngineTrainer and counts, from the outside, every client it is asked to train:
+    (task, version, client) per request, and the calls. Everything else is delegated."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.requests = Counter()
+        self.calls = []
+
+    def train(self, task, version, client_ids, *args, **kw):
+        self.calls.append((task, version, [int(c) for c in client_ids]))
+        self.requests.update((task, int(version), int(c)) for c in client_ids)
+        return self.inner.train(task, version, client_ids, *args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 def test_lazy_training_trains_exactly_the_kept_requests_fedast():
+    """Every arrival was trained exactly from its dispatch version; the only extra trainings are
+    batch-mates (same task and version) of an arrival that were cancelled later; requests never
+    popped are never trained. Counted from the outside, checked against the event log."""
     cfg = F.FedASTRun.from_dict(
         _cfg(
             "fedast_d",
@@ -117,29 +138,35 @@ def test_lazy_training_trains_exactly_the_kept_requests_fedast():
             ],
         )
     ).validate()
-    sched, trainer = F.build_schedule(cfg, seed=1, device="cpu")
-    res = sched.run()
+    counting = CountingTrainer(F.EngineTrainer(cfg, seed=1, device="cpu"))
+    res = FedAST(cfg, counting, seed=1).run()
+    names = res.tasks
     ev = res.events
-    arrived = Counter((e[1], e[3], e[2]) for e in ev if e[5] == "arrive")
-    cancelled = Counter((e[1], e[3], e[2]) for e in ev if e[5] == "cancel")
-    assert trainer.trained == len(sched.trained_ids) == sum(trainer.batch_sizes)
-    # every arrival was trained; the only extra trainings are batch-mates cancelled later
-    extra = trainer.trained - sum(arrived.values())
-    assert 0 <= extra <= sum(cancelled.values())
-    assert sum(arrived.values()) == res.stats["arrived"]
-    # requests never popped and not batch-mates are never trained
-    assert trainer.trained < res.stats["dispatched"]
+    arrived = Counter((names[e[1]], e[3], e[2]) for e in ev if e[5] == "arrive")
+    cancelled = Counter((names[e[1]], e[3], e[2]) for e in ev if e[5] == "cancel")
+    dispatched = Counter((names[e[1]], e[3], e[2]) for e in ev if e[5] == "dispatch")
+    assert sum(arrived.values()) > 20
+    assert not arrived - counting.requests  # every arrival trained (same task, version, client)
+    extra = counting.requests - arrived
+    assert not extra - cancelled  # anything else was cancelled afterwards
+    assert not counting.requests - dispatched  # nothing that was never dispatched
+    assert sum(counting.requests.values()) < sum(dispatched.values())  # lazy: not all dispatched
 
 
 def test_lazy_training_sync_trains_only_first_k():
+    """Sync-ST: per round and task one call with exactly the k = 2 earliest finishers (the
+    'arrive' events), never a discarded straggler. Counted from the outside."""
     cfg = F.FedASTRun.from_dict(_cfg("sync_st", availability=1.0, k=2)).validate()
-    sched, trainer = F.build_schedule(cfg, seed=0, device="cpu")
-    res = sched.run()
-    arrive = sum(1 for e in res.events if e[5] == "arrive")
-    discard = sum(1 for e in res.events if e[5] == "discard")
-    assert discard > 0
-    assert trainer.trained == arrive == res.stats["rounds"] * 2 * 2
-    assert trainer.batch_sizes == [2] * (2 * res.stats["rounds"])  # one batch per task and round
+    counting = CountingTrainer(F.EngineTrainer(cfg, seed=0, device="cpu"))
+    res = F.SyncST(cfg, counting, seed=0).run()
+    names = res.tasks
+    arrived = Counter((names[e[1]], e[3], e[2]) for e in res.events if e[5] == "arrive")
+    discarded = Counter((names[e[1]], e[3], e[2]) for e in res.events if e[5] == "discard")
+    assert sum(discarded.values()) > 0
+    assert counting.requests == arrived and not counting.requests & discarded
+    rounds = res.stats["rounds"]
+    assert len(counting.calls) == 2 * rounds and all(len(c[2]) == 2 for c in counting.calls)
+    assert sum(counting.requests.values()) == rounds * 2 * 2
 
 
 # ------------------------------------------------------------------------------ batching
@@ -192,16 +219,20 @@ def test_version_store_releases_unreferenced_versions():
 
 
 def test_dispersion_excludes_bias_for_official_rule():
+    """Two hand-made updates: every weight entry 1 and 3, every bias entry +100 and -100.
+    Without biases (official rule): per entry mean 2, squared deviations 1 + 1, so
+    D = 2 nW / (2 * 4 nW) = 0.25. With biases: (2 nW + 2 * 100^2 nB) / (8 nW)."""
     cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
     tr = F.EngineTrainer(cfg, seed=0, device="cpu")
-    ups = tr.train("a", 0, [0, 1, 2, 3])
-    d_off = tr.dispersion("a", ups)
+    mask = tr.tasks["a"].bias_mask  # True on non-bias entries
+    nW, nB = int(mask.sum()), int((~mask).sum())
+    assert nW > 0 and nB > 0
+    u1 = torch.where(mask, 1.0, 100.0).double()
+    u2 = torch.where(mask, 3.0, -100.0).double()
+    ups = [F.Update(u1, 0.0), F.Update(u2, 0.0)]
+    assert tr.dispersion("a", ups) == pytest.approx(0.25, rel=1e-12)
     tr.exclude_bias = False
-    d_all = tr.dispersion("a", ups)
-    from flkit.asyncfl import normalized_dispersion
-
-    assert d_all == pytest.approx(normalized_dispersion([u.diff.numpy() for u in ups]), rel=1e-9)
-    assert d_off != d_all and d_off > 0
+    assert tr.dispersion("a", ups) == pytest.approx((2 * nW + 20000 * nB) / (8 * nW), rel=1e-12)
 
 
 # ------------------------------------------------------------------------ run(): determinism, cache
@@ -311,10 +342,11 @@ def test_bad_seed_and_unknown_task():
 
 
 def test_cache_key_is_the_one_written_before_the_asyncfl_move():
-    """The config part of the key of a fixed config hashes to the value the old
-    flkit.methods.fedast computed (acd355ed3fe7), a knob left at its default does not enter the
-    key, and the key also names each task's data copy (so runs cached before the data was part
-    of the key are not reused: they cannot say which copy they trained on)."""
+    """The config part of the key of a fixed config differs from the one the old
+    flkit.methods.fedast computed (acd355ed3fe7) only by CACHE_VERSION (3 since issue 13 changed
+    Sync-ST and Shakespeare results, so older runs are not reused), a knob left at its default does
+    not enter it, and the key also names each task's data copy (so runs cached before the data was
+    part of the key are not reused: they cannot say which copy they trained on)."""
     from flkit import data, store
     from flkit.asyncfl.runner import cache_key
     from flkit.utils import resolve_device
@@ -331,10 +363,40 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
         max_time=50.0,
     ).validate()
     key = cache_key(cfg, 3, resolve_device("cpu"))
-    data = key.pop("data")
-    assert store.config_hash(key) == "acd355ed3fe7"
-    assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-acd355ed3fe7"
-    assert [d["dataset"] for d in data] == ["synthetic", "mnist"]
-    assert all(set(d) == {"dataset", "train", "test", "labels_sha256"} for d in data)
+    copies = key.pop("data")
+    assert key["v"] == 3 and store.config_hash(key) == "33ae018a5f9d"
+    assert store.config_hash(dict(key, v=2)) == "acd355ed3fe7"
+    assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-33ae018a5f9d"
+    assert [d["dataset"] for d in copies] == ["synthetic", "mnist"]
+    assert all(set(d) == {"dataset", "train", "test", "labels_sha256"} for d in copies)
     changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
     assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]
+
+
+def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
+    """Issue 13 item 4: the official code draws each of the 27 Shakespeare steps from a new
+    shuffled loader with drop_last, i.e. 27 full batches of 64 distinct samples, each from its
+    own permutation (not consecutive slices of one: for 100 samples 64, 36, ...)."""
+    from flkit.train import batch_plan
+
+    cfg = F.FedASTRun.from_dict(
+        dict(method="fedast_d", num_clients=12, tasks=[dict(name="s", dataset="shakespeare")])
+    )
+    spec = cfg.local_spec(cfg.tasks[0])
+    assert (spec.steps, spec.batch_size, spec.fresh_batches, spec.drop_last) == (27, 64, True, True)
+    plan = batch_plan(100, spec, seed=0)
+    assert len(plan) == 27
+    for b in plan:
+        assert (
+            len(b) == 64 and len(set(b.tolist())) == 64 and 0 <= int(b.min()) <= int(b.max()) < 100
+        )
+    # consecutive steps overlap (with replacement across steps): 64 + 64 > 100 positions
+    assert all(len(set(a.tolist()) & set(b.tolist())) >= 28 for a, b in zip(plan, plan[1:]))
+    # our choice for a role with fewer than 64 samples: all of them, every step
+    assert all(sorted(b.tolist()) == list(range(30)) for b in batch_plan(30, spec, seed=1))
+    # image tasks keep 3 epochs of batch 32 with the short batch dropped
+    img = F.FedASTRun.from_dict(
+        dict(method="fedast_d", num_clients=12, tasks=[dict(name="m", dataset="mnist")])
+    )
+    ispec = img.local_spec(img.tasks[0])
+    assert not ispec.fresh_batches and [len(b) for b in batch_plan(300, ispec, 0)] == [32] * 27

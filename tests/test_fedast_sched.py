@@ -13,6 +13,7 @@ from flkit.asyncfl import (
     FixedDelays,
     SyncST,
     TaskConfig,
+    client_units,
     estimate_variance_official,
     estimate_variance_paper,
     expected_improvement,
@@ -562,3 +563,58 @@ def test_sync_bayes_runs_and_keeps_first_k():
     assert res.method == "Sync-Bayes-ST" and res.stats["rounds"] == 5
     assert all(len(c[2]) == 4 for c in trainer.calls) and len(trainer.calls) == 10
     assert res.stats["discarded"] == 5 * (15 - 8)
+
+
+def test_sync_identical_tasks_split_a_finished_tasks_clients_evenly():
+    """Issue 13 item 1: 4 identical tasks (weight 1 each) on 300 available clients get 75 each;
+    when one finishes, its 75 clients are split in proportion to the others' shares: 25 each,
+    100/100/100 (the unit-weight rule gave the whole freed unit to one task: 150/75/75)."""
+    tasks = [_t(n, delay_ratio=0.148, target=1.0, weight=1) for n in "ABCD"]
+    cfg = _cfg("sync_st", tasks, num_clients=1000, availability=0.3, k=30, sync_max_rounds=4)
+    res = run_sync(cfg, VersionTrainer({"A": 2, "B": 100, "C": 100, "D": 100}), seed=3)
+    assert res.completion_time["A"] is not None
+    by_round = {}
+    for h in res.history:
+        by_round.setdefault(h["round"], {})[h["task"]] = h["clients"]
+    assert by_round[1] == {"A": 75, "B": 75, "C": 75, "D": 75}
+    assert by_round[3] == by_round[4] == {"B": 100, "C": 100, "D": 100}
+
+
+def test_client_units_by_hand():
+    # floor(300 w / sum w), at least 1 for a positive weight, 0 for weight 0
+    assert client_units([1, 1, 1, 1], 300) == [75, 75, 75, 75]
+    assert client_units([100, 84, 47, 67], 300) == [100, 84, 47, 67]  # sum 298: floors
+    assert client_units([1, 0, 1000], 10) == [1, 0, 9]
+
+
+def test_sync_ucb_first_scored_round_has_no_exploration_term(monkeypatch):
+    """Issue 13 item 6, checked against the official code (server.py, sync_ucb_run): after the
+    all-clients round 0, round_list = 1, so U = sqrt(2 ln(sum_{t in range(1)} gamma^t) / N)
+    = sqrt(2 ln 1 / N) = 0, and N = gamma * 0 + 1 = 1 for every client: the first scored round
+    ranks clients by their reported loss alone (score = L / N = loss). Hand value for client c
+    of VersionTrainer: loss 1 + c % 3."""
+    from flkit.asyncfl import sync as sync_mod
+
+    seen = []
+
+    def spy(L, N, t, gamma):
+        out = ucb_scores(L, N, t, gamma)
+        seen.append((t, N.copy(), L.copy(), out))
+        return out
+
+    monkeypatch.setattr(sync_mod, "ucb_scores", spy)
+    tasks = [_t("mnist"), _t("fmnist")]
+    run_sync(
+        _cfg("sync_ucb", tasks, num_clients=12, availability=0.5, k=3, sync_max_rounds=2),
+        VersionTrainer({"mnist": 100, "fmnist": 100}),
+    )
+    first = [x for x in seen if x[0] == 1]
+    assert len(first) == 2  # one per task, in the first scored round (round index 1)
+    hand = np.array([1.0 + c % 3 for c in range(12)])
+    for _t1, N, L, score in first:
+        assert np.array_equal(N, np.ones(12)) and np.array_equal(L, hand)
+        assert np.array_equal(score, hand)  # exploration term exactly 0
+    # from round 2 on the term is positive: t = 2 -> sqrt(2 ln(1 + 0.99))
+    assert ucb_scores(np.zeros(1), np.ones(1), 2, 0.99)[0] == pytest.approx(
+        math.sqrt(2 * math.log(1.99))
+    )

@@ -50,6 +50,7 @@ from .delays import (
 )
 from .fedast import FedAST, run_fedast
 from .rules import (
+    client_units,
     estimate_variance_official,
     estimate_variance_paper,
     k_rule,
@@ -112,6 +113,7 @@ __all__ = [
     "run_sync",
     "shifted_exponential",
     "sync_shares",
+    "client_units",
     "time_gain",
     "ucb_scores",
 ]

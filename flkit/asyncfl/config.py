@@ -266,7 +266,8 @@ class FedASTRun:
             steps=d["steps"],
             momentum=0.0,
             weight_decay=self.weight_decay(t),
-            drop_last=d["epochs"] is not None,
+            drop_last=d["epochs"] is not None or bool(d.get("fresh_batches")),
+            fresh_batches=bool(d.get("fresh_batches")),
         )
 
     def tau(self, t: TaskConfig) -> int:

@@ -73,6 +73,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         epochs=None,
         steps=27,
         test_every=2,
+        fresh_batches=True,  # official code: a new shuffled loader (drop_last) per local step
         alpha=None,
         normalize=None,
         delay_multiplier=None,

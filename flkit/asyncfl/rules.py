@@ -19,6 +19,7 @@ __all__ = [
     "realloc_official",
     "redistribute",
     "sync_shares",
+    "client_units",
     "normalized_dispersion",
     "estimate_variance_paper",
     "estimate_variance_official",
@@ -150,19 +151,27 @@ def redistribute(freed: int, targets: Sequence[int], active_mask, rng: np.random
     return out
 
 
-def sync_shares(weights: Sequence[float], n_avail: int, rng: np.random.Generator) -> list:
-    """Sync client shares: n_m = max(min(w_m, 1), floor(n_avail w_m / sum w));
-    the ``n_avail - sum n`` leftover slots go +1 each to tasks drawn uniformly with replacement
-    among tasks with w_m > 0. Tasks with w_m = 0 get 0."""
+def client_units(weights: Sequence[float], n_avail: int) -> list:
+    """Sync weights in units of clients: n_m = max(min(w_m, 1), floor(n_avail w_m / sum w)), 0
+    where w_m = 0. The official code replaces its weights by these counts before the first round,
+    so a finished task frees its *clients* and the proportional redistribution is scale-free
+    (identical tasks split a finished task's clients evenly, whatever the weights' scale)."""
     w = [float(x) for x in weights]
     tot = sum(w)
     if tot <= 0:
         return [0] * len(w)
-    n = [max(min(wi, 1.0), math.floor(n_avail * wi / tot)) if wi > 0 else 0 for wi in w]
-    n = [int(x) for x in n]
+    return [int(max(min(wi, 1.0), math.floor(n_avail * wi / tot))) if wi > 0 else 0 for wi in w]
+
+
+def sync_shares(weights: Sequence[float], n_avail: int, rng: np.random.Generator) -> list:
+    """Sync client shares: :func:`client_units` of the weights; the ``n_avail - sum n`` leftover
+    slots go +1 each to tasks drawn uniformly with replacement among tasks with w_m > 0. Tasks
+    with w_m = 0 get 0."""
+    w = [float(x) for x in weights]
+    n = client_units(w, n_avail)
     alive = [i for i, wi in enumerate(w) if wi > 0]
     left = n_avail - sum(n)
-    if left > 0:
+    if left > 0 and alive:
         for i in rng.choice(alive, size=left, replace=True):
             n[int(i)] += 1
     return n

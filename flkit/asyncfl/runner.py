@@ -29,7 +29,7 @@ from .trainer import EngineTrainer, data_kwargs
 __all__ = ["run", "build_schedule", "centralised", "cache_key", "data_used", "CACHE_VERSION"]
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
-CACHE_VERSION = 2
+CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches (issue 13)
 
 
 def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer | None = None):

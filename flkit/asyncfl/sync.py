@@ -10,7 +10,7 @@ from .bandits import expected_improvement, ucb_scores
 from .clock import Simulator
 from .config import FedASTRun
 from .delays import DelayModel
-from .rules import redistribute, sync_shares
+from .rules import client_units, redistribute, sync_shares
 from .schedule import SimResult, Trainer, check_trainer, evaluate_task
 
 __all__ = ["SyncST", "run_sync"]
@@ -108,7 +108,9 @@ class SyncST:
     def run(self) -> SimResult:
         cfg, sim, specs, trainer = self.cfg, self.sim, self.specs, self.trainer
         M, N = len(specs), cfg.num_clients
-        weights = [float(t.weight) for t in specs]
+        # weights in client units from the start (official code): a finished task's clients are
+        # split in proportion to the others' shares, so identical tasks split them evenly
+        weights = client_units([float(t.weight) for t in specs], cfg.n_avail)
         finished = [w <= 0 for w in weights]  # weight 0: never trained (our choice)
         completion = {n: None for n in self.names}
         history, stats = [], {"train_calls": 0, "trained_requests": 0, "rounds": 0}
@@ -235,16 +237,10 @@ class SyncST:
                     kind = "complete" if completion[self.names[m]] is not None else "stop"
                     sim.log.append((sim.now, m, None, sim.version[m], None, kind))
                 freed = weights[m]
-                weights[m] = 0.0
+                weights[m] = 0
                 active = [not f for f in finished]
                 if any(active):
-                    if float(freed).is_integer() and all(float(x).is_integer() for x in weights):
-                        shares = redistribute(
-                            int(freed), [int(x) for x in weights], active, self.rng
-                        )
-                    else:  # our choice: non-integer weights: exact proportional split
-                        tot = sum(weights[j] for j in range(M) if active[j])
-                        shares = [freed * weights[j] / tot if active[j] else 0.0 for j in range(M)]
+                    shares = redistribute(freed, weights, active, self.rng)
                     weights = [weights[j] + shares[j] for j in range(M)]
         stats["stop_reason"] = stop_reason
         stats.update(sim.counts)

@@ -1,0 +1,189 @@
+"""Regime indicators of notebook 03 (FedAST): the quantities that decide whether a claim can show,
+measured on our runs and predicted for the paper's setting.
+
+FedAST's advantage over Sync-ST is paid for once per Sync-ST round (each round waits for the k-th
+earliest finisher of the most expensive task) and costs staleness on FedAST's side. So the two
+indicators are
+
+- how many rounds Sync-ST needs to reach its target (few rounds: little straggler penalty to save);
+- the staleness of FedAST's updates (mean and 90th percentile: server updates between a request's
+  dispatch and its arrival).
+
+The paper reports neither. Both depend on timing only (the delay model, N, availability, R, b,
+k): staleness entirely, Sync-ST's round length entirely. :func:`paper_setting` therefore runs the
+simulator *without training* in the paper's heterogeneous setting (four tasks, N = 1000, 300
+available, R = 96 and b = 3 per task, first-30 of 100/84/48/68 clients) and reads the staleness
+and the mean Sync-ST round length; the paper's Sync-ST rounds are then its inferred completion
+time (Fig. 7: 619 / (1 - 0.401) = 1033) divided by that round length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from flkit import asyncfl as F
+
+from .numbers import NUMBERS
+from .tables import staleness
+
+__all__ = [
+    "INDICATORS",
+    "TimingTrainer",
+    "indicators",
+    "paper_setting",
+    "regime_table",
+    "regime_note",
+    "ablation_rows",
+]
+
+#: the indicators, in table order, with what each means
+INDICATORS = {
+    "sync_rounds": "Sync-ST rounds to reach every target",
+    "staleness_mean": "FedAST staleness, mean",
+    "staleness_p90": "FedAST staleness, 90th percentile",
+}
+
+
+class TimingTrainer:
+    """A trainer that trains nothing: updates are placeholders, aggregation only counts versions,
+    evaluation is 0 (no target is ever reached). What a run then records is its timing alone."""
+
+    def __init__(self):
+        self.v: dict = {}
+
+    def train(self, task, version, client_ids, *args, **kw):
+        return [None] * len(client_ids)
+
+    def aggregate(self, task, updates):
+        self.v[task] = self.v.get(task, 0) + 1
+        return self.v[task]
+
+    def evaluate(self, task):
+        return 0.0
+
+    def loss(self, task, update):
+        return 0.0
+
+
+def _staleness_stats(res) -> tuple[float | None, float | None]:
+    st = staleness(res).staleness
+    if not len(st):
+        return None, None
+    return float(st.mean()), float(np.percentile(st, 90))
+
+
+def _sync_rounds(res) -> int | None:
+    """Rounds until every task reached its target (None: some task did not)."""
+    if any(t is None for t in res.completion_time.values()):
+        return None
+    return int(res.stats.get("rounds", 0))
+
+
+def indicators(fedast: dict, sync: dict) -> dict:
+    """Our indicators over seeds: fedast / sync: {seed: SimResult} of FedAST and Sync-ST runs of
+    one experiment. Sync-ST rounds: mean over the seeds where Sync-ST finished (None if none);
+    staleness: over every arrived FedAST update of every seed."""
+    rounds = [r for r in (_sync_rounds(res) for res in sync.values()) if r is not None]
+    st = pd.concat([staleness(res).staleness for res in fedast.values()], ignore_index=True)
+    return {
+        "sync_rounds": float(np.mean(rounds)) if rounds else None,
+        "staleness_mean": float(st.mean()) if len(st) else None,
+        "staleness_p90": float(np.percentile(st, 90)) if len(st) else None,
+    }
+
+
+def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
+    """The indicators of the paper's heterogeneous setting from a timing-only simulation (see the
+    module doc): FedAST option S with R = 96, b = 3 per task for ``horizon`` time units, and
+    Sync-ST with first-30 of 100/84/48/68 clients for the same time. Returns the indicators plus
+    the mean Sync-ST round length they come from."""
+    ratios = NUMBERS["delay_ratios"]
+    names = ["mnist", "fmnist", "cifar10", "shakespeare"]
+    shares = NUMBERS["sync_het_clients"]
+    common = dict(
+        num_clients=NUMBERS["num_clients"],
+        availability=NUMBERS["available"] / NUMBERS["num_clients"],
+        max_time=float(horizon),
+    )
+    fed_tasks = tuple(
+        F.TaskConfig(
+            n,
+            dataset=n,
+            requests=NUMBERS["requests_per_task_demo"],
+            buffer=NUMBERS["buffer_demo"],
+            target=0.99,
+            delay_ratio=ratios[n],
+        )
+        for n in names
+    )
+    fed = F.run_fedast(
+        F.FedASTRun("fedast_s", fed_tasks, **common), TimingTrainer(), seed=int(seed)
+    )
+    sync_tasks = tuple(
+        F.TaskConfig(n, dataset=n, target=0.99, weight=float(shares[n]), delay_ratio=ratios[n])
+        for n in names
+    )
+    sync = F.run_sync(
+        F.FedASTRun("sync_st", sync_tasks, k=NUMBERS["sync_k"], **common),
+        TimingTrainer(),
+        seed=int(seed),
+    )
+    rounds = int(sync.stats.get("rounds", 0))
+    length = sync.total_time / rounds if rounds else None
+    mean, p90 = _staleness_stats(fed)
+    return {
+        "sync_rounds": NUMBERS["het4_sync_completion_time_inferred"] / length if length else None,
+        "sync_round_length": length,
+        "staleness_mean": mean,
+        "staleness_p90": p90,
+    }
+
+
+def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
+    """One row per indicator: the paper's value and one column per entry of ``columns``
+    ({label: indicators dict}), e.g. {"ours (cpu)": ..., "ours (ablation)": ...}."""
+    rows = []
+    for key, text in INDICATORS.items():
+        row = {"indicator": text, "paper": paper.get(key)}
+        for label, ind in columns.items():
+            row[label] = ind.get(key)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def regime_note(ours: dict, paper: dict, sync: bool = True) -> str:
+    """The indicators beside the paper's, as one line for a claim's evidence (``sync`` False:
+    the staleness part only, for claims without a Sync-ST run)."""
+
+    def f(x):
+        return "n/a" if x is None else f"{x:.3g}"
+
+    stale = (
+        f"FedAST staleness mean {f(ours.get('staleness_mean'))} / p90 "
+        f"{f(ours.get('staleness_p90'))} (paper setting {f(paper.get('staleness_mean'))} / "
+        f"{f(paper.get('staleness_p90'))})"
+    )
+    if not sync:
+        return f"regime: {stale}"
+    return (
+        f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))} (paper ≈ "
+        f"{f(paper.get('sync_rounds'))}); {stale}"
+    )
+
+
+def ablation_rows(
+    paper: dict,
+    before: dict,
+    after: dict,
+    verdict_before: Sequence[bool],
+    verdict_after: Sequence[bool],
+) -> pd.DataFrame:
+    """The notebook's ablation table: indicator, paper, ours before, ours after, verdict before,
+    verdict after (verdicts: one claim's verdict per run, the same for every indicator row)."""
+    t = regime_table(paper, {"ours before": before, "ours after": after})
+    t["verdict before"] = ["holds" if all(verdict_before) else "does not hold"] * len(t)
+    t["verdict after"] = ["holds" if all(verdict_after) else "does not hold"] * len(t)
+    return t
