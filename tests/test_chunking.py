@@ -58,7 +58,7 @@ def test_chunks_compute_the_same_maths():
 
 @pytest.mark.parametrize("free", [64 << 20, 8 << 30])
 def test_default_chunk_ignores_free_memory(monkeypatch, free):
-    # 64 MiB free would allow ~2 cnn3_mnist clients per chunk under a free-memory rule, 8 GiB all 10:
+    # 64 MiB free allows ~2 cnn3_mnist clients per chunk under a free-memory rule, 8 GiB all 10:
     # the trained weights must be bit-identical to those of a whole-round chunk either way
     model, start, x, y, parts = _clients()
     reference = _train(model, start, x, y, parts, chunk_size=10)
