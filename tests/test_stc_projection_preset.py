@@ -92,3 +92,30 @@ def test_the_run_config_is_the_papers(part, method):
         assert (mp["alpha"], mp["tau"]) == (0.1, 1)
     if method == "fedavg":
         assert mp == {}
+
+
+@pytest.mark.parametrize("name", ["smoke", "cpu", "long", "paper"])
+def test_cifar10_note_quotes_the_preset(name):
+    # notebook 01's CIFAR-10 text is generated from the preset, so it names this preset's values
+    P = presets.load("01_stc_projection", name)
+    note = study.cifar10_note(P)
+    assert f"`{P['cifar10_model']}`" in note and f"for {P['cifar10_rounds']} rounds" in note
+    assert f"lr {P['cifar10_lr']}" in note and f"{P['cifar10_epochs']} local epoch" in note
+    test = P["cifar10_test_subset"]
+    assert (f"a {test:,}-image test subset" if test else "the whole test set") in note
+    assert f"{P['cifar10_seeds']} seed(s)" in note
+
+
+def test_notebook_text_hard_codes_no_preset_sizes():
+    # the sizes a preset sets (test subset, images per client) appear in no markdown cell: they
+    # come from study.cifar10_note / study.describe at run time
+    import json
+    import re
+    from pathlib import Path
+
+    nb = json.loads(
+        Path(__file__).parents[1].joinpath("notebooks/01_stc_projection.ipynb").read_text()
+    )
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert not re.search(r"\d[\d,]*-image test subset", text)
+    assert "cifar10_note(P)" in "".join("".join(c["source"]) for c in nb["cells"])
