@@ -23,6 +23,7 @@ import math
 
 import pandas as pd
 
+from flkit.results import readable
 from flkit.utils import FlkitError, check_range
 
 from . import claims
@@ -41,10 +42,15 @@ def _per_seed(tab: pd.DataFrame, method: str, column: str) -> list:
 
 
 def _mean(values: list):
-    """Mean over seeds, None when a seed has no value (a target not reached stays visible)."""
+    """Mean over seeds, None when a seed has no value (a target not reached stays visible);
+    3 significant digits, as every number a reader sees."""
     if not values or any(v is None for v in values):
         return None
-    return sum(values) / len(values)
+    return _r3(sum(values) / len(values))
+
+
+def _r3(v):
+    return None if v is None else float(readable(v))
 
 
 def indicators(tab: pd.DataFrame) -> pd.DataFrame:
@@ -66,7 +72,7 @@ def indicators(tab: pd.DataFrame) -> pd.DataFrame:
                 "indicator": f"{label}: rounds to {target:.0%}",
                 "paper": PAPER_ROUNDS[m] if at_paper else None,
                 "ours": _mean(seeds),
-                "per seed": seeds,
+                "per seed": [_r3(v) for v in seeds],
             }
         )
     frac = [None if r is None else r / runs for r in _per_seed(tab, "fedavg", "rounds_to_target")]
@@ -75,7 +81,7 @@ def indicators(tab: pd.DataFrame) -> pd.DataFrame:
             "indicator": f"FedAvg: share of the {runs} rounds spent reaching {target:.0%}",
             "paper": round(PAPER_ROUNDS["fedavg"] / PAPER_RUN_ROUNDS, 3) if at_paper else None,
             "ours": _mean(frac),
-            "per seed": frac,
+            "per seed": [_r3(v) for v in frac],
         }
     )
     var = _per_seed(tab, "fedavg", "variance")
@@ -84,7 +90,7 @@ def indicators(tab: pd.DataFrame) -> pd.DataFrame:
             "indicator": "FedAvg: across-client variance %², 2nd half",
             "paper": None,  # Fig. 4 has no legible scale
             "ours": _mean(var),
-            "per seed": var,
+            "per seed": [_r3(v) for v in var],
         }
     )
     return pd.DataFrame(rows, dtype=object)  # object: a target not reached stays None, not NaN
