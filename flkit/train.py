@@ -174,22 +174,24 @@ def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
     return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
 
 
-def auto_chunk(
-    model: nn.Module, k: int, batch_size: int, sample_shape, device: torch.device
-) -> int:
-    """How many clients to train at once so the wide step fits in memory (half of what is free)."""
+# The memory the wide step plans for per call. The chunk size is a function of the model, the
+# batch and this constant only, never of the machine's free memory: a grouped convolution over a
+# different number of clients rounds differently (cnn3_mnist, 10 clients, one local epoch: up to
+# 4e-5 apart between chunks of 10 and 1), so a chunk that followed free RAM/GPU memory would change
+# float results between machines (or between two runs on one busy machine) without changing the
+# run-cache key. 4 GiB trains every client of a round at once for the notebooks' models (LeNet-5:
+# ~190 clients, VGG11* at batch 50: ~40).
+CHUNK_MEMORY_BYTES = 4 << 30
+
+
+def auto_chunk(model: nn.Module, k: int, batch_size: int, sample_shape) -> int:
+    """How many of `k` clients the wide step trains at once: as many as fit CHUNK_MEMORY_BYTES by
+    a coarse estimate, a fixed number for a given model, batch size and input shape."""
     n_param = sum(p.numel() for p in model.parameters())
     # parameters, gradient, momentum, plus activations (a coarse 64 floats per input value per
     # layer)
     per_client = 4 * (4 * n_param + 64 * batch_size * int(torch.Size(sample_shape).numel()))
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-    else:
-        try:
-            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError):
-            free = 8 << 30
-    return max(1, min(k, int(0.5 * free // max(per_client, 1))))
+    return max(1, min(k, CHUNK_MEMORY_BYTES // max(per_client, 1)))
 
 
 def train_clients(
@@ -220,7 +222,9 @@ def train_clients(
     differentiable=True keeps the autograd graph through every local step, to `start`, to `x` and
     to a floating `y` (gradient inversion, flkit.inversion). y may be class indices [N] or soft
     labels [N, C] (probabilities). train_mode=False runs the forward pass in eval mode (dropout
-    off, BatchNorm on running statistics), as the inversion's model of a client does."""
+    off, BatchNorm on running statistics), as the inversion's model of a client does.
+    chunk_size=None trains `auto_chunk(...)` clients per wide step, a number fixed by the model and
+    batch shape (not by free memory, so that a config gives the same floats on every machine)."""
     k = len(client_indices)
     if k == 0:
         raise FlkitError("train_clients needs at least one client")
@@ -248,7 +252,7 @@ def train_clients(
             train_mode=train_mode,
         )
     if chunk_size is None:
-        chunk_size = auto_chunk(model, k, spec.batch_size, x.shape[1:], x.device)
+        chunk_size = auto_chunk(model, k, spec.batch_size, x.shape[1:])
     results = []
     was = model.training  # the vmap backend's functional_call follows the module's own mode
     model.train(train_mode)

@@ -9,6 +9,7 @@ from torch import nn
 
 from flkit import compress, methods, models
 from flkit.methods import RunContext
+from flkit.methods.base import ClientUpdates
 from flkit.methods.stc import (
     STC,
     STCPA,
@@ -17,7 +18,7 @@ from flkit.methods.stc import (
     project_internal,
     rescale_to_mean_norm,
 )
-from flkit.state import flatten, model_state, param_names, unflatten
+from flkit.state import flatten, model_state, param_names
 from flkit.train import LocalSpec, evaluate
 from flkit.utils import FlkitError
 
@@ -157,36 +158,91 @@ def test_state_checkpoint_resumes_exactly():
         assert torch.equal(full["model"][n], state["model"][n])
 
 
-# -------------------------------------------------------------- FedFV = projection of dense updates
-def test_fedfv_equals_projection_functions_on_dense_updates():
-    ctx = _ctx()
-    m = FedFV(ctx, alpha=0.25, tau=1)
-    names = param_names(ctx.model)
-    state = m.init_state(model_state(ctx.model))
-    hist = {}
-    for rnd, clients in enumerate([[0, 1, 2, 3], [4, 5, 6, 7], [1, 4, 5, 6]], start=1):
-        w = state["model"]
-        losses = [
-            evaluate(ctx.model, w, ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1] for c in clients
-        ]
-        up = m.client_update(state, clients, rnd)
-        G = flatten({n: w[n].unsqueeze(0) - up.state[n] for n in names}, names)
-        for i, c in enumerate(clients):
-            hist[c] = (G[i], rnd)
-        g = project_internal(G, losses, 0.25)
-        g = project_external(g, hist, rnd, 1)
-        g = rescale_to_mean_norm(g, G)
-        expected = {n: w[n] - v for n, v in unflatten(g, w, names).items()}
-        state = m.aggregate(state, up, rnd)
-        for n in names:
-            assert torch.allclose(state["model"][n], expected[n], atol=1e-6), (rnd, n)
-        assert up.bits_up == [32 * sum(v.numel() for v in w.values())] * len(clients)
-    metrics = m.round_metrics(state, up)
-    assert metrics["kept"] == 1  # 4 - ceil(3 * 0.75) = 1
-    # after round 3 (tau = 1) only round-3 updates can still be used (by round 4): older ones are
-    # dropped
-    assert set(state["history"]) == {1, 4, 5, 6}
-    assert state["last_round"][7] == 2 and state["last_round"][0] == 1
+# ------------------------------------------------ FedFV on a hand-worked 3-client example
+class _Vec2(nn.Module):
+    """One trainable 2-vector (d = 2), so every projection can be worked by hand."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x):
+        return x * self.w
+
+
+def _updates(clients, rows, losses):
+    """ClientUpdates as FedFV's client_update makes them: dense pseudo-gradients g = w - w'."""
+    rows = torch.tensor(rows, dtype=torch.float32)
+    return ClientUpdates(
+        clients,
+        {},
+        torch.ones(len(clients)),
+        torch.zeros(len(clients)),
+        [64] * len(clients),
+        extra={
+            "sent": {"w": rows},
+            "losses": torch.tensor(losses, dtype=torch.float64),
+            "nonzeros": [2] * len(clients),
+        },
+    )
+
+
+# Round 1, w = (0, 0), alpha = 0 (keep_count(3, 0) = 0: every client is projected), tau = 1.
+# g0 = (1, 0), g1 = (-1, 1), g2 = (0, -2); losses 0.1, 0.2, 0.3 -> loss-ascending order 0, 1, 2.
+#   h0: g0.g1 = -1 < 0 -> (1, 0) - (-1/2)(-1, 1) = (0.5, 0.5); then (0.5, 0.5).g2 = -1 < 0 ->
+#       (0.5, 0.5) - (-1/4)(0, -2) = (0.5, 0)
+#   h1: g1.g0 = -1 < 0 -> (-1, 1) - (-1/1)(1, 0) = (0, 1); (0, 1).g2 = -2 < 0 ->
+#       (0, 1) - (-2/4)(0, -2) = (0, 0)
+#   h2: g2.g0 = 0 (no conflict); g2.g1 = -2 < 0 -> (0, -2) - (-2/2)(-1, 1) = (-1, -1)
+#   mean h = (-0.5/3, -1/3) = (-1/6, -1/3), norm sqrt(5)/6
+#   external: lag 1 = round 0, nobody was there -> unchanged
+#   rescale to the plain mean's norm: mean g = (0, -1/3), norm 1/3 -> factor (1/3)/(sqrt(5)/6)
+#   = 2/sqrt(5): g_t = (-1/(3 sqrt 5), -2/(3 sqrt 5)); w1 = w - g_t = (1, 2)/(3 sqrt 5)
+H1 = [(0.5, 0.0), (0.0, 0.0), (-1.0, -1.0)]
+W1 = (1 / (3 * math.sqrt(5)), 2 / (3 * math.sqrt(5)))
+# Round 2: client 3 alone, g3 = (1, 1). Internal: nothing to project against (m = 1).
+#   external (tau = 1): the round-1 updates that conflict with (1, 1): only g2 ((1,1).g2 = -2;
+#   g0 gives 1, g1 gives 0) -> g_con = (0, -2), g.g_con = -2 < 0 ->
+#   (1, 1) - (-2/4)(0, -2) = (1, 0); rescale to |g3| = sqrt(2): g_t = (sqrt 2, 0)
+W2 = (W1[0] - math.sqrt(2), W1[1])
+
+
+def test_fedfv_matches_a_hand_worked_three_client_example():
+    ctx = RunContext(
+        _Vec2(),
+        torch.zeros(4, 2),
+        torch.zeros(4, dtype=torch.long),
+        [torch.tensor([i]) for i in range(4)],
+        LocalSpec(lr=0.1, batch_size=1, epochs=1),
+        0,
+        2,
+    )
+    m = FedFV(ctx, alpha=0.0, tau=1)
+    state = m.init_state({"w": torch.zeros(2)})
+    up1 = _updates([0, 1, 2], [(1, 0), (-1, 1), (0, -2)], [0.1, 0.2, 0.3])
+    state = m.aggregate(state, up1, 1)
+    torch.testing.assert_close(state["model"]["w"], torch.tensor(W1), rtol=0, atol=1e-6)
+    met = m.round_metrics(state, up1)
+    assert met["kept"] == 0 and met["internal_projections"] == 5  # h0: 2, h1: 2, h2: 1
+    assert met["external_projections"] == 0
+    up2 = _updates([3], [(1, 1)], [0.5])
+    state = m.aggregate(state, up2, 2)
+    torch.testing.assert_close(state["model"]["w"], torch.tensor(W2), rtol=0, atol=1e-6)
+    met = m.round_metrics(state, up2)
+    assert met["external_projections"] == 1 and met["external_conflicts"] == 1
+
+
+def test_projection_functions_match_the_same_hand_worked_example():
+    # the functions FedFV calls, one by one, against the hand-worked numbers above
+    G = torch.tensor([(1.0, 0.0), (-1.0, 1.0), (0.0, -2.0)])
+    g, info = project_internal(G, [0.1, 0.2, 0.3], 0.0, return_info=True)
+    torch.testing.assert_close(info.projected, torch.tensor(H1), rtol=0, atol=1e-7)
+    torch.testing.assert_close(g, torch.tensor([-1 / 6, -1 / 3]), rtol=0, atol=1e-7)
+    hist = {c: (G[c], 1) for c in range(3)}
+    assert torch.equal(project_external(g, hist, 1, 1), g)  # lag 1 = round 0: empty
+    torch.testing.assert_close(rescale_to_mean_norm(g, G), -torch.tensor(W1), rtol=0, atol=1e-7)
+    g2 = project_external(torch.tensor([1.0, 1.0]), hist, 2, 1)
+    torch.testing.assert_close(g2, torch.tensor([1.0, 0.0]), rtol=0, atol=1e-7)
 
 
 def test_loss_before_vs_during():
@@ -238,6 +294,33 @@ def test_bits_per_round_match_worked_example(name, shape, fedavg_mbit, stc_kb, f
         assert compress.format_bytes(32 * d / 8) == "3.46 MB"
     else:
         assert d == 130_890 and compress.format_bytes(32 * d / 8) == "523.56 KB"
+
+
+def test_mnist_cnn_message_size_by_hand():
+    # cnn3_mnist (README: conv 32-64-64, 3x3, each followed by a 2x2 max-pool -> 576 -> 128 -> 10):
+    # conv1 1*32*9 + 32 = 320; conv2 32*64*9 + 64 = 18,496; conv3 64*64*9 + 64 = 36,928;
+    # fc1 576*128 + 128 = 73,856; fc2 128*10 + 10 = 1,290; total d = 130,890
+    sizes = [288, 32, 18_432, 64, 36_864, 64, 73_728, 128, 1_280, 10]
+    assert sum(sizes) == 130_890
+    model = models.build("cnn3_mnist")
+    assert [p.numel() for p in model.parameters()] == sizes
+    # FedAvg: 32 bits per parameter = 4,188,480 bits = 523,560 bytes per client and direction
+    assert compress.DenseCodec().expected_bits(model) == 4_188_480
+    # STC at p = 0.1 keeps k = ceil(n/10) per tensor: 29 + 4 + 1,844 + 7 + 3,687 + 7 + 7,373 + 13
+    # + 128 + 1 = 13,093 non-zeros
+    ks = [29, 4, 1_844, 7, 3_687, 7, 7_373, 13, 128, 1]
+    assert sum(ks) == 13_093
+    # paper counter: k (b_pos + 1 sign bit) + 32 (mu) per tensor, b_pos(0.1) = b* + 1/(1 - 0.9^2^b*)
+    # with b* = 3: 3 + 1/(1 - 0.43046721) = 4.755825; 13,093 x 5.755825 + 10 x 32 = 75,681.02
+    # bits, plus at most 1 bit per tensor from rounding each tensor's size up
+    paper_bits = compress.STCCodec(0.1, "paper").expected_bits(model)
+    assert 75_681.02 <= paper_bits <= 75_681.02 + 10
+    # the STC simulator's counter: k (b_pos(q) + 1 + 1) with q = (k+1)/(n+1) ~ 0.1, no mu:
+    # 13,093 x 6.755825 = 88,454 bits (q is not exactly 0.1 per tensor: within 0.1 %) = 11.06 KB,
+    # 4,188,480 / 88,454 = 47.4x below FedAvg
+    sim_bits = compress.STCCodec(0.1).expected_bits(model)
+    assert abs(sim_bits - 88_454) / 88_454 < 1e-3
+    assert round(sim_bits / 8 / 1e3, 2) == 11.06 and round(4_188_480 / sim_bits, 1) == 47.4
 
 
 # --------------------------------------------------------------------------- bad input

@@ -94,3 +94,12 @@ def test_record_qualitative_and_smoke(tmp_path):
     s = Report("01_stc_projection", "smoke", 0, out_dir=tmp_path / "smoke")
     df = C.record(s, GOOD, "mnist")
     assert df.holds.tolist() == [True, None, None, None, None]  # the report's smoke rule
+
+
+def test_record_puts_the_regime_beside_every_training_claim(tmp_path):
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
+    df = C.record(r, GOOD, "mnist", regime="regime: FedAvg: rounds to 95%: 73 (paper 197)")
+    assert df.regime.tolist() == [""] + ["regime: FedAvg: rounds to 95%: 73 (paper 197)"] * 4
+    assert df.evidence[1].endswith("— regime: FedAvg: rounds to 95%: 73 (paper 197)")
+    assert "regime" not in df.evidence[0]  # the traffic claim does not depend on training
+    assert "paper 197" in r.claims[df.claim[1]]["evidence"]

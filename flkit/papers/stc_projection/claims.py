@@ -157,8 +157,13 @@ def record(
     model: str | None = None,
     qualitative: str = "",
     tolerance: float = 0.10,
+    regime: str = "",
 ) -> pd.DataFrame:
     """Every verdict of one dataset into ``report``; returns them as a DataFrame.
+
+    ``regime``: the regime indicators beside the paper's (``regime.describe(tab)``, MNIST), added
+    to the evidence of every claim about training and as the frame's ``regime`` column, so each
+    verdict is read with the setting it was obtained in.
 
     ``qualitative``: a reason why this dataset's run is too short to judge training claims at
     this preset (the CIFAR-10 part of ``cpu``); then every verdict except the exact traffic one
@@ -174,8 +179,13 @@ def record(
             }[holds]
             holds = None
             ev += f" — inconclusive at this preset ({qualitative}); at face value {face}"
+        reg = "" if c["exact"] else regime
+        if reg:
+            ev += f" — {reg}"
         holds = report.claim(
             c["text"], holds, evidence=ev, paper=c["paper"], judge_at_smoke=c["exact"]
         )
-        rows.append({"claim": c["text"], "holds": holds, "evidence": ev, "paper": c["paper"]})
+        rows.append(
+            {"claim": c["text"], "holds": holds, "evidence": ev, "paper": c["paper"], "regime": reg}
+        )
     return pd.DataFrame(rows)

@@ -257,6 +257,32 @@ def describe(P: dict, seeds) -> str:
     return "\n".join(lines)
 
 
+def cifar10_note(P: dict) -> str:
+    """Markdown: the CIFAR-10 setting of this preset in words, every number from the preset (the
+    notebook's text must not drift from it)."""
+    D = part_settings(P, "cifar10")
+    seeds = int(P["cifar10_seeds"])
+    n, k = int(D["train_subset"]), int(D["clients"])
+    train = (
+        f"{n:,} training images ({n // k} per client)"
+        if n
+        else "the whole training set found (the offline mirror holds 12,000 images: "
+        f"{12_000 // k} per client)"
+    )
+    test = (
+        f"a {int(D['test_subset']):,}-image test subset"
+        if D["test_subset"]
+        else "the whole test set"
+    )
+    kind = "**qualitative**" if P["cifar10_qualitative"] else "judged"
+    return (
+        f"This preset runs `{D['model']}` with {D['epochs']} local epoch(s) at lr {D['lr']} for "
+        f"{D['rounds']} rounds, {int(D['clients'])} clients ({int(D['per_round'])} per round), "
+        f"on {train} and {test}, {seeds} seed(s), target {float(D['target']):.0%}. "
+        f"Its CIFAR-10 verdicts are {kind}."
+    )
+
+
 def _paper_preset():
     from flkit import presets
 

@@ -1,0 +1,96 @@
+"""Regime indicators of notebook 01 (flkit.papers.stc_projection.regime) on hand-made histories
+whose rounds to each target and variances are known by construction."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from flkit.papers.stc_projection import regime, tables
+from flkit.utils import FlkitError
+
+ROUNDS = 10
+
+
+def _history(first_90, first_95, var):
+    """Accuracy 0.5 until round first_90 - 1, 0.9 from first_90, 0.95 from first_95 (None: never);
+    across-client variance `var` (a fraction², so var * 1e4 in %²) in every round."""
+    acc = []
+    for r in range(1, ROUNDS + 1):
+        a = 0.5
+        if first_90 is not None and r >= first_90:
+            a = 0.9
+        if first_95 is not None and r >= first_95:
+            a = 0.95
+        acc.append(a)
+    return pd.DataFrame(
+        {
+            "round": range(1, ROUNDS + 1),
+            "client_acc_mean": acc,
+            "client_acc_var": [var] * ROUNDS,
+            "bytes_up": [1000.0] * ROUNDS,
+            "bytes_down": [1000.0] * ROUNDS,
+        }
+    )
+
+
+def _results(seeds=(0,)):
+    cfg = SimpleNamespace(clients_per_round=10, dataset="mnist")
+    spec = {  # method: (round to 90 %, round to 95 %, variance)
+        "fedavg": (3, 9, 0.02),
+        "stc": (4, None, 0.03),
+        "stc_pa": (2, 5, 0.01),
+    }
+    return {
+        (m, s): SimpleNamespace(history=_history(*spec[m]), config=cfg) for s in seeds for m in spec
+    }
+
+
+def test_indicators_by_construction():
+    ind = regime.indicators(tables.summary(_results(seeds=(0, 1)), 0.95)).set_index("indicator")
+    assert ind.loc["FedAvg: rounds to 95%", "ours"] == 9
+    assert ind.loc["FedAvg: rounds to 95%", "paper"] == 197  # Table 2
+    assert ind.loc["STC-PA: rounds to 95%", "paper"] == 100
+    assert ind.loc["STC: rounds to 95%", "ours"] is None  # never reached: not averaged away
+    share = ind.loc["FedAvg: share of the 10 rounds spent reaching 95%"]
+    assert share["ours"] == 0.9 and share["paper"] == 0.985  # 197 / 200
+    var = ind.loc["FedAvg: across-client variance %², 2nd half"]
+    assert var["ours"] == pytest.approx(200.0) and var["paper"] is None  # 0.02 x 1e4
+    assert var["per seed"] == [pytest.approx(200.0)] * 2
+
+
+def test_paper_values_only_at_the_papers_target():
+    ind = regime.indicators(tables.summary(_results(), 0.9)).set_index("indicator")
+    assert ind.loc["FedAvg: rounds to 90%", "ours"] == 3
+    assert ind.loc["FedAvg: rounds to 90%", "paper"] is None  # the paper has no 90 % figure
+
+
+def test_in_regime_rule():
+    assert regime.in_regime(tables.summary(_results(), 0.95))  # 9 / 10 >= 0.75
+    assert not regime.in_regime(tables.summary(_results(), 0.9))  # 3 / 10 < 0.75
+    assert not regime.in_regime(tables.summary(_results(), 0.95), min_fraction=0.95)
+    with pytest.raises(FlkitError, match="min_fraction"):
+        regime.in_regime(tables.summary(_results(), 0.95), min_fraction=2)
+
+
+def test_target_ablation_table():
+    tab = regime.target_ablation(_results(), [0.9, 0.95]).set_index("indicator")
+    row = tab.loc["FedAvg: rounds to target"]
+    assert (row["paper"], row["ours at 90%"], row["ours at 95%"]) == (197, 3, 9)
+    # rounds claim: at 90 % STC-PA 2 < STC 4 and <= FedAvg 3; at 95 % 5 < never and <= 9
+    assert row["verdict at 90%"] is True and row["verdict at 95%"] is True
+    var = tab.loc["FedAvg: across-client variance %², 2nd half"]
+    assert var["verdict at 95%"] is True  # STC-PA 100 %² is the lowest
+    reg = tab.loc["in the paper's regime (regime.in_regime)"]
+    assert reg["ours at 90%"] is False and reg["ours at 95%"] is True
+    with pytest.raises(FlkitError, match="two targets"):
+        regime.target_ablation(_results(), [0.9])
+
+
+def test_describe_names_every_indicator():
+    line = regime.describe(tables.summary(_results(), 0.95))
+    assert "FedAvg: rounds to 95%: 9 (paper 197)" in line
+    assert "STC: rounds to 95%: not reached (paper 157)" in line
+    assert "in the paper's regime" in line
