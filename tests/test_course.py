@@ -154,6 +154,9 @@ def test_grade_refuses_bad_folders(tmp_path):
     (tmp_path / "ann").mkdir()
     with pytest.raises(FlkitError, match="cell_timeout"):
         grade(tmp_path, cell_timeout=0)
+    for jobs in (0, 1.5, True):
+        with pytest.raises(FlkitError, match="jobs"):
+            grade(tmp_path, jobs=jobs)
     with pytest.raises(FlkitError, match="smoke"):  # the message lists the accepted presets
         grade(tmp_path, preset="fast")
     with pytest.raises(FlkitError, match="00_fl_primer"):
@@ -172,22 +175,25 @@ def _wrong_answer(src: Path, dest: Path) -> None:
 
 def _broken(src: Path, dest: Path) -> None:
     """Notebook 00 as a careless student leaves it: (a)'s check cell deleted, (b)'s check moved
-    before its answer, and (c) looping forever."""
+    before its answer, and (c) looping forever (asleep, so that the loop does not take a core
+    from the notebooks graded beside it until the cell timeout)."""
     nb = json.loads(src.read_text(encoding="utf-8"))
     cells = [c for c in nb["cells"] if _nbg(c).get("grade_id") != "primer_a_upload_bytes"]
     i = next(k for k, c in enumerate(cells) if _nbg(c).get("grade_id") == "primer_b_answer")
     cells[i], cells[i + 1] = cells[i + 1], cells[i]
     for c in cells:
         if _nbg(c).get("grade_id") == "primer_c_answer":
-            c["source"] = _src(c).replace("### BEGIN SOLUTION", "while True:\n            pass")
+            loop = "while True:\n            __import__('time').sleep(0.1)"
+            c["source"] = _src(c).replace("### BEGIN SOLUTION", loop)
     nb["cells"] = cells
     dest.write_text(json.dumps(nb), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def graded(released, tmp_path_factory):
-    """One grading call: the instructor versions, the blank releases, a wrong answer, a broken
-    notebook and an unreadable one (students missing notebooks get 0 for those)."""
+    """One grading call, shared by the tests below: the instructor versions, the blank releases,
+    a wrong answer, a broken notebook and an unreadable one (students missing notebooks get 0 for
+    those); two notebooks at a time, at the default cell timeout."""
     from flkit.course.nbgrader_run import grade
 
     dest, _ = released
@@ -202,10 +208,13 @@ def graded(released, tmp_path_factory):
     _broken(primer, subs / "broken" / primer.name)
     (subs / "broken" / "01_stc_projection.ipynb").write_text("{not json")
     out = subs.parent / "graded"
-    path = grade(subs, out, cell_timeout=300)
+    path = grade(subs, out, jobs=2)
+    return out, _csv(path)
+
+
+def _csv(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return out, rows
+        return list(csv.DictReader(f))
 
 
 def _rows(rows, student, notebook=None):
@@ -267,3 +276,23 @@ def test_broken_submissions_are_graded_with_a_note(graded):
     assert "timeout" in mine["primer_c_fedavgm"]["note"]
     unreadable = _rows(rows, "broken", "01_stc_projection")
     assert unreadable and all("could not be read" in r["note"] for r in unreadable)
+
+
+@pytest.mark.slow
+def test_sequential_grading_gives_the_parallel_grades(released, graded, tmp_path):
+    """jobs=1 (one process, one notebook after another) against the shared jobs=2 grading: the
+    same rows, points and notes, for a submission with full, zero and partial marks."""
+    from flkit.course.nbgrader_run import grade
+
+    out, rows = graded
+    subs = tmp_path / "subs"
+    for student in ("blank", "wrong"):
+        (subs / student).mkdir(parents=True)
+    primer = NOTEBOOKS["00_fl_primer"]
+    _wrong_answer(primer, subs / "wrong" / primer.name)
+    shutil.copy(released[0] / primer.name, subs / "blank" / primer.name)
+    shutil.copytree(out / "run-cache", tmp_path / "graded" / "run-cache")  # trained runs reused
+    seq = _csv(grade(subs, tmp_path / "graded", only=["00"], jobs=1))
+    par = [r for r in rows if r["student"] in ("blank", "wrong") and r["notebook"] == primer.stem]
+    assert len(seq) == 6 and {float(r["points"]) for r in seq} == {0.0, 2.0, 3.0}
+    assert seq == par
