@@ -28,11 +28,14 @@ from pathlib import Path
 
 from .. import presets
 from ..reproduce import SOURCE_ROOT, discover, match_notebook
-from ..utils import FlkitError
+from ..utils import FlkitError, check_choice
 from .autograde import Task, grade_all
 from .course_dir import ASSIGNMENT, environment, generate
+from .exercise_cells import skip_unneeded
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "note")
+#: what the grading runs: only the cells the exercises need (:mod:`.exercise_cells`), or all
+RUN = ("exercises", "all")
 
 
 def _select(notebooks_dir, only) -> dict[str, Path]:
@@ -141,6 +144,7 @@ def grade(
     preset: str = "smoke",
     cell_timeout: int = 120,
     jobs: int | None = None,
+    run: str = "exercises",
 ) -> Path:
     """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv``,
     ``out/feedback/<student>/<notebook>.html`` and the executed notebooks
@@ -150,6 +154,10 @@ def grade(
     at ``preset`` (default smoke: the exercises do not depend on the preset, and the other cells
     then take seconds) with one run cache shared by all students, ``out/run-cache``.
 
+    ``run="exercises"`` (default) skips the workbook's own cells that no exercise needs (its
+    figures and tables, the smoke training): the grades are those of ``run="all"``, which runs
+    every cell (the executed notebooks in ``out/autograded`` then show every result).
+
     ``jobs`` (default: the number of CPUs) notebooks are graded at a time, each (student,
     notebook) in its own process and course folder (:mod:`.autograde`); the grades do not depend
     on ``jobs``. With ``jobs > 1`` each kernel gets ``cpus // jobs`` torch threads
@@ -158,6 +166,7 @@ def grade(
     students = _students(submissions)
     if int(cell_timeout) < 1:
         raise FlkitError(f"cell_timeout={cell_timeout!r} must be a whole number of seconds >= 1")
+    check_choice("run", run, RUN)
     jobs = (os.cpu_count() or 1) if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise FlkitError(f"jobs={jobs!r} is not accepted; give a whole number >= 1 (or None: CPUs)")
@@ -185,7 +194,7 @@ def grade(
             env["FLKIT_THREADS"] = max(1, (os.cpu_count() or 1) // jobs)
         with environment(**env):
             generate(root, notebooks, cell_timeout)
-            notes = {s.name: _submit(root, s, notebooks, instructor) for s in students}
+            notes = {s.name: _submit(root, s, notebooks, instructor, run) for s in students}
             tasks = [
                 Task(str(root), s.name, n, int(cell_timeout))
                 for s in students
@@ -204,8 +213,9 @@ def grade(
     return csv_path
 
 
-def _submit(root: Path, sdir: Path, notebooks, instructor) -> dict[str, str]:
-    """Copy a student's readable notebooks into the course folder; {notebook: note}."""
+def _submit(root: Path, sdir: Path, notebooks, instructor, run: str) -> dict[str, str]:
+    """Copy a student's readable notebooks into the course folder (with the cells no exercise
+    needs skipped unless ``run == "all"``); {notebook: note}."""
     dest = root / "submitted" / sdir.name / ASSIGNMENT
     dest.mkdir(parents=True)
     notes = {}
@@ -217,8 +227,10 @@ def _submit(root: Path, sdir: Path, notebooks, instructor) -> dict[str, str]:
         elif nb is None:
             notes[name] = "notebook could not be read as a Jupyter notebook: 0 points"
         else:
-            shutil.copy(path, dest / path.name)
             notes[name] = _structure_note(nb, instructor[name])
+            if run == "exercises":
+                skip_unneeded(nb, instructor[name])
+            (dest / path.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return notes
 
 
