@@ -10,9 +10,10 @@ What always runs: every cell with nbgrader metadata (answers, check cells, locke
 code cell that is not, character for character, one of the instructor's non-graded code cells (a
 cell the student wrote or changed). An instructor cell runs when it defines a name that a cell
 running after it uses (the names a graded check uses are read from the instructor's version, its
-hidden tests included), and then its own names are needed in turn. A cell that does not parse
-(an IPython magic) runs. The check is by names only, so it keeps more than it must, never less:
-a cell whose only effect is a side effect (a plot, a report entry) is skipped.
+hidden tests included), and then its own names are needed in turn. A notebook with a cell that
+does not parse (an IPython magic: what it reads is unknown) runs in full. The check is by names: a
+cell whose only effect is a side effect (a plot, a report entry) is skipped; the grades are those
+of the full run (``tests/test_course.py`` compares the two on the workbook's notebooks).
 """
 
 from __future__ import annotations
@@ -34,10 +35,31 @@ def _nbgrader(cell: dict) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
-def _bound(node) -> set[str]:
-    """Names a statement binds or changes (``P["x"] = 1`` and ``obj.attr += 1`` change P, obj)."""
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+
+
+def _outer(node):
+    """``node`` and what lies below it in the same scope (a nested scope's node, not its body)."""
+    yield node
+    if isinstance(node, _SCOPES):
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _outer(child)
+
+
+def _bound(nodes) -> set[str]:
+    """Names the nodes bind or change (``P["x"] = 1`` and ``obj.attr += 1`` change P, obj)."""
     out = set()
-    for n in ast.walk(node):
+    for n in nodes:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -55,12 +77,12 @@ def _read(n: ast.Name) -> bool:
 
 
 def _local(node) -> set[str]:
-    """Names local to the functions, lambdas and comprehensions inside ``node``."""
-    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.comprehension)
+    """Names local to the functions, classes, lambdas and comprehensions inside ``node``."""
     out = set()
     for n in ast.walk(node):
-        if isinstance(n, scopes):
-            out |= {a.arg for a in ast.walk(n) if isinstance(a, ast.arg)} | _bound(n)
+        if isinstance(n, _SCOPES):
+            out |= {a.arg for a in ast.walk(n) if isinstance(a, ast.arg)}
+            out |= _bound(m for m in ast.walk(n) if m is not n)
     return out
 
 
@@ -75,7 +97,7 @@ def names(src: str) -> tuple[set[str], set[str]] | None:
     for stmt in tree.body:
         loads = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and _read(n)}
         free |= loads - defined - _local(stmt)
-        defined |= _bound(stmt)
+        defined |= _bound(_outer(stmt))
     return defined, free
 
 
@@ -87,18 +109,25 @@ def skip_unneeded(nb: dict, instructor: dict) -> int:
         for c in instructor.get("cells", [])
         if c.get("cell_type") == "code" and not _nbgrader(c)
     }
-    reference = {_nbgrader(c).get("grade_id"): _src(c) for c in instructor.get("cells", [])}
+    # the instructor's graded cells, hidden tests included: what the autograder will run
+    reference = {
+        _nbgrader(c)["grade_id"]: _src(c)
+        for c in instructor.get("cells", [])
+        if _nbgrader(c).get("grade_id")
+    }
     code = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+    if any(names(_src(c)) is None for c in code):
+        return 0
     needed: set[str] = set()
     skipped = []
     for cell in reversed(code):
         src = _src(cell)
         found = names(src)
-        optional = not _nbgrader(cell) and src in library and found is not None
+        optional = not _nbgrader(cell) and src in library
         if optional and not found[0] & needed:
             skipped.append(cell)
             continue
-        for text in (src, reference.get(_nbgrader(cell).get("grade_id"), "")):
+        for text in (src, reference.get(_nbgrader(cell).get("grade_id") or "", "")):
             got = names(text)
             needed |= got[1] if got else set()
     for cell in skipped:
