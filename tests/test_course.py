@@ -200,6 +200,8 @@ def test_grade_refuses_bad_folders(tmp_path):
     for jobs in (0, 1.5, True):
         with pytest.raises(FlkitError, match="jobs"):
             grade(tmp_path, jobs=jobs)
+    with pytest.raises(FlkitError, match="'some'; accepted: exercises, all"):
+        grade(tmp_path, run="some")
     with pytest.raises(FlkitError, match="smoke"):  # the message lists the accepted presets
         grade(tmp_path, preset="fast")
     with pytest.raises(FlkitError, match="00_fl_primer"):
@@ -373,3 +375,24 @@ def test_skipping_the_unneeded_cells_keeps_every_grade(graded, graded_all):
         assert any(_src(c) == SKIPPED for c in cells) is skipped
     kept = _cells(out / "autograded" / "instructor" / "05_staleness.ipynb")
     assert not any("study.compare" in _src(c) for c in kept)
+
+
+def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):
+    import flkit.course.nbgrader_run as nbgrader_run
+    from flkit.cli import main
+
+    seen = []
+
+    def fake_grade(*args):
+        seen.append(args)
+        path = tmp_path / "grades.csv"
+        path.write_text("student,notebook,exercise,points,max_points,note\nann,00,a,1.0,2.0,\n")
+        return path
+
+    monkeypatch.setattr(nbgrader_run, "grade", fake_grade)
+    assert main(["course", "grade", str(tmp_path), "--jobs", "3", "--run", "all"]) == 0
+    assert seen[-1][-2:] == (3, "all") and "ann: 1 / 2 points" in capsys.readouterr().out
+    assert main(["course", "grade", str(tmp_path)]) == 0
+    assert seen[-1][-2:] == (None, "exercises")  # None: the grader takes the number of CPUs
+    with pytest.raises(SystemExit):
+        main(["course", "grade", str(tmp_path), "--run", "some"])
