@@ -267,12 +267,14 @@ def graded(released, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def graded_all(released, tmp_path_factory):
-    """The blank releases and a wrong answer graded with every cell run (``run="all"``)."""
+    """The blank releases and a wrong answer graded with every cell run (``run="all"``), with a
+    long cell timeout: nothing here loops, and on a loaded CI machine a cell of 05's own
+    experiments has run past 300 s (the code before this fixture timed out there)."""
     from flkit.course.nbgrader_run import grade
 
     tmp = tmp_path_factory.mktemp("graded-all")
     subs = _submissions(released[0], tmp / "subs", ("blank", "wrong"))
-    return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2, run="all"))
+    return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2, run="all", cell_timeout=900))
 
 
 def _csv(path: Path) -> list[dict]:
