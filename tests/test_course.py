@@ -106,6 +106,49 @@ def test_later_cells_never_use_the_answers(name):
         assert not used & answers, f"a non-graded cell uses {sorted(used & answers)}"
 
 
+# ------------------------------------------------------------------------- cells the grading runs
+def _code(src: str, grade_id: str | None = None, **nbgrader) -> dict:
+    meta = {"nbgrader": {"grade_id": grade_id, **nbgrader}} if grade_id else {}
+    return {"cell_type": "code", "source": src, "metadata": meta, "outputs": [], "id": src[:8]}
+
+
+def test_names_bound_and_read():
+    from flkit.course.exercise_cells import names
+
+    assert names("import numpy as np\nx = np.ones(3)\ny = x + z") == ({"np", "x", "y"}, {"z"})
+    assert names("P['k'] = 1") == ({"P"}, {"P"})  # a change of P needs the P made before
+    assert names("def f(a):\n    return a + b\n") == ({"f"}, {"b"})  # a is the argument
+    assert names("[v for v in w]") == (set(), {"w"})
+    # names bound inside a function are its own; the cell's later lines read the outer ones
+    assert names("def g():\n    data = 1\n    return data\nh(data)") == ({"g"}, {"h", "data"})
+    assert names("%matplotlib inline") is None
+
+
+def test_skip_unneeded_keeps_what_the_exercises_need():
+    """By hand: the check uses the answer, the answer uses `b`, `b` uses `a`; `c` is used only
+    by a cell the student added (so it runs); `plot(c)`, `e` and `e2` serve no exercise."""
+    from flkit.course.exercise_cells import SKIPPED, skip_unneeded
+
+    library = ["a = 1", "b = a + 1", "c = train()", "plot(c)", "e = 5"]
+    answer = _code("def f():\n    return b\n", "ans", solution=True)
+    check = _code("r = f()\n### BEGIN HIDDEN TESTS\nassert g(r)\n### END HIDDEN TESTS", "t")
+    instructor = {"cells": [*map(_code, library), answer, check, _code("e2 = e")]}
+    student = json.loads(json.dumps(instructor))
+    student["cells"][5]["source"] = "def f():\n    return b + 0\n"  # the student's answer
+    student["cells"][6]["source"] = "r = f()\n"  # as released: the hidden tests removed
+    student["cells"].insert(6, _code("mine = c * 2"))  # a cell the student added
+    assert skip_unneeded(student, instructor) == 3
+    ran = [_src(c) for c in student["cells"] if _src(c) != SKIPPED]
+    answer_src = _src(student["cells"][5])
+    assert ran == ["a = 1", "b = a + 1", "c = train()", answer_src, "mine = c * 2", "r = f()\n"]
+    skipped = [c for c in student["cells"] if _src(c) == SKIPPED]
+    assert [c["id"] for c in skipped] == ["plot(c)", "e = 5", "e2 = e"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in skipped)
+    # a cell that does not parse may read anything: the notebook then runs in full
+    magic = {"cells": [*map(_code, library), _code("%time e"), answer]}
+    assert skip_unneeded(json.loads(json.dumps(magic)), magic) == 0
+
+
 # ------------------------------------------------------------------------------ release
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
@@ -154,6 +197,11 @@ def test_grade_refuses_bad_folders(tmp_path):
     (tmp_path / "ann").mkdir()
     with pytest.raises(FlkitError, match="cell_timeout"):
         grade(tmp_path, cell_timeout=0)
+    for jobs in (0, 1.5, True):
+        with pytest.raises(FlkitError, match="jobs"):
+            grade(tmp_path, jobs=jobs)
+    with pytest.raises(FlkitError, match="'some'; accepted: exercises, all"):
+        grade(tmp_path, run="some")
     with pytest.raises(FlkitError, match="smoke"):  # the message lists the accepted presets
         grade(tmp_path, preset="fast")
     with pytest.raises(FlkitError, match="00_fl_primer"):
@@ -172,40 +220,66 @@ def _wrong_answer(src: Path, dest: Path) -> None:
 
 def _broken(src: Path, dest: Path) -> None:
     """Notebook 00 as a careless student leaves it: (a)'s check cell deleted, (b)'s check moved
-    before its answer, and (c) looping forever."""
+    before its answer, and (c) looping forever (asleep, so that the loop does not take a core
+    from the notebooks graded beside it until the cell timeout)."""
     nb = json.loads(src.read_text(encoding="utf-8"))
     cells = [c for c in nb["cells"] if _nbg(c).get("grade_id") != "primer_a_upload_bytes"]
     i = next(k for k, c in enumerate(cells) if _nbg(c).get("grade_id") == "primer_b_answer")
     cells[i], cells[i + 1] = cells[i + 1], cells[i]
     for c in cells:
         if _nbg(c).get("grade_id") == "primer_c_answer":
-            c["source"] = _src(c).replace("### BEGIN SOLUTION", "while True:\n            pass")
+            loop = "while True:\n            __import__('time').sleep(0.1)"
+            c["source"] = _src(c).replace("### BEGIN SOLUTION", loop)
     nb["cells"] = cells
     dest.write_text(json.dumps(nb), encoding="utf-8")
 
 
+def _submissions(released_dir: Path, subs: Path, students) -> Path:
+    """``subs/<student>/``: the instructor versions, the blank releases, a wrong answer, a broken
+    notebook and an unreadable one (a student gets 0 for the notebooks missing from the folder)."""
+    primer = NOTEBOOKS["00_fl_primer"]
+    for student in students:
+        (subs / student).mkdir(parents=True)
+    for path in NOTEBOOKS.values():
+        if "instructor" in students:
+            shutil.copy(path, subs / "instructor" / path.name)
+        if "blank" in students:
+            shutil.copy(released_dir / path.name, subs / "blank" / path.name)
+    if "wrong" in students:
+        _wrong_answer(primer, subs / "wrong" / primer.name)
+    if "broken" in students:
+        _broken(primer, subs / "broken" / primer.name)
+        (subs / "broken" / "01_stc_projection.ipynb").write_text("{not json")
+    return subs
+
+
 @pytest.fixture(scope="module")
 def graded(released, tmp_path_factory):
-    """One grading call: the instructor versions, the blank releases, a wrong answer, a broken
-    notebook and an unreadable one (students missing notebooks get 0 for those)."""
+    """One grading call as an instructor makes it (only the cells the exercises need run), shared
+    by the tests below: every kind of submission, two notebooks at a time, at the default cell
+    timeout."""
     from flkit.course.nbgrader_run import grade
 
-    dest, _ = released
-    subs = tmp_path_factory.mktemp("subs")
-    for student in ("instructor", "blank", "wrong", "broken"):
-        (subs / student).mkdir()
-    for path in NOTEBOOKS.values():
-        shutil.copy(path, subs / "instructor" / path.name)
-        shutil.copy(dest / path.name, subs / "blank" / path.name)
-    primer = NOTEBOOKS["00_fl_primer"]
-    _wrong_answer(primer, subs / "wrong" / primer.name)
-    _broken(primer, subs / "broken" / primer.name)
-    (subs / "broken" / "01_stc_projection.ipynb").write_text("{not json")
-    out = subs.parent / "graded"
-    path = grade(subs, out, cell_timeout=300)
+    tmp = tmp_path_factory.mktemp("graded")
+    subs = _submissions(released[0], tmp / "subs", ("instructor", "blank", "wrong", "broken"))
+    return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2))
+
+
+@pytest.fixture(scope="module")
+def graded_all(released, tmp_path_factory):
+    """The blank releases and a wrong answer graded with every cell run (``run="all"``), with a
+    long cell timeout: nothing here loops, and on a loaded CI machine a cell of 05's own
+    experiments has run past 300 s (the code before this fixture timed out there)."""
+    from flkit.course.nbgrader_run import grade
+
+    tmp = tmp_path_factory.mktemp("graded-all")
+    subs = _submissions(released[0], tmp / "subs", ("blank", "wrong"))
+    return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2, run="all", cell_timeout=900))
+
+
+def _csv(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return out, rows
+        return list(csv.DictReader(f))
 
 
 def _rows(rows, student, notebook=None):
@@ -224,10 +298,11 @@ def test_instructor_versions_get_full_marks(graded):
 
 
 @pytest.mark.slow
-def test_blank_releases_score_zero_and_run_to_the_end(graded):
-    out, rows = graded
+def test_blank_releases_score_zero_and_run_to_the_end(graded, graded_all):
+    assert len(_rows(graded[1], "blank")) == len(_rows(graded[1], "instructor"))
+    out, rows = graded_all
     mine = _rows(rows, "blank")
-    assert len(mine) == len(_rows(rows, "instructor"))
+    assert len(mine) == len(_rows(graded[1], "instructor"))
     assert all(float(r["points"]) == 0 for r in mine)
     for name in NOTEBOOKS:  # every cell ran; only graded check cells hold errors
         cells = _cells(out / "autograded" / "blank" / f"{name}.ipynb")
@@ -267,3 +342,59 @@ def test_broken_submissions_are_graded_with_a_note(graded):
     assert "timeout" in mine["primer_c_fedavgm"]["note"]
     unreadable = _rows(rows, "broken", "01_stc_projection")
     assert unreadable and all("could not be read" in r["note"] for r in unreadable)
+
+
+@pytest.mark.slow
+def test_sequential_grading_gives_the_parallel_grades(released, graded, tmp_path):
+    """jobs=1 (one process, one notebook after another) against the shared jobs=2 grading: the
+    same rows, points and notes, for a submission with full, zero and partial marks."""
+    from flkit.course.nbgrader_run import grade
+
+    out, rows = graded
+    subs = tmp_path / "subs"
+    for student in ("blank", "wrong"):
+        (subs / student).mkdir(parents=True)
+    primer = NOTEBOOKS["00_fl_primer"]
+    _wrong_answer(primer, subs / "wrong" / primer.name)
+    shutil.copy(released[0] / primer.name, subs / "blank" / primer.name)
+    seq = _csv(grade(subs, tmp_path / "graded", only=["00"], jobs=1))
+    par = [r for r in rows if r["student"] in ("blank", "wrong") and r["notebook"] == primer.stem]
+    assert len(seq) == 6 and {float(r["points"]) for r in seq} == {0.0, 2.0, 3.0}
+    assert seq == par
+
+
+@pytest.mark.slow
+def test_skipping_the_unneeded_cells_keeps_every_grade(graded, graded_all):
+    """run="exercises" (the default) against run="all": the same rows, points and notes, while
+    the default skipped cells (05's training among them) and run="all" skipped none."""
+    from flkit.course.exercise_cells import SKIPPED
+
+    (out, rows), (out_all, rows_all) = graded, graded_all
+    mine = [r for r in rows if r["student"] in ("blank", "wrong")]
+    assert mine == rows_all and {float(r["points"]) for r in mine} == {0.0, 2.0, 3.0}
+    for folder, skipped in ((out, True), (out_all, False)):
+        cells = _cells(folder / "autograded" / "blank" / "05_staleness.ipynb")
+        assert any(_src(c) == SKIPPED for c in cells) is skipped
+    kept = _cells(out / "autograded" / "instructor" / "05_staleness.ipynb")
+    assert not any("study.compare" in _src(c) for c in kept)
+
+
+def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):
+    import flkit.course.nbgrader_run as nbgrader_run
+    from flkit.cli import main
+
+    seen = []
+
+    def fake_grade(*args):
+        seen.append(args)
+        path = tmp_path / "grades.csv"
+        path.write_text("student,notebook,exercise,points,max_points,note\nann,00,a,1.0,2.0,\n")
+        return path
+
+    monkeypatch.setattr(nbgrader_run, "grade", fake_grade)
+    assert main(["course", "grade", str(tmp_path), "--jobs", "3", "--run", "all"]) == 0
+    assert seen[-1][-2:] == (3, "all") and "ann: 1 / 2 points" in capsys.readouterr().out
+    assert main(["course", "grade", str(tmp_path)]) == 0
+    assert seen[-1][-2:] == (None, "exercises")  # None: the grader takes the number of CPUs
+    with pytest.raises(SystemExit):
+        main(["course", "grade", str(tmp_path), "--run", "some"])

@@ -5,10 +5,14 @@
   graded test that fails with the checker's hint);
 - :mod:`.nbgrader_run`: ``release`` (the student version of every notebook) and ``grade``
   (autograde a folder of submissions into grades.csv and per-student feedback HTML), both through
-  nbgrader's own generate_assignment / autograde / generate_feedback in a throwaway course folder;
+  nbgrader's own generate_assignment / autograde / generate_feedback in a throwaway course folder
+  (:mod:`.course_dir`);
+- :mod:`.exercise_cells`: which cells of a submission the grading runs (what the exercises need);
+- :mod:`.autograde`: one (student, notebook) graded in a course folder of its own, ``jobs`` at a
+  time in separate processes;
 - :mod:`.command`: ``flkit course release DIR`` and ``flkit course grade SUBMISSIONS_DIR``.
 
-nbgrader is imported only by :mod:`.nbgrader_run`, so checkers work without it.
+nbgrader is imported only when releasing or grading, so checkers work without it.
 """
 
 from .checks import Verdict, check_cases, check_choice, check_number, not_attempted, require

@@ -9,7 +9,7 @@ from pathlib import Path
 _EPILOG = """examples:
   flkit course release course/release           student notebooks (no solutions, no hidden tests)
   flkit course grade course/submissions         grades.csv + feedback/<student>/<notebook>.html
-  flkit course grade subs --only 01 --out graded --cell-timeout 60
+  flkit course grade subs --only 01 --out graded --cell-timeout 60 --jobs 2 --run all
 
 submissions layout: SUBMISSIONS_DIR/<student>/<notebook>.ipynb (the released file names).
 See docs/TEACHING.md."""
@@ -46,6 +46,19 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         default=120,
         help="seconds before a cell is interrupted (default: %(default)s)",
     )
+    g.add_argument(
+        "--run",
+        choices=("exercises", "all"),
+        default="exercises",
+        help="run only the cells the exercises need (default), or every cell of the notebooks "
+        "(slower; the same grades, and autograded/ then shows every result)",
+    )
+    g.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="notebooks graded at a time, each in its own process (default: the number of CPUs)",
+    )
     for q in (r, g):
         q.add_argument(
             "--only",
@@ -74,7 +87,14 @@ def cmd_grade(args) -> int:
     from .nbgrader_run import grade
 
     path = grade(
-        args.submissions, args.out, args.notebooks, args.only, args.preset, args.cell_timeout
+        args.submissions,
+        args.out,
+        args.notebooks,
+        args.only,
+        args.preset,
+        args.cell_timeout,
+        args.jobs,
+        args.run,
     )
     with path.open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))

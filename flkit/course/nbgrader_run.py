@@ -3,8 +3,9 @@
 Every call builds a throwaway nbgrader course folder (and gradebook database) in a temporary
 directory: ``source/flkit/`` holds the instructor notebooks (the repository's own, with their
 solutions and hidden tests), ``nbgrader generate_assignment`` writes the student version and
-records the graded cells, ``autograde`` runs each student's submission with the hidden tests put
-back, ``generate_feedback`` writes the HTML. All notebooks form one nbgrader assignment, ``flkit``.
+records the graded cells (:mod:`.course_dir`); ``autograde`` runs each submitted notebook with the
+hidden tests put back and ``generate_feedback`` writes the HTML, ``jobs`` notebooks at a time
+(:mod:`.autograde`). All notebooks form one nbgrader assignment, ``flkit``.
 
 Submissions are read from ``SUBMISSIONS_DIR/<student>/<notebook>.ipynb``. Whatever is wrong with
 a submission is graded as far as possible and said in the ``note`` column of grades.csv: a missing
@@ -16,13 +17,10 @@ interrupted (nbgrader's per-cell timeout) and scores 0, the rest of the notebook
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
-import re
 import shutil
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -30,10 +28,14 @@ from pathlib import Path
 
 from .. import presets
 from ..reproduce import SOURCE_ROOT, discover, match_notebook
-from ..utils import FlkitError
+from ..utils import FlkitError, check_choice
+from .autograde import Task, grade_all
+from .course_dir import ASSIGNMENT, environment, generate
+from .exercise_cells import skip_unneeded
 
-ASSIGNMENT = "flkit"
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "note")
+#: what the grading runs: only the cells the exercises need (:mod:`.exercise_cells`), or all
+RUN = ("exercises", "all")
 
 
 def _select(notebooks_dir, only) -> dict[str, Path]:
@@ -45,57 +47,6 @@ def _select(notebooks_dir, only) -> dict[str, Path]:
     return {n: found[n] for n in dict.fromkeys(match_notebook(o, list(found)) for o in only)}
 
 
-def _config(root: Path, cell_timeout: int):
-    try:
-        import nbgrader  # noqa: F401
-    except ImportError as e:
-        raise FlkitError(
-            "flkit course needs nbgrader: pip install 'flkit[course]' (or nbgrader>=0.9)"
-        ) from e
-    from traitlets.config import Config
-
-    c = Config()
-    c.CourseDirectory.root = str(root)
-    c.CourseDirectory.course_id = ASSIGNMENT
-    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    c.Execute.timeout = int(cell_timeout)
-    c.Execute.interrupt_on_timeout = True
-    # on a busy machine a kernel's last outputs can arrive seconds after its reply: wait for them
-    # instead of failing the whole notebook (nbgrader's default raises after 4 s)
-    c.Execute.iopub_timeout = 60
-    c.Execute.raise_on_iopub_timeout = False
-    c.OverwriteCells.add_missing_cells = True
-    return c
-
-
-def _api(root: Path, cell_timeout: int = 120):
-    c = _config(root, cell_timeout)  # first: it says how to install nbgrader when it is missing
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-
-    return NbGraderAPI(coursedir=CourseDirectory(config=c), config=c)
-
-
-def _generate(root: Path, notebooks: dict[str, Path], cell_timeout: int = 120):
-    """A course folder at ``root`` with the instructor notebooks released (gradebook filled)."""
-    src = root / "source" / ASSIGNMENT
-    src.mkdir(parents=True)
-    for name, path in notebooks.items():
-        shutil.copy(path, src / f"{name}.ipynb")
-    api = _api(root, cell_timeout)
-    # nbgrader runs the `alembic` script of its own environment to create the gradebook
-    bindir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    with _environment(
-        PATH=path if bindir in path.split(os.pathsep) else bindir + os.pathsep + path
-    ):
-        res = api.generate_assignment(ASSIGNMENT)
-    if not res["success"]:
-        log = "\n".join((res.get("log") or "").strip().splitlines()[-15:])
-        raise FlkitError(f"nbgrader generate_assignment failed:\n{log}")
-    return api
-
-
 def release(dest: str | Path, notebooks_dir=None, only=None) -> list[Path]:
     """Write the student version of the notebooks (no solutions, no hidden tests) into ``dest``."""
     dest = Path(dest)
@@ -105,7 +56,7 @@ def release(dest: str | Path, notebooks_dir=None, only=None) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
-        _generate(Path(tmp), notebooks)
+        generate(Path(tmp), notebooks)
         for name in notebooks:
             target = dest / f"{name}.ipynb"
             shutil.copy(Path(tmp) / "release" / ASSIGNMENT / f"{name}.ipynb", target)
@@ -173,21 +124,6 @@ def _cell_errors(path: Path, cell_timeout: int) -> dict[str, str]:
     return out
 
 
-@contextlib.contextmanager
-def _environment(**values):
-    """Set environment variables for the grading kernels (they inherit them), then restore."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update({k: str(v) for k, v in values.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _students(submissions: Path) -> list[Path]:
     if not submissions.is_dir():
         raise FlkitError(f"submissions folder {submissions} does not exist or is not a folder")
@@ -207,6 +143,8 @@ def grade(
     only=None,
     preset: str = "smoke",
     cell_timeout: int = 120,
+    jobs: int | None = None,
+    run: str = "exercises",
 ) -> Path:
     """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv``,
     ``out/feedback/<student>/<notebook>.html`` and the executed notebooks
@@ -214,11 +152,24 @@ def grade(
 
     ``out`` defaults to ``<submissions>-graded`` beside the submissions folder. The notebooks run
     at ``preset`` (default smoke: the exercises do not depend on the preset, and the other cells
-    then take seconds) with one run cache shared by all students, ``out/run-cache``."""
+    then take seconds) with one run cache shared by all students, ``out/run-cache``.
+
+    ``run="exercises"`` (default) skips the workbook's own cells that no exercise needs (its
+    figures and tables, the smoke training): the grades are those of ``run="all"``, which runs
+    every cell (the executed notebooks in ``out/autograded`` then show every result).
+
+    ``jobs`` (default: the number of CPUs) notebooks are graded at a time, each (student,
+    notebook) in its own process and course folder (:mod:`.autograde`); the grades do not depend
+    on ``jobs``. With ``jobs > 1`` each kernel gets ``cpus // jobs`` torch threads
+    (``FLKIT_THREADS``, unless already set)."""
     submissions = Path(submissions).resolve()
     students = _students(submissions)
     if int(cell_timeout) < 1:
         raise FlkitError(f"cell_timeout={cell_timeout!r} must be a whole number of seconds >= 1")
+    check_choice("run", run, RUN)
+    jobs = (os.cpu_count() or 1) if jobs is None else jobs
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise FlkitError(f"jobs={jobs!r} is not accepted; give a whole number >= 1 (or None: CPUs)")
     out = Path(out) if out is not None else submissions.with_name(submissions.name + "-graded")
     out = out.resolve()
     notebooks = _select(notebooks_dir, only)
@@ -229,7 +180,6 @@ def grade(
                 f"{', '.join(presets.available(name))}"
             )
     instructor = {n: _read(p) for n, p in notebooks.items()}
-    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
         root = Path(tmp)
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -239,12 +189,20 @@ def grade(
             "FLKIT_RUNS_DIR": root / "runs",
             "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(SOURCE_ROOT), *paths])),
         }
-        with _environment(**env), warnings.catch_warnings():
-            # nbgrader's gradebook warns about its own session handling on every autograde
-            warnings.filterwarnings("ignore", message=".*not in session.*")
-            api = _generate(root, notebooks, cell_timeout)
-            for sdir in students:
-                rows += _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out)
+        if jobs > 1 and not os.environ.get("FLKIT_THREADS"):
+            # parallel kernels share the cores instead of each taking all of them
+            env["FLKIT_THREADS"] = max(1, (os.cpu_count() or 1) // jobs)
+        with environment(**env):
+            generate(root, notebooks, cell_timeout)
+            notes = {s.name: _submit(root, s, notebooks, instructor, run) for s in students}
+            tasks = [
+                Task(str(root), s.name, n, int(cell_timeout))
+                for s in students
+                for n in notebooks
+                if (root / "submitted" / s.name / ASSIGNMENT / f"{n}.ipynb").exists()
+            ]
+            outcomes = {(o.student, o.notebook): o for o in grade_all(tasks, jobs)}
+        rows = _rows(root, students, notebooks, instructor, notes, outcomes, cell_timeout, out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "grades.csv"
     with csv_path.open("w", newline="", encoding="utf-8") as f:
@@ -255,11 +213,10 @@ def grade(
     return csv_path
 
 
-def _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out) -> list[Row]:
-    from nbgrader.api import Gradebook
-
-    student = sdir.name
-    dest = root / "submitted" / student / ASSIGNMENT
+def _submit(root: Path, sdir: Path, notebooks, instructor, run: str) -> dict[str, str]:
+    """Copy a student's readable notebooks into the course folder (with the cells no exercise
+    needs skipped unless ``run == "all"``); {notebook: note}."""
+    dest = root / "submitted" / sdir.name / ASSIGNMENT
     dest.mkdir(parents=True)
     notes = {}
     for name in notebooks:
@@ -270,42 +227,37 @@ def _grade_student(api, root, sdir, notebooks, instructor, cell_timeout, out) ->
         elif nb is None:
             notes[name] = "notebook could not be read as a Jupyter notebook: 0 points"
         else:
-            shutil.copy(path, dest / path.name)
             notes[name] = _structure_note(nb, instructor[name])
-    if any((dest / f"{n}.ipynb").exists() for n in notebooks):
-        res = api.autograde(ASSIGNMENT, student)
-        if not res["success"]:
-            log = (res.get("error") or "") + "\n" + (res.get("log") or "")
-            why = [
-                ln.strip() for ln in log.splitlines() if re.match(r"\s*\w+(Error|Exception)", ln)
-            ]
-            for n in notebooks:
-                reason = f"autograde failed: {why[-1] if why else 'see nbgrader log'}"
-                notes[n] = "; ".join(x for x in (notes[n], reason) if x)
-        else:
-            api.generate_feedback(ASSIGNMENT, student)
+            if run == "exercises":
+                skip_unneeded(nb, instructor[name])
+            (dest / path.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    return notes
+
+
+def _rows(root, students, notebooks, instructor, notes, outcomes, cell_timeout, out) -> list[Row]:
+    """One row per (student, notebook, exercise), in the instructor's exercise order; the
+    executed notebooks and feedback copied into ``out``."""
+    from nbgrader.api import Gradebook
+
     rows = []
-    with Gradebook(api.coursedir.db_url, ASSIGNMENT) as gb:
-        for name in notebooks:
-            graded = root / "autograded" / student / ASSIGNMENT / f"{name}.ipynb"
-            errors = _cell_errors(graded, cell_timeout) if graded.exists() else {}
-            try:
-                nb = gb.find_submission_notebook(name, ASSIGNMENT, student)
-                grades = {g.name: g for g in nb.grades}
-            except Exception:  # noqa: BLE001 - no submission recorded: every exercise scores 0
-                grades = {}
-            order = _grade_ids(instructor[name])
-            cells = gb.find_notebook(name, ASSIGNMENT).grade_cells
-            for cell in sorted(cells, key=lambda c: order.index(c.name)):
-                g = grades.get(cell.name)
-                pts = float(g.score) if g is not None and g.score is not None else 0.0
-                note = "; ".join(x for x in (notes[name], errors.get(cell.name, "")) if x)
-                rows.append(Row(student, name, cell.name, pts, float(cell.max_score), note))
-            if graded.exists():  # kept for the instructor: the executed notebook with outputs
-                (out / "autograded" / student).mkdir(parents=True, exist_ok=True)
-                shutil.copy(graded, out / "autograded" / student / graded.name)
-            html = root / "feedback" / student / ASSIGNMENT / f"{name}.html"
-            if html.exists():
-                (out / "feedback" / student).mkdir(parents=True, exist_ok=True)
-                shutil.copy(html, out / "feedback" / student / html.name)
+    db = f"sqlite:///{root / 'gradebook.db'}"
+    with warnings.catch_warnings(), Gradebook(db, ASSIGNMENT) as gb:
+        warnings.filterwarnings("ignore", message=".*not in session.*")  # see .autograde
+        cells = {n: gb.find_notebook(n, ASSIGNMENT).grade_cells for n in notebooks}
+        for sdir in students:
+            student = sdir.name
+            for name in notebooks:
+                o = outcomes.get((student, name))
+                graded = Path(o.autograded) if o and o.autograded else None
+                errors = _cell_errors(graded, cell_timeout) if graded else {}
+                head = "; ".join(x for x in (notes[student][name], o.failure if o else "") if x)
+                order = _grade_ids(instructor[name])
+                for cell in sorted(cells[name], key=lambda c: order.index(c.name)):
+                    pts = o.scores.get(cell.name, 0.0) if o else 0.0
+                    note = "; ".join(x for x in (head, errors.get(cell.name, "")) if x)
+                    rows.append(Row(student, name, cell.name, pts, float(cell.max_score), note))
+                for src, sub in ((graded, "autograded"), (o and o.feedback, "feedback")):
+                    if src:  # kept for the instructor: the executed notebook, the feedback
+                        (out / sub / student).mkdir(parents=True, exist_ok=True)
+                        shutil.copy(src, out / sub / student / Path(src).name)
     return rows

@@ -1,0 +1,87 @@
+"""The throwaway nbgrader course folder every release and grading call works in.
+
+``generate(root, notebooks)`` lays out ``root/source/flkit/`` (the instructor notebooks, with
+their solutions and hidden tests) and runs nbgrader's ``generate_assignment``, which writes the
+student version into ``root/release/flkit/`` and records the graded cells in
+``root/gradebook.db``. All notebooks form one nbgrader assignment, ``flkit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..utils import FlkitError
+
+ASSIGNMENT = "flkit"
+
+
+def config(root: Path, cell_timeout: int):
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError as e:
+        raise FlkitError(
+            "flkit course needs nbgrader: pip install 'flkit[course]' (or nbgrader>=0.9)"
+        ) from e
+    from traitlets.config import Config
+
+    c = Config()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = ASSIGNMENT
+    c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    c.Execute.timeout = int(cell_timeout)
+    c.Execute.interrupt_on_timeout = True
+    # on a busy machine a kernel's last outputs can arrive seconds after its reply: wait for them
+    # instead of failing the whole notebook (nbgrader's default raises after 4 s)
+    c.Execute.iopub_timeout = 60
+    c.Execute.raise_on_iopub_timeout = False
+    c.OverwriteCells.add_missing_cells = True
+    return c
+
+
+def course_api(root: Path, cell_timeout: int = 120):
+    """nbgrader's API on the course folder ``root``."""
+    c = config(root, cell_timeout)  # first: it says how to install nbgrader when it is missing
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    return NbGraderAPI(coursedir=CourseDirectory(config=c), config=c)
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """Set environment variables (the grading kernels inherit them), then restore them."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def generate(root: Path, notebooks: dict[str, Path], cell_timeout: int = 120):
+    """A course folder at ``root`` with the instructor notebooks released (gradebook filled).
+
+    Nothing is executed: nbgrader only removes the solutions and hidden tests and records the
+    graded cells."""
+    src = root / "source" / ASSIGNMENT
+    src.mkdir(parents=True)
+    for name, path in notebooks.items():
+        shutil.copy(path, src / f"{name}.ipynb")
+    api = course_api(root, cell_timeout)
+    # nbgrader runs the `alembic` script of its own environment to create the gradebook
+    bindir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    with environment(PATH=path if bindir in path.split(os.pathsep) else bindir + os.pathsep + path):
+        res = api.generate_assignment(ASSIGNMENT)
+    if not res["success"]:
+        log = "\n".join((res.get("log") or "").strip().splitlines()[-15:])
+        raise FlkitError(f"nbgrader generate_assignment failed:\n{log}")
+    return api
