@@ -109,6 +109,7 @@ def test_progress_within_a_notebook_and_no_kernel_warning(tmp_path, capfd, monke
     """Each code cell start is shown as 'cell n/m' with the elapsed time (here every one, with
     the line interval at 0), and the kernel's TCP warning is not printed."""
     monkeypatch.setattr(executors, "CELL_LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(executors, "HEARTBEAT_S", 1e6)  # only the cell starts (next test: beats)
     rp.reproduce(preset="smoke", only=["fixture_ok"], notebooks_dir=NOTEBOOKS, out=tmp_path)
     err = capfd.readouterr().err
     nb = json.loads((NOTEBOOKS / "fixture_ok.ipynb").read_text())
@@ -120,6 +121,40 @@ def test_progress_within_a_notebook_and_no_kernel_warning(tmp_path, capfd, monke
     assert all(ln.endswith("s") for ln in lines)
     assert "[1/1] fixture_ok seed 0: ok in" in err
     assert "without encryption" not in err and "TCP" not in err
+
+
+def test_a_long_cell_is_not_silent(monkeypatch):
+    """While one cell runs for minutes the driver keeps saying which cell and for how long: a
+    heartbeat repeats the line with the elapsed time brought up to now, at most one line per
+    CELL_LINE_EVERY_S per run, and nothing once the run has finished."""
+    import io
+
+    clock = [1000.0]
+    monkeypatch.setattr(executors.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(executors, "HEARTBEAT_S", 1e6)  # beats driven by hand below
+    out = io.StringIO()
+    p = executors.Progress(["nb seed 0"], stream=out)
+    try:
+        p.cell(0, 3, 23, 12.0)  # shown: first line of the run
+        p.cell(0, 4, 23, 13.0)  # 0 s later: within the interval, not shown
+        clock[0] += 10.0
+        p.heartbeat()  # 10 s since the last line: still quiet
+        clock[0] += 25.0
+        p.heartbeat()  # 35 s: cell 4 started at 13 s, so 13 + 35 = 48 s
+        clock[0] += 600.0
+        p.heartbeat()  # ten minutes into the same cell
+        p.finished(0, {"status": "ok", "wall_time_s": 660.0})
+        clock[0] += 600.0
+        p.heartbeat()  # finished: no more cell lines
+    finally:
+        p.close()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "  nb seed 0: cell 3/23, 12s",
+        "  nb seed 0: cell 4/23, 48s",
+        "  nb seed 0: cell 4/23, 10m48s",
+        "[1/1] nb seed 0: ok in 660.0 s",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,15 @@ the run's folder on the driver). ``local`` (the default) is a process pool on th
 
 :class:`Progress` is what the driver prints: one line per finished run, an overall bar on a
 terminal, and within a running notebook "cell n/m" and its elapsed time (on a terminal in the
-bar, otherwise a line at most every ``CELL_LINE_EVERY_S`` seconds per run)."""
+bar, otherwise a line at most every ``CELL_LINE_EVERY_S`` seconds per run). A heartbeat repeats
+that line while one cell runs for minutes, so a long cell never leaves the driver silent."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+import threading
 import time
 
 from ..utils import FlkitError, check_choice
@@ -26,6 +28,7 @@ __all__ = [
     "EXECUTORS",
     "PRESET_RESOURCES",
     "CELL_LINE_EVERY_S",
+    "HEARTBEAT_S",
 ]
 
 EXECUTORS = ("local", "ray")
@@ -34,6 +37,8 @@ EXECUTORS = ("local", "ray")
 PRESET_RESOURCES = {"paper": {"cpus": 1, "gpus": 1}}
 DEFAULT_RESOURCES = {"cpus": 1, "gpus": 0}
 CELL_LINE_EVERY_S = 30.0
+#: how often the driver brings the running cells' elapsed times up to date
+HEARTBEAT_S = 5.0
 RAY_INSTALL = "pip install 'flkit[ray]'  (or: pip install 'ray>=2.9')"
 
 
@@ -57,6 +62,18 @@ class Progress:
             from tqdm import tqdm
 
             self.bar = tqdm(total=len(labels), desc="runs", file=self.stream, unit="run")
+        # run i's current cell: (n, m, elapsed at its start, time.monotonic() when reported)
+        self.running: dict[int, tuple[int, int, float, float]] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.beat = None
+        if enabled:
+            self.beat = threading.Thread(target=self._beat, name="flkit-progress", daemon=True)
+            self.beat.start()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(HEARTBEAT_S):
+            self.heartbeat()
 
     def _write(self, msg: str) -> None:
         if self.bar is not None:
@@ -67,19 +84,37 @@ class Progress:
     def cell(self, i: int, n: int, m: int, elapsed: float) -> None:
         if not self.enabled:
             return
-        text = f"{self.labels[i]}: cell {n}/{m}, {_fmt_elapsed(elapsed)}"
+        with self.lock:
+            self.running[i] = (n, m, elapsed, time.monotonic())
+            self._show(i)
+
+    def heartbeat(self) -> None:
+        """Show every running notebook's current cell with its elapsed time brought up to now
+        (a line per run at most every ``CELL_LINE_EVERY_S`` s; the bar's text on a terminal)."""
+        with self.lock:
+            for i in list(self.running):
+                self._show(i)
+
+    def _show(self, i: int) -> None:
+        n, m, elapsed, since = self.running[i]
+        now = time.monotonic()
+        text = f"{self.labels[i]}: cell {n}/{m}, {_fmt_elapsed(elapsed + now - since)}"
         self.cells[i] = text
         if self.bar is not None:
             self.bar.set_postfix_str("; ".join(self.cells.values()), refresh=True)
             return
-        now = time.monotonic()
         if now - self.last_line.get(i, -1e9) >= CELL_LINE_EVERY_S:
             self.last_line[i] = now
             self._write(f"  {text}")
 
     def finished(self, i: int, info: dict, where: str = "") -> None:
+        with self.lock:
+            self._finished(i, info, where)
+
+    def _finished(self, i: int, info: dict, where: str) -> None:
         self.done += 1
         self.cells.pop(i, None)
+        self.running.pop(i, None)
         if not self.enabled:
             return
         head = f"[{self.done}/{len(self.labels)}] {self.labels[i]}"
@@ -93,6 +128,9 @@ class Progress:
             self.bar.update(1)
 
     def close(self) -> None:
+        self.stop.set()
+        if self.beat is not None:
+            self.beat.join()
         if self.bar is not None:
             self.bar.close()
 
