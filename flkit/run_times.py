@@ -16,11 +16,7 @@ HOW = "seed 0, `flkit reproduce`, 2 CPU cores"
 # notebook: (seconds, date measured, what else ran on the machine or "")
 RUN_TIMES: dict[str, tuple[float, str, str]] = {
     "00_fl_primer": (57, "2026-11-22", ""),
-    "01_stc_projection": (
-        7.7 * 60,
-        "2026-11-22",
-        "before the CIFAR-10 setting and the ablation grew on 2026-11-23; not re-measured since",
-    ),
+    "01_stc_projection": (1393.8, "2026-11-23", "a 17 s test ran beside it"),
     "02_feddip": (12.1 * 60, "2026-11-23", ""),
     "03_fedast": (
         9.4 * 60,
