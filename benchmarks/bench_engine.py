@@ -25,7 +25,8 @@ import torch
 
 from flkit import data, models
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients, train_clients_reference
+from flkit.train import LocalSpec, train_clients
+from flkit.train_reference import train_clients_reference
 from flkit.utils import resolve_device
 
 

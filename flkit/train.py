@@ -1,6 +1,7 @@
-"""Local training of many clients at once (the engine), and the plain per-client reference loop.
+"""Local training of many clients at once (the engine). The plain per-client reference loop it is
+checked against is flkit.train_reference.
 
-Both implementations consume the same *batch plan* (which samples each client sees at each
+Both consume the same *batch plan* (which samples each client sees at each
 step, drawn from a per-client seed), so they can be compared to float64 precision.
 
 Backends of `train_clients`:
@@ -13,104 +14,32 @@ Backends of `train_clients`:
 buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by measurement instead
 (flkit.backend_choice) and records the backend it chose.
 
-This module is longer than 400 lines on purpose: the backends share the batch plan, the SGD
-step and the set-up, and keeping them side by side is what lets a reader check that they compute
-the same update.
+This module is longer than 400 lines on purpose: the wide, vmap and compiled backends share the
+batch plan, the functional SGD step, the set-up and the chunking, and keeping them side by side is
+what lets a reader check that they compute the same update. The reference loop, which shares only
+the batch plan (it steps torch.optim.SGD), lives apart in flkit.train_reference; LocalSpec,
+LocalResult and the batch plan are in flkit.local_spec (and importable from here).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .inference import evaluate  # noqa: F401  (part of the engine's interface)
-from .state import State, param_names
-from .utils import FlkitError, check_choice, check_range, generator, per_model
+from .local_spec import LocalResult, LocalSpec, batch_plan
+from .state import param_names
+from .utils import FlkitError, check_choice, per_model
 from .wide import WideModel, unsupported_reason
 
 BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
-
-
-@dataclass(frozen=True)
-class LocalSpec:
-    """Local SGD as torch.optim.SGD does it (coupled weight decay, momentum without dampening)."""
-
-    lr: float
-    batch_size: int
-    epochs: int | None = None
-    steps: int | None = None
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    drop_last: bool = False
-    # step mode only: every step draws its batch from a fresh permutation (a new shuffled loader
-    # per step, as the FedAST code's Shakespeare training), so batches overlap across steps
-    fresh_batches: bool = False
-
-    def __post_init__(self):
-        check_range("lr", self.lr, 0, None, low_open=True)
-        check_range("batch_size", self.batch_size, 1)
-        check_range("momentum", self.momentum, 0, 1, high_open=True)
-        check_range("weight_decay", self.weight_decay, 0)
-        if (self.epochs is None) == (self.steps is None):
-            raise FlkitError(f"give exactly one of epochs={self.epochs!r} and steps={self.steps!r}")
-        if self.epochs is not None:
-            check_range("epochs", self.epochs, 1)
-        if self.steps is not None:
-            check_range("steps", self.steps, 1)
-        if self.fresh_batches and self.steps is None:
-            raise FlkitError(
-                f"fresh_batches=True needs step mode (steps=...); got epochs={self.epochs!r}"
-            )
-
-
-@dataclass
-class LocalResult:
-    state: State  # {name: Tensor[K, ...]} parameters and buffers after training
-    train_loss: torch.Tensor  # [K] sample-weighted mean training loss over all local steps
-    samples: torch.Tensor  # [K] samples processed
-    steps: torch.Tensor  # [K] optimiser steps taken
-    backend: str = ""  # the backend that ran (a failed "compiled" reports "wide")
-
-
-def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.Tensor]:
-    """Positions (into a client's index tensor) of each local step's mini-batch.
-
-    Epoch mode: a fresh permutation per epoch cut into batches (last one short unless drop_last).
-    Step mode: consecutive batches of successive permutations, `steps` of them; with
-    ``fresh_batches`` each step takes the first batch of its own permutation (a client with fewer
-    than batch_size samples uses all of them each step: our choice, the official loader with
-    drop_last would yield no batch at all)."""
-    if n < 1:
-        raise FlkitError(
-            "a client with no data cannot train; every client index tensor must be non-empty"
-        )
-    gen = generator(seed, "batch-plan")
-    bsz = spec.batch_size
-    if spec.fresh_batches:
-        return [torch.randperm(n, generator=gen)[:bsz].to(device) for _ in range(spec.steps)]
-    per_epoch = n // bsz if spec.drop_last else math.ceil(n / bsz)
-    if per_epoch == 0:
-        raise FlkitError(
-            f"batch_size={bsz} with drop_last=True leaves no batch for a client with {n} samples"
-        )
-    plan: list[torch.Tensor] = []
-    target = spec.steps if spec.steps is not None else spec.epochs * per_epoch
-    while len(plan) < target:
-        perm = torch.randperm(n, generator=gen)
-        for j in range(per_epoch):
-            if len(plan) == target:
-                break
-            plan.append(perm[j * bsz : (j + 1) * bsz].to(device))
-    return plan
 
 
 def _sgd_step(p, g, buf, spec: LocalSpec, differentiable: bool):
@@ -237,6 +166,8 @@ def train_clients(
             raise FlkitError(f"start[{name!r}] has {v.shape[0]} rows for {k} clients")
     backend = choose_backend(model, backend)
     if backend == "loop":
+        from .train_reference import train_clients_reference
+
         return train_clients_reference(
             model,
             start,
@@ -565,83 +496,3 @@ def _train_vmap(
             loss_sum.index_add_(0, gi, batch_sum.double())
             seen.index_add_(0, gi, torch.full_like(gi, idx.shape[1]))
     return LocalResult(state, (loss_sum / seen).float(), seen, steps, "vmap")
-
-
-def train_clients_reference(
-    model: nn.Module,
-    start: Mapping[str, torch.Tensor],
-    x,
-    y,
-    client_indices: Sequence[torch.Tensor],
-    spec: LocalSpec,
-    client_seeds: Sequence[int],
-    extra_loss=None,
-    param_transform=None,
-    grad_transform=None,
-    context: Mapping | None = None,
-    train_mode: bool = True,
-) -> LocalResult:
-    """The plain loop: one model and one torch.optim.SGD per client, the same batch plan."""
-    import copy
-
-    from torch.func import functional_call
-
-    k = len(client_indices)
-    net = copy.deepcopy(model)
-    names = param_names(net)
-    out_states, losses, seen_all, steps_all = [], [], [], []
-    for i in range(k):
-        net.load_state_dict({n: v[i] for n, v in start.items()})
-        net.train(train_mode)
-        opt = torch.optim.SGD(
-            [p for p in net.parameters() if p.requires_grad],
-            lr=spec.lr,
-            momentum=spec.momentum,
-            weight_decay=spec.weight_decay,
-        )
-        plan = batch_plan(len(client_indices[i]), spec, client_seeds[i], x.device)
-        ctx = {
-            "start": {n: v[i : i + 1] for n, v in start.items()},
-            "clients": [i],
-            **(context or {}),
-        }
-        loss_sum, seen = 0.0, 0
-        for pos in plan:
-            idx = client_indices[i][pos]
-            params = {n: p.unsqueeze(0) for n, p in net.named_parameters() if n in names}
-            if param_transform is not None:
-                used = {n: v[0] for n, v in param_transform(params, ctx).items()}
-                out = functional_call(net, used, (x[idx],))
-            else:
-                out = net(x[idx])
-            per = F.cross_entropy(out, y[idx], reduction="none")
-            loss = per.mean()
-            if extra_loss is not None:
-                loss = loss + extra_loss(params, ctx).sum()
-            opt.zero_grad()
-            loss.backward()
-            if grad_transform is not None:
-                g = grad_transform(
-                    {n: p.grad.unsqueeze(0) for n, p in net.named_parameters() if n in names},
-                    params,
-                    ctx,
-                )
-                for n, p in net.named_parameters():
-                    if n in g:
-                        p.grad = g[n][0].detach()
-            opt.step()
-            loss_sum += float(per.detach().sum())
-            seen += len(idx)
-        out_states.append({n: v.detach().clone() for n, v in net.state_dict().items()})
-        losses.append(loss_sum / seen)
-        seen_all.append(seen)
-        steps_all.append(len(plan))
-    stacked = {n: torch.stack([s[n] for s in out_states]) for n in out_states[0]}
-    dev = x.device
-    return LocalResult(
-        stacked,
-        torch.tensor(losses, device=dev, dtype=torch.float32),
-        torch.tensor(seen_all, device=dev),
-        torch.tensor(steps_all, device=dev),
-        "loop",
-    )

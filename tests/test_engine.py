@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from flkit.state import broadcast_state, model_state, stack_states
-from flkit.train import LocalSpec, batch_plan, train_clients, train_clients_reference
+from flkit.train import LocalSpec, batch_plan, train_clients
+from flkit.train_reference import train_clients_reference
 from flkit.utils import FlkitError
 
 

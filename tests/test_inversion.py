@@ -18,7 +18,8 @@ from flkit.inversion import (
     unroll,
 )
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients, train_clients_reference
+from flkit.train import LocalSpec, train_clients
+from flkit.train_reference import train_clients_reference
 from flkit.utils import FlkitError
 
 

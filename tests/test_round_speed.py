@@ -14,8 +14,9 @@ from flkit import backend_choice, store
 from flkit.experiment import RunConfig, load, run, run_folder
 from flkit.inference import evaluate, inference_model
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, eligible_backends, train_clients, train_clients_reference
+from flkit.train import LocalSpec, eligible_backends, train_clients
 from flkit.train import wide_model as cached_wide
+from flkit.train_reference import train_clients_reference
 
 
 class Tiny(nn.Module):
