@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .relu_pool import pool_before_relu
+
 PARAMETER_FREE = (
     nn.ReLU,
     nn.ReLU6,
@@ -229,6 +231,7 @@ class WideModel:
             raise NotImplementedError(reason)
         self.slots = _Slots()
         self.net = copy.deepcopy(model)
+        pool_before_relu(self.net)  # same floats, a quarter of the ReLU's work
         for name, mod in list(self.net.named_modules()):
             if type(mod) in WIDE_TYPES:
                 wide = WIDE_TYPES[type(mod)](self.slots, name + "." if name else "", mod)
