@@ -33,7 +33,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .allocator import keep_freed_memory
 from .inference import evaluate  # noqa: F401  (part of the engine's interface)
 from .local_spec import LocalResult, LocalSpec, batch_plan
 from .state import param_names
@@ -166,7 +165,6 @@ def train_clients(
         if v.shape[0] != k:
             raise FlkitError(f"start[{name!r}] has {v.shape[0]} rows for {k} clients")
     backend = choose_backend(model, backend)
-    keep_freed_memory()  # once per process: step after step reuses its tensors' pages
     if backend == "loop":
         from .train_reference import train_clients_reference
 

@@ -1,6 +1,6 @@
 """The engine's pool-before-ReLU reordering (flkit.relu_pool) changes no float: forward, gradient
 and second derivative equal the model's own order bit for bit, ties and non-positive windows
-included; and the allocator setting (flkit.allocator) refuses values it does not know."""
+included."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from flkit import allocator
 from flkit.relu_pool import pool_before_relu
-from flkit.utils import FlkitError
 
 
 def _tied_input(shape, seed=0):
@@ -86,12 +84,3 @@ def test_wide_lenet_trains_the_same_floats_as_the_unswapped_wide_model(monkeypat
     for n in fast.state:
         assert torch.equal(fast.state[n], plain.state[n]), n
     assert torch.equal(fast.train_loss, plain.train_loss)
-
-
-def test_malloc_setting_rejects_unknown_values(monkeypatch):
-    monkeypatch.setattr(allocator, "_applied", None)
-    monkeypatch.setenv(allocator.ENV, "jemalloc")
-    with pytest.raises(FlkitError, match="'jemalloc'.*accepted: reuse, system"):
-        allocator.keep_freed_memory()
-    monkeypatch.setenv(allocator.ENV, "system")
-    assert allocator.keep_freed_memory() is False  # left alone, and says so
