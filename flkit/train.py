@@ -14,19 +14,17 @@ Backends of `train_clients`:
 buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by measurement instead
 (flkit.backend_choice) and records the backend it chose.
 
-This module is longer than 400 lines on purpose: the wide, vmap and compiled backends share the
-batch plan, the functional SGD step, the set-up and the chunking, and keeping them side by side is
-what lets a reader check that they compute the same update. The reference loop, which shares only
-the batch plan (it steps torch.optim.SGD), lives apart in flkit.train_reference; LocalSpec,
-LocalResult and the batch plan are in flkit.local_spec (and importable from here).
+This module is longer than 400 lines (about 440) on purpose: the wide and vmap backends share the
+batch plan, the functional SGD step, the set-up and the chunking, and keeping their SGD loops side
+by side is what lets a reader check that they compute the same update. What they do not share
+lives apart: the reference loop (it steps torch.optim.SGD) in flkit.train_reference; LocalSpec,
+LocalResult and the batch plan in flkit.local_spec; the wide step's loss, its compiled form and
+the cached wide model in flkit.wide_step (all importable from here).
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import warnings
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -36,8 +34,14 @@ from torch import nn
 from .inference import evaluate  # noqa: F401  (part of the engine's interface)
 from .local_spec import LocalResult, LocalSpec, batch_plan
 from .state import param_names
-from .utils import FlkitError, check_choice, per_model
-from .wide import WideModel, unsupported_reason
+from .utils import FlkitError, check_choice
+from .wide import unsupported_reason
+from .wide_step import (  # noqa: F401  (compile_settings, wide_model: part of the engine's interface)
+    compile_settings,
+    compiled_loss,
+    wide_loss,
+    wide_model,
+)
 
 BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
 
@@ -66,15 +70,6 @@ def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
         torch._foreach_add_(bufs, grads)
         grads = bufs
     torch._foreach_add_(params, grads, alpha=-spec.lr)
-
-
-def _cross_entropy_batch_major(logits, y):
-    """logits [B, K, C], y [B, K] class indices or [B, K, C] probabilities (soft labels)
-    -> per-client mean loss [K] and per-client loss sum [K]."""
-    b, k = y.shape[:2]
-    target = y.reshape(b * k, -1) if y.is_floating_point() else y.reshape(-1)
-    per = F.cross_entropy(logits.reshape(b * k, -1), target, reduction="none").view(b, k)
-    return per.mean(0), per.detach().sum(0)
 
 
 def choose_backend(model: nn.Module, backend: str = "auto") -> str:
@@ -256,62 +251,6 @@ def _step_groups(plans, step):
     return list(groups.values())
 
 
-_WIDE_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def wide_model(model: nn.Module) -> WideModel:
-    """The wide version of `model`, built once per model object and structure (a model whose
-    layers change is rebuilt): building it copies the whole module tree, which is worth doing
-    once per run, not once per round."""
-    return per_model(_WIDE_MODELS, model, WideModel)
-
-
-def compile_settings(device: torch.device) -> dict:
-    """torch.compile arguments of the "compiled" backend: CUDA graphs ("reduce-overhead") on a
-    GPU, where per-kernel launch cost dominates small models; $FLKIT_COMPILE_BACKEND picks the
-    compiler ("inductor" by default; "aot_eager" traces without generating code, which the tests
-    use to keep compile time small)."""
-    opts = {"backend": os.environ.get("FLKIT_COMPILE_BACKEND", "inductor"), "dynamic": False}
-    if device.type == "cuda" and opts["backend"] == "inductor":
-        opts["mode"] = "reduce-overhead"
-    return opts
-
-
-def _wide_loss(wide, tensors, xb, yb, k, train):
-    out = wide.forward_batch_major(tensors, xb, k, train=train)
-    return _cross_entropy_batch_major(out, yb)
-
-
-class _CompiledLoss:
-    """`_wide_loss` under torch.compile, kept on the wide model so it compiles once; the first
-    failure (no compiler, an unsupported op) warns and switches to the eager function for good."""
-
-    def __init__(self, wide: WideModel, device: torch.device):
-        self.wide, self.failed = wide, None
-        self.fn = torch.compile(_wide_loss, **compile_settings(device))
-
-    def __call__(self, *args):
-        if self.failed is None:
-            try:
-                return self.fn(self.wide, *args)
-            except Exception as e:  # noqa: BLE001 - any compiler failure means: run eagerly
-                self.failed = f"{type(e).__name__}: {e}"
-                warnings.warn(
-                    f"backend='compiled' could not compile the wide step ({self.failed}); "
-                    "running it eagerly (backend 'wide')",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-        return _wide_loss(self.wide, *args)
-
-
-def _compiled_loss(wide: WideModel, device: torch.device) -> _CompiledLoss:
-    fn = getattr(wide, "compiled_loss", None)
-    if fn is None:
-        fn = wide.compiled_loss = _CompiledLoss(wide, device)
-    return fn
-
-
 def _uniform_plan(client_indices, plans, k):
     """[steps, B, K] sample indices when every client takes the same number of equal-sized
     batches (the common case), gathered once per call instead of once per step; else None."""
@@ -341,7 +280,7 @@ def _train_wide(
     k = len(client_indices)
     wide = wide_model(model)
     compiled = compiled and not differentiable  # a compiled backward has no double backward
-    loss_fn = _compiled_loss(wide, x.device) if compiled else functools.partial(_wide_loss, wide)
+    loss_fn = compiled_loss(wide, x.device) if compiled else functools.partial(wide_loss, wide)
     names, state, bufs, plans, n_steps, loss_sum, seen, steps = _setup(
         model, start, x, client_indices, spec, client_seeds, differentiable
     )

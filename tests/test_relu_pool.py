@@ -77,6 +77,8 @@ def test_wide_lenet_trains_the_same_floats_as_the_unswapped_wide_model(monkeypat
     spec = LocalSpec(lr=0.1, batch_size=5, epochs=1)
     start = broadcast_state(net.state_dict(), 2)
     fast = train.train_clients(net, start, x, y, parts, spec, [1, 2], backend="wide")
+    kinds = [type(m) for m in train.wide_model(net).net.features]
+    assert kinds[1:3] == [nn.MaxPool2d, nn.ReLU]  # the swapped order really ran
     monkeypatch.setattr("flkit.wide.pool_before_relu", lambda m: 0)
     plain = train.train_clients(
         copy.deepcopy(net), start, x, y, parts, spec, [1, 2], backend="wide"
