@@ -22,7 +22,7 @@ EXPECTED = {
         "params": 130_890,  # the assumed conv 32-64-64 -> 128 -> 10 (README, Settings)
         "rounds": 200,  # Figs. 3/4 run to about round 200
         "target": 0.95,  # Table 2: rounds to 95 %
-        "lr": 0.01,  # Table 1 missing: README decision (FedAvg reaches 95 % near round 200)
+        "lr": 0.0125,  # Table 1 missing: calibrated so FedAvg reaches 95 % near round 200 (README)
         "weight_decay": 0.0,  # README decision
         "batch_size": 50,  # README decision
         "epochs": 1,  # README decision
