@@ -137,7 +137,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "--preset",
         default="cpu",
         help="preset every notebook runs at: smoke (seconds, CPU), cpu (real data, "
-        "scaled down; default) or paper (the paper's settings, GPU)",
+        "scaled down; default), paper (the paper's settings, GPU) or long (01 and 03 "
+        "only: the paper's regime on a free CPU machine, hours)",
     )
     p.add_argument(
         "--only",
