@@ -14,12 +14,12 @@ Backends of `train_clients`:
 buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by measurement instead
 (flkit.backend_choice) and records the backend it chose.
 
-This module is longer than 400 lines (about 440) on purpose: the wide and vmap backends share the
-batch plan, the functional SGD step, the set-up and the chunking, and keeping their SGD loops side
-by side is what lets a reader check that they compute the same update. What they do not share
-lives apart: the reference loop (it steps torch.optim.SGD) in flkit.train_reference; LocalSpec,
-LocalResult and the batch plan in flkit.local_spec; the wide step's loss, its compiled form and
-the cached wide model in flkit.wide_step (all importable from here).
+The wide and vmap backends stay in this module together: they share the batch plan, the
+functional SGD step, the set-up and the chunking, and keeping their SGD loops side by side lets a
+reader check that they compute the same update. What they do not share lives apart (all importable
+from here): the reference loop in flkit.train_reference; LocalSpec, LocalResult and the batch plan
+in flkit.local_spec; the wide step's loss, its compiled form and the cached wide model in
+flkit.wide_step; the backend choice and the chunk size in flkit.backend_plan.
 """
 
 from __future__ import annotations
@@ -31,19 +31,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .backend_plan import (  # noqa: F401  (BACKENDS, eligible_backends, CHUNK_MEMORY_BYTES: engine interface)
+    BACKENDS,
+    CHUNK_MEMORY_BYTES,
+    auto_chunk,
+    choose_backend,
+    eligible_backends,
+)
 from .inference import evaluate  # noqa: F401  (part of the engine's interface)
 from .local_spec import LocalResult, LocalSpec, batch_plan
 from .state import param_names
-from .utils import FlkitError, check_choice
-from .wide import unsupported_reason
+from .utils import FlkitError
 from .wide_step import (  # noqa: F401  (compile_settings, wide_model: part of the engine's interface)
     compile_settings,
     compiled_loss,
     wide_loss,
     wide_model,
 )
-
-BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
 
 
 def _sgd_step(p, g, buf, spec: LocalSpec, differentiable: bool):
@@ -70,52 +74,6 @@ def _sgd_step_fused(params, grads, bufs, spec: LocalSpec):
         torch._foreach_add_(bufs, grads)
         grads = bufs
     torch._foreach_add_(params, grads, alpha=-spec.lr)
-
-
-def choose_backend(model: nn.Module, backend: str = "auto") -> str:
-    check_choice("backend", backend, BACKENDS)
-    if backend != "auto":
-        if backend in ("wide", "compiled") and unsupported_reason(model):
-            raise FlkitError(
-                f"backend={backend!r} cannot run this model: {unsupported_reason(model)}; "
-                "accepted backends for it: 'vmap', 'loop'"
-            )
-        return backend
-    if unsupported_reason(model) is None:
-        return "wide"
-    return "vmap" if not list(model.buffers()) else "loop"
-
-
-def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
-    """Backends a run's measured "auto" times for `model` on `device`: the compiled wide step
-    (GPU only: compiling costs tens of seconds, which a CPU run does not earn back), the wide
-    step, and the loop; vmap only for models the wide step cannot run (it does the same batched
-    work less directly: 2-5x slower than wide on the 2-core CPU, and its first call alone took
-    14-22 s of a loaded machine's wall clock in the probe)."""
-    if unsupported_reason(model) is None:
-        wide = ["compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
-        return wide + ["loop"]
-    return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
-
-
-# The memory the wide step plans for per call. The chunk size is a function of the model, the
-# batch and this constant only, never of the machine's free memory: a grouped convolution over a
-# different number of clients rounds differently (cnn3_mnist, 10 clients, one local epoch: up to
-# 4e-5 apart between chunks of 10 and 1), so a chunk that followed free RAM/GPU memory would change
-# float results between machines (or between two runs on one busy machine) without changing the
-# run-cache key. 4 GiB trains every client of a round at once for the notebooks' models (LeNet-5:
-# ~190 clients, VGG11* at batch 50: ~40).
-CHUNK_MEMORY_BYTES = 4 << 30
-
-
-def auto_chunk(model: nn.Module, k: int, batch_size: int, sample_shape) -> int:
-    """How many of `k` clients the wide step trains at once: as many as fit CHUNK_MEMORY_BYTES by
-    a coarse estimate, a fixed number for a given model, batch size and input shape."""
-    n_param = sum(p.numel() for p in model.parameters())
-    # parameters, gradient, momentum, plus activations (a coarse 64 floats per input value per
-    # layer)
-    per_client = 4 * (4 * n_param + 64 * batch_size * int(torch.Size(sample_shape).numel()))
-    return max(1, min(k, CHUNK_MEMORY_BYTES // max(per_client, 1)))
 
 
 def train_clients(
