@@ -49,6 +49,7 @@ from .delays import (
     shifted_exponential,
 )
 from .fedast import FedAST, run_fedast
+from .parallel import run_many
 from .rules import (
     client_units,
     estimate_variance_official,
@@ -109,6 +110,7 @@ __all__ = [
     "realloc_paper",
     "redistribute",
     "run",
+    "run_many",
     "run_fedast",
     "run_sync",
     "shifted_exponential",

@@ -67,11 +67,12 @@ def data_kwargs(t: TaskConfig, cfg: FedASTRun) -> dict:
 class Update:
     """One client's result: the flat weight difference of the trainable parameters and its loss."""
 
-    __slots__ = ("diff", "loss")
+    __slots__ = ("diff", "loss", "row")
 
     def __init__(self, diff: torch.Tensor, loss: float):
         self.diff = diff
         self.loss = loss
+        self.row = None  # (biases excluded?, its float64 row of the dispersion matrix)
 
 
 class _Task:
@@ -307,15 +308,21 @@ class EngineTrainer:
     def dispersion(self, task: str, updates: Sequence[Update]) -> float:
         """sum_k ||u_k - mean||^2 / (K ||mean||^2) (bias tensors excluded for the official rule)."""
         st = self._task(task)
-        X = torch.stack([u.diff for u in updates]).double()
-        if self.exclude_bias:
-            X = X[:, st.bias_mask]
+        X = torch.stack([self._row(st, u) for u in updates])
         mean = X.mean(0)
         den = float(mean @ mean) * len(updates)
         num = float(((X - mean) ** 2).sum())
         if den == 0.0:
             return math.inf if num > 0 else 0.0
         return num / den
+
+    def _row(self, st, u: Update) -> torch.Tensor:
+        """``u`` in float64 without the bias entries (official rule), computed once per update:
+        the official rule re-reads each update at every one of its window's arrivals."""
+        if u.row is None or u.row[0] != self.exclude_bias:
+            row = u.diff.double()[st.bias_mask] if self.exclude_bias else u.diff.double()
+            u.row = (self.exclude_bias, row)
+        return u.row[1]
 
     def loss(self, task: str, update: Update) -> float:
         """Reported local loss for Sync-UCB-ST: mean loss x batch size (official code's scale)."""

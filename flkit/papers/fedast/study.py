@@ -20,6 +20,7 @@ from flkit.utils import FlkitError
 from .tables import final_test_loss, staleness, summarize
 
 __all__ = [
+    "run_all",
     "base",
     "identical",
     "heterogeneous",
@@ -114,13 +115,24 @@ def heterogeneous(
 
 
 # ------------------------------------------------------------------------------ studies
-def _runs(configs: dict, seeds: Iterable[int], device="auto", progress=True):
-    out = []
-    for label, cfg in configs.items():
-        for s in seeds:
-            res = F.run(cfg, seed=int(s), device=device, progress=progress)
-            out.append((label, int(s), res))
-    return out
+def run_all(P, items, device="auto", progress=True) -> list:
+    """The results of ``(config, seed)`` items, in order; the runs not yet cached run in
+    ``P['jobs']`` worker processes (:func:`flkit.asyncfl.run_many`: ``jobs`` changes the wall time,
+    never a number)."""
+    return F.run_many(
+        [(c, int(s)) for c, s in items],
+        jobs=int(P["jobs"]),
+        device=device,
+        progress=progress,
+        threads=int(P["threads"]) or None,
+    )
+
+
+def _runs(P, configs: dict, seeds: Iterable[int], device="auto", progress=True):
+    """[(label, seed, result)] for every config of ``configs`` ({label: config}) and seed."""
+    keys = [(label, int(s)) for label in configs for s in seeds]
+    results = run_all(P, [(configs[lab], s) for lab, s in keys], device, progress)
+    return [(lab, s, res) for (lab, s), res in zip(keys, results)]
 
 
 def compare_methods(
@@ -137,24 +149,23 @@ def compare_methods(
     Returns (frame with one row per (M, method, seed): all_done, mean_task_time, trained, wall
     seconds; {(M, method, seed): SimResult})."""
     rows, results = [], {}
-    for M in Ms:
-        cfgs = {m: identical(P, M, m, dataset=dataset) for m in methods}
-        for label, s, res in _runs(cfgs, seeds, device, progress):
-            sm = summarize(res)
-            rows.append(
-                {
-                    "M": M,
-                    "method": label,
-                    "label": F.METHOD_LABELS[F.FedASTRun(label, ()).method],
-                    "seed": s,
-                    "all_done": sm["all_done"],
-                    "mean_task_time": sm["mean_task_time"],
-                    "trained": sm["trained"],
-                    "wall_seconds": sm["wall_seconds"],
-                    "final_accuracy": float(np.mean(list(sm["final_accuracy"].values()))),
-                }
-            )
-            results[(M, label, s)] = res
+    cfgs = {(M, m): identical(P, M, m, dataset=dataset) for M in Ms for m in methods}
+    for (M, label), s, res in _runs(P, cfgs, seeds, device, progress):
+        sm = summarize(res)
+        rows.append(
+            {
+                "M": M,
+                "method": label,
+                "label": F.METHOD_LABELS[F.FedASTRun(label, ()).method],
+                "seed": s,
+                "all_done": sm["all_done"],
+                "mean_task_time": sm["mean_task_time"],
+                "trained": sm["trained"],
+                "wall_seconds": sm["wall_seconds"],
+                "final_accuracy": float(np.mean(list(sm["final_accuracy"].values()))),
+            }
+        )
+        results[(M, label, s)] = res
     return pd.DataFrame(rows), results
 
 
@@ -177,27 +188,24 @@ def active_sweep(
     without a target; final mean test accuracy vs active requests per task, FedAST (b = ceil(R/r))
     vs NoBuffer (b = 1). Availability is raised with R so the load sum R / N_avail stays <= 1.28."""
     M = int(P["active_tasks"])
+    cfgs = {(R, m): active_config(P, R, m) for R in requests for m in ("fedast_d", "nobuffer")}
     rows = []
-    for R in requests:
-        for method in ("fedast_d", "nobuffer"):
-            cfg = active_config(P, R, method)
-            for s in seeds:
-                res = F.run(cfg, seed=int(s), device=device, progress=progress)
-                acc = res.stats.get("final_accuracy", {})
-                st = staleness(res)
-                rows.append(
-                    {
-                        "requests": R,
-                        "active": M * R,
-                        "method": method,
-                        "label": F.METHOD_LABELS[method],
-                        "seed": int(s),
-                        "final_accuracy": float(np.mean(list(acc.values()))),
-                        "final_test_loss": final_test_loss(res),
-                        "mean_staleness": float(st.staleness.mean()) if len(st) else 0.0,
-                        "buffer": 1 if method == "nobuffer" else max(1, -(-R // int(P["ratio"]))),
-                    }
-                )
+    for (R, method), s, res in _runs(P, cfgs, seeds, device, progress):
+        acc = res.stats.get("final_accuracy", {})
+        st = staleness(res)
+        rows.append(
+            {
+                "requests": R,
+                "active": M * R,
+                "method": method,
+                "label": F.METHOD_LABELS[method],
+                "seed": s,
+                "final_accuracy": float(np.mean(list(acc.values()))),
+                "final_test_loss": final_test_loss(res),
+                "mean_staleness": float(st.staleness.mean()) if len(st) else 0.0,
+                "buffer": 1 if method == "nobuffer" else max(1, -(-R // int(P["ratio"]))),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -220,29 +228,33 @@ def buffer_sweep(
     ds = list(P["buffer_datasets"])
     targets = list(P["buffer_targets"])
     horizon = float(P["buffer_time"])
+    names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
+    cfgs = {
+        int(b): dict(
+            method="fedast_s",
+            tasks=[
+                _task(P, names[i], d, float(targets[i]), R, buffer=int(b)) for i, d in enumerate(ds)
+            ],
+            **base(P, max_time=horizon),
+        )
+        for b in buffers
+    }
     rows = []
-    for b in buffers:
-        names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
-        tasks = [
-            _task(P, names[i], d, float(targets[i]), R, buffer=int(b)) for i, d in enumerate(ds)
-        ]
-        cfg = dict(method="fedast_s", tasks=tasks, **base(P, max_time=horizon))
-        for s in seeds:
-            res = F.run(cfg, seed=int(s), device=device, progress=progress)
-            for name in res.tasks:
-                t = res.completion_time[name]
-                rows.append(
-                    {
-                        "buffer": int(b),
-                        "ratio": R / b,
-                        "task": name,
-                        "seed": int(s),
-                        "reached": t is not None,
-                        "time_to_target": t,
-                        "horizon": horizon,
-                        "final_accuracy": res.stats.get("final_accuracy", {}).get(name),
-                    }
-                )
+    for b, s, res in _runs(P, cfgs, seeds, device, progress):
+        for name in res.tasks:
+            t = res.completion_time[name]
+            rows.append(
+                {
+                    "buffer": b,
+                    "ratio": R / b,
+                    "task": name,
+                    "seed": s,
+                    "reached": t is not None,
+                    "time_to_target": t,
+                    "horizon": horizon,
+                    "final_accuracy": res.stats.get("final_accuracy", {}).get(name),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -251,26 +263,27 @@ def k_sweep(
 ) -> pd.DataFrame:
     """Figs. 10-12: Sync-ST on one task, first-k swept: time and rounds to target, final accuracy
     (accuracy at the end of the run: at the target crossing or at max_time)."""
-    rows = []
+    cfgs = {}
     for k in ks:
         cfg = identical(P, 1, "sync_st", k=int(k))
         cfg["tasks"][0]["name"] = P["dataset"]
-        for s in seeds:
-            res = F.run(cfg, seed=int(s), device=device, progress=progress)
-            name = res.tasks[0]
-            h = pd.DataFrame(res.history)
-            t = res.completion_time[name]
-            rows.append(
-                {
-                    "k": int(k),
-                    "seed": int(s),
-                    "time_to_target": t,
-                    "rounds_to_target": int(h["round"].max()) if t is not None else None,
-                    "rounds": int(h["round"].max()) if len(h) else 0,
-                    "round_length": (res.total_time / h["round"].max()) if len(h) else None,
-                    "final_accuracy": res.stats.get("final_accuracy", {}).get(name),
-                }
-            )
+        cfgs[int(k)] = cfg
+    rows = []
+    for k, s, res in _runs(P, cfgs, seeds, device, progress):
+        name = res.tasks[0]
+        h = pd.DataFrame(res.history)
+        t = res.completion_time[name]
+        rows.append(
+            {
+                "k": k,
+                "seed": s,
+                "time_to_target": t,
+                "rounds_to_target": int(h["round"].max()) if t is not None else None,
+                "rounds": int(h["round"].max()) if len(h) else 0,
+                "round_length": (res.total_time / h["round"].max()) if len(h) else None,
+                "final_accuracy": res.stats.get("final_accuracy", {}).get(name),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -281,24 +294,18 @@ def het_compare(
     level: str = "main",
     device="auto",
     progress=True,
+    **changes,
 ) -> tuple[pd.DataFrame, dict]:
-    """Figs. 6/7: heterogeneous tasks; per-task completion times per method and seed."""
+    """Figs. 6/7: heterogeneous tasks; per-task completion times per method and seed
+    (``changes``: run-level settings replaced, e.g. ``max_time``)."""
+    cfgs = {m: heterogeneous(P, m, level, **changes) for m in methods}
     rows, results = [], {}
-    for m in methods:
-        cfg = heterogeneous(P, m, level)
-        for s in seeds:
-            res = F.run(cfg, seed=int(s), device=device, progress=progress)
-            results[(m, int(s))] = res
-            for name, t in res.completion_time.items():
-                rows.append(
-                    {
-                        "method": m,
-                        "label": F.METHOD_LABELS[m],
-                        "seed": int(s),
-                        "task": name,
-                        "time": t,
-                    }
-                )
+    for m, s, res in _runs(P, cfgs, seeds, device, progress):
+        results[(m, s)] = res
+        for name, t in res.completion_time.items():
+            rows.append(
+                {"method": m, "label": F.METHOD_LABELS[m], "seed": s, "task": name, "time": t}
+            )
     return pd.DataFrame(rows), results
 
 
@@ -321,23 +328,20 @@ def dynamic_vs_static(
 ) -> pd.DataFrame:
     """Figs. 21-26: FedAST(D) vs FedAST(S) (equal R per task) on the heterogeneous tasks at the
     given target levels; one row per (level, method, seed) with the all-done time."""
+    cfgs = {(lv, m): heterogeneous(P, m, lv) for lv in levels for m in ("fedast_d", "fedast_s")}
     rows = []
-    for level in levels:
-        for m in ("fedast_d", "fedast_s"):
-            cfg = heterogeneous(P, m, level)
-            for s in seeds:
-                res = F.run(cfg, seed=int(s), device=device, progress=progress)
-                sm = summarize(res)
-                rows.append(
-                    {
-                        "level": level,
-                        "method": m,
-                        "seed": int(s),
-                        "all_done": sm["all_done"],
-                        "reallocations": res.stats.get("reallocations", 0),
-                        "allocations": res.allocations[-1]["requests"] if res.allocations else None,
-                    }
-                )
+    for (level, m), s, res in _runs(P, cfgs, seeds, device, progress):
+        sm = summarize(res)
+        rows.append(
+            {
+                "level": level,
+                "method": m,
+                "seed": s,
+                "all_done": sm["all_done"],
+                "reallocations": res.stats.get("reallocations", 0),
+                "allocations": res.allocations[-1]["requests"] if res.allocations else None,
+            }
+        )
     return pd.DataFrame(rows)
 
 
