@@ -62,6 +62,11 @@ def configure_threads(threads: int | str | None = None) -> int:
     return n
 
 
+def cores_per_job(jobs: int) -> int:
+    """CPU cores each of ``jobs`` processes sharing this machine gets (at least 1)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
+
+
 def per_model(cache, model, build):
     """`build(model)`, built once per model object and structure: `cache` is a
     weakref.WeakKeyDictionary (an entry goes with its model), and a model whose layers changed

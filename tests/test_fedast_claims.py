@@ -83,6 +83,35 @@ def test_curve_noise_and_nobuffer_claim():
     assert not C.nobuffer_noisier({0: noisy}, {0: calm})[0]
 
 
+def _timed(points):
+    """A one-task result with tests at the given (time, accuracy) points."""
+    hist = [
+        {"task": "A", "round": i + 1, "sim_time": t, "accuracy": a, "requests": 4}
+        for i, (t, a) in enumerate(points)
+    ]
+    return SimpleNamespace(history=hist, tasks=["A"], completion_time={})
+
+
+def test_noise_is_compared_at_one_time_resolution():
+    # FedAST tests every 4 time units and moves 0.1 per test; NoBuffer tests every unit (a server
+    # step per arrival) on a curve swinging 0.5 -> 0.8 -> 0.5 every 8 units: 0.075 per test, so
+    # per test it looks calmer, but read every 4 units it moves 0.3 per point
+    fedast = _timed([(4.0 * i, 0.5 + 0.1 * (i % 2)) for i in range(5)])
+    swing = [0.5, 0.575, 0.65, 0.725, 0.8, 0.725, 0.65, 0.575]
+    nobuffer = _timed([(float(i), swing[i % 8]) for i in range(17)])
+    assert C.mean_test_interval(fedast) == pytest.approx(4.0)
+    assert C.mean_test_interval(nobuffer) == pytest.approx(1.0)
+    assert C.curve_noise(nobuffer) == pytest.approx(0.075)
+    assert C.curve_noise(nobuffer, step=4.0) == pytest.approx(0.3)
+    assert C.curve_noise(fedast, step=4.0) == pytest.approx(0.1)
+    holds, ev = C.nobuffer_noisier({0: fedast}, {0: nobuffer})
+    assert holds and "FedAST 0.1000, NoBuffer 0.3000" in ev and "per 4 time units" in ev
+    # the grid reads the last test at or before each grid time: 0.2 (t = 0), 0.4 (t = 1 for the
+    # grid time 2), 0.3 (t = 4); the 0.1 at t = 3.5 falls between grid times
+    uneven = _timed([(0.0, 0.2), (1.0, 0.4), (3.5, 0.1), (4.0, 0.3)])
+    assert C.curve_noise(uneven, step=2.0) == pytest.approx((0.2 + 0.1) / 2)
+
+
 def _het(extra_rows=()):
     """A FedAST result where mnist finishes at 10 and fmnist's requests go 5 -> 9 after it, and
     the all-done times of seed 0: FedAST 20, Sync-ST 30 (plus ``extra_rows``)."""

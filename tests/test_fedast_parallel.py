@@ -80,7 +80,7 @@ def test_bad_input_is_refused_before_any_run(items, jobs, match, tmp_path, monke
 
 
 def test_worker_threads_share_the_cores(monkeypatch):
-    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert parallel.worker_threads(4, None) == 4
     assert parallel.worker_threads(3, 0) == 5
     assert parallel.worker_threads(32, None) == 1

@@ -9,14 +9,13 @@ every run that had finished: the next call starts from them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from .. import store
 from ..datasets import identity as _identity
 from ..progress import bar as new_bar
 from ..progress import finish
-from ..utils import FlkitError, resolve_device
+from ..utils import FlkitError, cores_per_job, resolve_device
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
 from .runner import cache_key, run
@@ -26,9 +25,7 @@ __all__ = ["run_many", "worker_threads"]
 
 def worker_threads(jobs: int, threads: int | None) -> int:
     """Torch threads per worker: ``threads`` when given (> 0), else the cores shared out."""
-    if threads:
-        return int(threads)
-    return max(1, (os.cpu_count() or 1) // jobs)
+    return int(threads) if threads else cores_per_job(jobs)
 
 
 def _init_worker(threads: int, policy: dict) -> None:

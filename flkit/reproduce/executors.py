@@ -12,12 +12,11 @@ that line while one cell runs for minutes, so a long cell never leaves the drive
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import threading
 import time
 
-from ..utils import FlkitError, check_choice
+from ..utils import FlkitError, check_choice, cores_per_job
 from .worker import failed_info, install_events, run_one
 
 __all__ = [
@@ -162,7 +161,7 @@ class LocalExecutor:
         jobs = min(self.jobs, len(runs))
         # parallel notebooks share the cores instead of each taking all of them
         # (see utils.configure_threads)
-        threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
+        threads = cores_per_job(jobs) if jobs > 1 else None
         runs = [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
         ctx = mp.get_context("spawn")
         events = ctx.Queue()
