@@ -85,3 +85,17 @@ def test_worker_threads_share_the_cores(monkeypatch):
     assert parallel.worker_threads(3, 0) == 5
     assert parallel.worker_threads(32, None) == 1
     assert parallel.worker_threads(2, 1) == 1
+
+
+def test_fig4_nobuffer_stops_at_its_own_horizon(tmp_path, monkeypatch):
+    from flkit import presets
+    from flkit.papers.fedast import study as S
+
+    monkeypatch.setenv("FLKIT_RUNS", str(tmp_path))
+    P = presets.load("03_fedast", "smoke", fig4_time=6.0, jobs=2)
+    assert P["max_time"] > 6.0  # the Fig. 4 runs must not follow the preset's max_time
+    res = S.fig4_nobuffer(P, [0, 1], device="cpu", progress=False)
+    assert sorted(res) == [0, 1]
+    for r in res.values():
+        assert r.method == "FedAST-NoBuffer"
+        assert r.total_time == 6.0 and r.stats["stop_reason"] == "max_time"

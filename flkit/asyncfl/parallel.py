@@ -18,7 +18,7 @@ from ..progress import finish
 from ..utils import FlkitError, cores_per_job, resolve_device
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
-from .runner import cache_key, run
+from .runner import run, run_folder
 
 __all__ = ["run_many", "worker_threads"]
 
@@ -74,8 +74,7 @@ def run_many(
 
     todo, seen = [], set()
     for c, s in runs:
-        key = cache_key(c, s, dev)
-        folder = store.run_dir(root, key, prefix=c.method)
+        folder = run_folder(c, s, dev, root)
         if folder not in seen and not store.is_done(folder):
             seen.add(folder)
             todo.append((c, s))

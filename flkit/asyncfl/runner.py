@@ -26,7 +26,15 @@ from .sync import SyncST
 from .tasks import TaskConfig
 from .trainer import EngineTrainer, data_kwargs
 
-__all__ = ["run", "build_schedule", "centralised", "cache_key", "data_used", "CACHE_VERSION"]
+__all__ = [
+    "run",
+    "build_schedule",
+    "centralised",
+    "cache_key",
+    "run_folder",
+    "data_used",
+    "CACHE_VERSION",
+]
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
 CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches (issue 13)
@@ -57,6 +65,13 @@ def cache_key(cfg: FedASTRun, seed: int, device) -> dict:
         "v": CACHE_VERSION,
         "data": [_data_key(d) for d in data_used(cfg)],
     }
+
+
+def run_folder(cfg: FedASTRun, seed: int, device, root=None, key: dict | None = None) -> Path:
+    """The run-cache folder of (validated config, seed, resolved device): named by the hash of
+    :func:`cache_key` (pass ``key`` when it is already computed)."""
+    key = key if key is not None else cache_key(cfg, seed, device)
+    return store.run_dir(root, key, prefix=cfg.method)
 
 
 def _save(folder: Path, res: SimResult, key: dict, data: list[dict]) -> None:
@@ -113,7 +128,7 @@ def run(
     cfg = FedASTRun.from_dict(config).validate()
     dev = resolve_device(device)
     key = cache_key(cfg, seed, dev)
-    folder = store.run_dir(root, key, prefix=cfg.method) if cache else None
+    folder = run_folder(cfg, seed, dev, root, key) if cache else None
     if folder is not None and store.is_done(folder):
         return _load(folder)
     t0 = time.perf_counter()

@@ -30,6 +30,7 @@ __all__ = [
     "buffer_load",
     "k_sweep",
     "het_compare",
+    "fig4_nobuffer",
     "dynamic_vs_static",
     "regime_preset",
 ]
@@ -307,6 +308,21 @@ def het_compare(
                 {"method": m, "label": F.METHOD_LABELS[m], "seed": s, "task": name, "time": t}
             )
     return pd.DataFrame(rows), results
+
+
+def fig4_nobuffer(P, seeds: Sequence[int], device="auto", progress=True) -> dict:
+    """Fig. 4: FedAST-NoBuffer on the heterogeneous tasks (main targets) up to ``P['fig4_time']``,
+    a horizon past FedAST's finishing times, so both curves cover the same span;
+    {seed: SimResult}."""
+    _, res = het_compare(
+        P,
+        seeds,
+        methods=("nobuffer",),
+        device=device,
+        progress=progress,
+        max_time=float(P["fig4_time"]),
+    )
+    return {s: res[("nobuffer", s)] for s in (int(x) for x in seeds)}
 
 
 def regime_preset(P) -> dict:
