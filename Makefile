@@ -12,7 +12,7 @@ export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench clean-runs strip help
+.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench gpu-check clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
@@ -23,6 +23,7 @@ help:
 	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks and the whole-round profile (writes benchmarks/results/*.json)"
+	@echo "make gpu-check   the GPU check (benchmarks/gpu_check.py): notebooks, R1, methods, inversion"
 
 venv: $(STAMP)
 
@@ -69,6 +70,11 @@ bench: $(STAMP)
 	FLKIT_THREADS=$(BENCH_THREADS) $(PY) benchmarks/profile_round.py --batch-size 10 --rounds 3
 	FLKIT_THREADS=$(BENCH_THREADS) $(PY) benchmarks/profile_round.py --batch-size 50 --rounds 3
 	$(PY) benchmarks/bench_engine.py --threads $(BENCH_THREADS)
+
+# On one GPU, at most 8 minutes; GPU_CHECK_ARGS="--device cpu --tiny" checks the script itself.
+GPU_CHECK_ARGS ?= --device cuda
+gpu-check: data
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 strip: $(STAMP)
 	$(PY) tools/strip_notebooks.py

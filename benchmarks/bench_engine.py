@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 from flkit import data, models
+from flkit.engine import LocalSpec, train_clients
+from flkit.engine.reference import train_clients_reference
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients
-from flkit.train_reference import train_clients_reference
 from flkit.utils import resolve_device
 
 

@@ -17,39 +17,41 @@ import time
 
 import torch
 
-from flkit import asyncfl as F
+from flkit import asyncfl
 
 
-def bench(K: int, threads: int, backend: str, reps: int) -> dict:
+def bench(n_requests: int, threads: int, backend: str, reps: int) -> dict:
     torch.set_num_threads(threads)
-    cfg = F.FedASTRun.from_dict(
+    cfg = asyncfl.FedASTRun.from_dict(
         dict(
             method="fedast_s",
             num_clients=200,
-            tasks=[dict(name="mnist", dataset="mnist", requests=K, buffer=1, max_rounds=1)],
+            tasks=[
+                dict(name="mnist", dataset="mnist", requests=n_requests, buffer=1, max_rounds=1)
+            ],
         )
     ).validate()
-    tr = F.EngineTrainer(cfg, seed=0, device="cpu", backend=backend)
-    clients = list(range(K))
+    tr = asyncfl.EngineTrainer(cfg, seed=0, device="cpu", backend=backend)
+    clients = list(range(n_requests))
     tr.train("mnist", 0, clients[:2])  # warm-up
     tr.train("mnist", 0, [0])
     best_b = best_s = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
-        tr.train("mnist", 0, clients, ordinals=list(range(K)))
+        tr.train("mnist", 0, clients, ordinals=list(range(n_requests)))
         best_b = min(best_b, time.perf_counter() - t0)
         t0 = time.perf_counter()
         for j, c in enumerate(clients):
             tr.train("mnist", 0, [c], ordinals=[j])
         best_s = min(best_s, time.perf_counter() - t0)
     return {
-        "K": K,
+        "K": n_requests,
         "threads": threads,
         "backend": backend,
         "batched_s": best_b,
         "one_by_one_s": best_s,
         "speedup": best_s / best_b,
-        "ms_per_request_batched": 1000 * best_b / K,
+        "ms_per_request_batched": 1000 * best_b / n_requests,
     }
 
 
@@ -64,8 +66,8 @@ def main():
     rows = []
     for th in a.threads:
         for be in a.backends:
-            for K in a.K:
-                r = bench(K, th, be, a.reps)
+            for n_requests in a.K:
+                r = bench(n_requests, th, be, a.reps)
                 rows.append(r)
                 print(
                     json.dumps(

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from flkit import models
+from flkit.engine import LocalSpec, train_clients
 from flkit.prune import default_prunable, scaled_grads, supermask_transform, synflow_group_mask
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients
 from flkit.utils import resolve_device
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from flkit import models
+from flkit.engine import LocalSpec
 from flkit.inversion import InversionSpec, init_data, invert
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec
 from flkit.utils import resolve_device
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 from flkit import data, models
+from flkit.engine import LocalSpec, train_clients
+from flkit.engine.train import default_backend
 from flkit.prune import (
     erk_mask,
     global_magnitude_mask,
@@ -29,7 +31,6 @@ from flkit.prune import (
     straight_through,
 )
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, choose_backend, train_clients
 from flkit.utils import resolve_device
 
 
@@ -65,7 +66,7 @@ def main(argv=None):
             "grad_transform": mask_grads(erk),
         },
     }
-    backend = choose_backend(net, a.backend)
+    backend = default_backend(net, a.backend)
     times = {label: [] for label in variants}
     for r in range(a.repeats + 1):  # interleaved: A B C D, A B C D, ... (load drifts hit all)
         for label, hooks in variants.items():

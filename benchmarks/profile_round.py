@@ -23,10 +23,11 @@ from pathlib import Path
 
 import torch
 
+import flkit.engine.train as tr
+import flkit.engine.wide as wd
 import flkit.experiment as ex
 import flkit.methods.base as mb
 import flkit.store as st
-import flkit.train as tr
 from flkit.compress import DenseCodec
 
 TOTALS: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -65,7 +66,7 @@ def install():
     patch(mb.Method, "select_clients", "client sampling")
     patch(mb, "broadcast_state", "broadcast")
     patch(mb, "train_clients", "local training")
-    patch(tr, "WideModel", "engine set-up (wide model)")
+    patch(wd, "WideModel", "engine set-up (wide model)")
     patch(tr, "batch_plan", "engine set-up (batch plans)")
     if hasattr(ex, "resolve_backend"):  # absent before issue 16
         patch(ex, "resolve_backend", "backend choice (once per run)")
@@ -88,7 +89,6 @@ def main(argv=None):
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     a = ap.parse_args(argv)
-    import flkit.methods  # noqa: F401  (registers the method families before patching)
 
     install()
     cfg = ex.RunConfig(

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import data_admin, reproduce
+from . import reproduce
 from .course import command as course_command
+from .data import admin as data_admin
 from .utils import run_command
 
 EPILOG = """examples:
@@ -204,20 +205,35 @@ def add_run_parser(sub) -> None:
         type=Path,
         help="run cache root (default: $FLKIT_RUNS, else runs/cache at the project root)",
     )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="write a checkpoint every N rounds; an interrupted run resumes from the last one "
+        "with the numbers of a run never stopped (default: none, checkpoints by time)",
+    )
+    p.add_argument(
+        "--checkpoint-seconds",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="without --checkpoint-every, write a checkpoint whenever S seconds of training "
+        "have passed since the last one (default: %(default)s)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar (default: off)")
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args) -> int:
     from . import data, methods, models, store
-    from .experiment import PARTITIONS, RunConfig, resolve_backend, run, run_folder
+    from .experiment import RUN_FILES, RunConfig, resolve_backend, run, run_folder
     from .store import save_frame, save_json
 
     if args.list or not args.method:
         print("methods:   ", ", ".join(methods.names()))
         print("datasets:  ", ", ".join(data.DATASETS))
         print("models:    ", ", ".join(models.MODELS))
-        print("partitions:", ", ".join(PARTITIONS))
+        print("partitions:", ", ".join(data.partition.SCHEMES))
         return 0 if args.list else 2
     model = args.model
     if model is None:
@@ -240,7 +256,7 @@ def cmd_run(args) -> int:
             raise SystemExit(f"--param {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
         mp[k] = _value(v)
-    dkw = {"train_subset": args.train_subset} if args.train_subset else {}
+    dkw = {"train_subset": args.train_subset} if args.train_subset is not None else {}
     cfg = RunConfig(
         method=args.method,
         dataset=args.dataset,
@@ -249,7 +265,7 @@ def cmd_run(args) -> int:
         partition=args.partition,
         partition_kwargs=pkw,
         clients_per_round=args.clients_per_round,
-        local_epochs=None if args.local_steps else args.local_epochs,
+        local_epochs=None if args.local_steps is not None else args.local_epochs,
         local_steps=args.local_steps,
         batch_size=args.batch_size,
         lr=args.lr,
@@ -268,10 +284,17 @@ def cmd_run(args) -> int:
     # that will run: a finished run there is loaded, not trained.
     resolved, setup, _ = resolve_backend(cfg, args.cache)
     folder = run_folder(resolved, args.cache)
-    cached = store.is_done(folder)
+    cached = store.is_done(folder) and not store.check_finished(folder, resolved.rounds, RUN_FILES)
     if cached:
         print(f"loaded from cache (folder {folder}); delete the folder to train again")
-    result = run(cfg, out_dir=args.cache, progress=not args.no_progress, setup=setup)
+    result = run(
+        cfg,
+        out_dir=args.cache,
+        progress=not args.no_progress,
+        setup=setup,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_seconds=args.checkpoint_seconds,
+    )
     if args.out:
         save_frame(args.out / "history.csv", result.history)
         save_json(args.out / "config.json", result.config.key())  # the backend that ran

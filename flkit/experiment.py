@@ -6,28 +6,54 @@
     result = run(cfg)            # cached: the same config loads from disk instead of retraining
     result.history.plot(x="round", y="test_accuracy")
 
-Every random choice derives from `seed` through named streams (flkit.utils.derive_seed), so a
-run resumed from a checkpoint continues exactly as if it had never stopped.
+Every random choice derives from `seed` through named streams (flkit.utils.derive_seed); dropout
+draws from torch's global generator, seeded with the model's initialisation, whose state every
+checkpoint saves and a resume restores (the "auto" backend's timing probe puts it back after
+drawing from it). A run resumed from a checkpoint therefore writes, byte for byte, the history of
+a run never stopped, and a measured backend choice trains like a remembered or pinned one.
+
+A finished run folder is served only when its files match their manifest (:mod:`flkit.store`);
+a damaged one is reported with its path and trained again, a damaged checkpoint is never resumed
+from, and a run whose loss stops being finite ends with an error naming the round.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
-from . import methods, metrics, store
-from .progress import finish
+from . import methods, metrics, rng_state, store
+from .engine import BACKENDS, LocalSpec
+from .methods.hyperparameters import check_value
 from .state import model_state
-from .train import BACKENDS, LocalSpec
-from .utils import FlkitError, check_choice, check_range, derive_seed, numpy_rng, resolve_device
+from .utils import FlkitError, check_choice, derive_seed, resolve_device
+from .workbook.progress import finish
 
-PARTITIONS = ("iid", "dirichlet", "shards", "classes_per_client", "natural")
+#: what each number of a RunConfig accepts (the methods' shared check: whole numbers, finite
+#: reals, ranges); checked before any data is loaded
+_FIELD_RULES = {
+    **{
+        name: {"kind": "integer", "low": 1}
+        for name in ("num_clients", "clients_per_round", "batch_size", "rounds", "eval_every")
+    },
+    "local_epochs": {"kind": "integer", "low": 1, "optional": True},
+    "local_steps": {"kind": "integer", "low": 1, "optional": True},
+    "seed": {"kind": "integer"},
+    "lr": {"kind": "real", "low": 0, "low_open": True},
+    "momentum": {"kind": "real", "low": 0, "high": 1, "high_open": True},
+    "weight_decay": {"kind": "real", "low": 0},
+}
+#: the files of a finished run, checked against its manifest before it is served
+RUN_FILES = ("config.json", "history.csv", "final_state.pt", "meta.json")
 
 
 @dataclass(frozen=True)
@@ -59,9 +85,11 @@ class RunConfig:
         from . import data, models
 
         check_choice("method", self.method, methods.names())
+        # each hyperparameter alone, before any data is loaded (the config keeps the dict as given)
+        methods.get(self.method).Params.build(self.method, self.method_params)
         check_choice("dataset", self.dataset, data.DATASETS)
         check_choice("model", self.model, models.MODELS)
-        check_choice("partition", self.partition, PARTITIONS)
+        check_choice("partition", self.partition, data.partition.SCHEMES)
         if self.partition == "natural" and self.dataset not in data.GROUPED:
             raise FlkitError(
                 f"dataset {self.dataset!r} has no natural groups (client ids), so "
@@ -69,20 +97,43 @@ class RunConfig:
                 f"{', '.join(data.GROUPED)}; or use 'dirichlet', 'iid', 'shards'"
             )
         check_choice("backend", self.backend, BACKENDS)
-        for name in ("num_clients", "clients_per_round", "batch_size", "rounds", "eval_every"):
-            check_range(name, getattr(self, name), 1)
+        for name, rule in _FIELD_RULES.items():
+            value = getattr(self, name)
+            value = int(value) if isinstance(value, np.integer) else value
+            checked = check_value(name, value, rule)
+            if rule["kind"] == "integer":  # 20.0 runs as 20; reals stay as given (the cache key)
+                object.__setattr__(self, name, checked)
+        self._check_against_rounds()
         if self.clients_per_round > self.num_clients:
             raise FlkitError(
                 f"clients_per_round={self.clients_per_round} is more than num_clients="
                 f"{self.num_clients}; accepted: 1..{self.num_clients}"
             )
         if "alpha" in self.partition_kwargs:
-            check_range(
-                "partition_kwargs.alpha", self.partition_kwargs["alpha"], 0, None, low_open=True
-            )
+            alpha = {"kind": "real", "low": 0, "low_open": True}
+            check_value("partition_kwargs.alpha", self.partition_kwargs["alpha"], alpha)
         if self.device != "auto":
             resolve_device(self.device)
         self.local_spec()  # validates lr, momentum, epochs/steps
+
+    def _check_against_rounds(self) -> None:
+        """Method parameters that only mean something within the run's rounds."""
+        cls = methods.get(self.method)
+        given = self.method_params
+        if getattr(cls, "stale_enabled", False):
+            tau = given.get("tau", cls.Params().tau)
+            if isinstance(tau, (int, float)) and 0 < tau >= self.rounds:
+                raise FlkitError(
+                    f"tau={tau} never lets a client be stale within rounds={self.rounds} (a stale "
+                    f"client trains from the model of round t - tau, first at round tau + 1); "
+                    f"accepted: tau in 1..{self.rounds - 1}, or more rounds"
+                )
+        horizon = given.get("horizon")
+        if isinstance(horizon, (int, float)) and horizon < self.rounds:
+            raise FlkitError(
+                f"horizon={horizon} is shorter than rounds={self.rounds}: the schedule ends "
+                f"before the run does; accepted: horizon >= {self.rounds}"
+            )
 
     def local_spec(self) -> LocalSpec:
         return LocalSpec(
@@ -112,7 +163,7 @@ class RunConfig:
     def cache_key(self) -> dict:
         """:meth:`key` and the data copy's sizes and label checksum: a run on a reduced copy is
         never served for the full dataset."""
-        from .datasets.identity import cache_key
+        from .data.provenance import cache_key
 
         return {**self.key(), "data": cache_key(self.data_identity())}
 
@@ -132,7 +183,7 @@ class RunConfig:
 class RunResult:
     config: RunConfig
     history: pd.DataFrame
-    final_state: dict | None
+    final_state: methods.ServerState | None  # a loaded run keeps only the global model
     run_dir: Path | None
     client_accuracy: torch.Tensor | None = None  # [clients] at the last evaluation
 
@@ -157,7 +208,7 @@ class Setup:
     def build(cls, cfg: RunConfig, data_obj=None) -> Setup:
         from . import data as data_mod
         from . import models
-        from . import partition as part_mod
+        from .data import partition as part_mod
 
         device = resolve_device(cfg.device)
         ds = (
@@ -184,19 +235,11 @@ class Setup:
         return cls(cfg, ds, parts, model, device)
 
 
-def sample_clients(seed: int, rnd: int, num_clients: int, m: int) -> list[int]:
-    """Uniform participation (what `Method.select_clients` does by default)."""
-    return sorted(
-        numpy_rng(seed, "sample", rnd).choice(num_clients, size=m, replace=False).tolist()
-    )
-
-
 def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch.Tensor:
     """Per-client accuracy = sum_c pi_i(c) * acc_c, with pi_i client i's label distribution.
 
-    (The protocol we chose for the STC-projection paper: deterministic, keeps all training data;
-    a class the global model never saw in the test set counts as accuracy 0 for clients holding
-    it.)"""
+    Deterministic and keeps all training data; a class the global model never saw in the test set
+    counts as accuracy 0 for clients holding it."""
     acc = torch.nan_to_num(per_class_acc, nan=0.0)
     out = []
     for ix in parts:
@@ -212,12 +255,12 @@ def resolve_backend(
     setup: Setup | None = None,
 ) -> tuple[RunConfig, Setup | None, dict | None]:
     """`config` with backend "auto" replaced by the backend measured fastest for its model, batch
-    size, clients and device on this machine (flkit.backend_choice, cached per machine and shape
-    in the run cache); a pinned backend is kept. Returns (config, setup built for the
-    measurement or the one given, the measurement record or None)."""
+    size, clients and device on this machine (flkit.engine.backend, remembered per machine and
+    shape in flkit.paths.machine_dir()); a pinned backend is kept. Returns (config, setup built
+    for the measurement or the one given, the measurement record or None)."""
     if config.backend != "auto":
         return config, setup, None
-    from . import backend_choice
+    from .engine import backend
 
     shape = {
         k: getattr(config, k)
@@ -231,11 +274,14 @@ def resolve_backend(
         nonlocal built
         built = built or Setup.build(config)
         d = built.data
-        return backend_choice.measure(
-            built.model, d.x_train, d.y_train, config.clients_per_round, config.local_spec()
-        )
+        # the probe's dropout draws come from torch's global generators, which the run draws
+        # from next: they are put back, so that a measured and a remembered choice train alike
+        with rng_state.untouched(built.device):
+            return backend.time_backends(
+                built.model, d.x_train, d.y_train, config.clients_per_round, config.local_spec()
+            )
 
-    chosen, record = backend_choice.choose(shape, probe, out_dir, cache)
+    chosen, record = backend.measure_backend(shape, probe, cache=cache)
     return config.replace(backend=chosen), built, record
 
 
@@ -260,14 +306,25 @@ def run(
     resumes.
     backend "auto" is first resolved by measurement (`resolve_backend`): the result's config, the
     run's config.json and its cache key hold the backend that ran.
-    A checkpoint is written every `checkpoint_every` rounds when given, else whenever
-    `checkpoint_seconds` of training have passed since the last one (a resume then repeats at most
-    that much work, and a short run writes none)."""
+    A checkpoint (the method's state, the history so far and every global random state) is
+    written every `checkpoint_every` rounds when given, else whenever `checkpoint_seconds` of
+    training have passed since the last one (a resume then repeats at most that much work, and a
+    short run writes none); the CLI's --checkpoint-every / --checkpoint-seconds.
+    A finished folder whose files do not match its manifest is reported (a warning naming the
+    folder) and trained again; a loss that becomes NaN or infinite raises FlkitError naming the
+    round, and nothing is cached as finished."""
+    if checkpoint_every is not None:
+        check_value("checkpoint_every", checkpoint_every, {"kind": "integer", "low": 1})
+    check_value("checkpoint_seconds", checkpoint_seconds, {"kind": "real", "low": 0})
     config, setup, choice = resolve_backend(config, out_dir, cache, setup)
     data_used = config.data_identity()  # refuses a reduced copy at `paper` before any work
     folder = run_folder(config, out_dir) if cache else None
     if folder is not None and store.is_done(folder):
-        return load(folder)
+        problem = store.check_finished(folder, config.rounds, RUN_FILES)
+        if not problem:
+            return load(folder)
+        _damaged(folder, problem, "it is trained again")
+        store.discard_finished(folder, RUN_FILES)
     setup = setup or Setup.build(config)
     ctx = methods.RunContext(
         setup.model,
@@ -283,10 +340,14 @@ def run(
     method = methods.get(config.method)(ctx, **config.method_params)
     state = method.init_state(model_state(setup.model))
     rows, start_round = [], 1
-    ckpt = folder / "checkpoint.pt" if folder is not None else None
-    if ckpt is not None and ckpt.exists():
-        saved = store.load_torch(ckpt, setup.device)
+    saved, problem = store.load_checkpoint(folder, setup.device) if folder else (None, "")
+    if problem:
+        _damaged(folder, problem, "training starts again from round 1")
+        store.remove_checkpoint(folder)
+    if saved is not None:
         state, rows, start_round = saved["state"], saved["rows"], saved["round"] + 1
+        if "rng" in saved:
+            rng_state.restore(saved["rng"], setup.device)
     if folder is not None:
         store.save_json(folder / "config.json", config.key())
     client_acc = None
@@ -297,6 +358,7 @@ def run(
     for rnd in range(start_round, config.rounds + 1):
         clients = method.select_clients(state, rnd)
         state, log = method.round(state, clients, rnd)
+        _check_finite(config, rnd, "training loss", log.train_loss)
         cum_up, cum_down = cum_up + log.bytes_up, cum_down + log.bytes_down
         row = {
             "round": rnd,
@@ -312,6 +374,7 @@ def run(
         if rnd % config.eval_every == 0 or rnd == config.rounds:
             row.update(_evaluate(setup, method, state, config.per_client_eval))
             row.update(method.eval_metrics(state, setup.data.x_test, setup.data.y_test))
+            _check_finite(config, rnd, "test loss", row["test_loss"])
             if config.per_client_eval:
                 client_acc = row.pop("_client_acc")
         rows.append(row)
@@ -324,20 +387,22 @@ def run(
             if checkpoint_every
             else time.perf_counter() - last_ckpt >= checkpoint_seconds
         )
-        if ckpt is not None and due and rnd < config.rounds:
-            store.save_torch(ckpt, {"state": state, "rows": rows, "round": rnd})
+        if folder is not None and due and rnd < config.rounds:
+            saved = {
+                "state": state,
+                "rows": rows,
+                "round": rnd,
+                "rng": rng_state.capture(setup.device),
+            }
+            store.save_checkpoint(folder, saved, rnd)
             last_ckpt = time.perf_counter()
     finish(bar)
-    history = pd.DataFrame(rows)
-    history.attrs["config"] = config.key()
-    history.attrs["wall_seconds"] = time.perf_counter() - t0
-    history.attrs["backend"] = config.backend
-    history.attrs["data"] = data_used
+    history = _with_attrs(pd.DataFrame(rows), config, time.perf_counter() - t0, data_used)
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
         store.save_torch(
-            folder / "final_state.pt", {"state": state["model"], "client_accuracy": client_acc}
+            folder / "final_state.pt", {"state": state.model, "client_accuracy": client_acc}
         )
         store.save_json(
             folder / "meta.json",
@@ -351,8 +416,8 @@ def run(
             },
         )
         store.mark_done(folder)
-        if ckpt.exists():
-            ckpt.unlink()
+        store.write_manifest(folder, RUN_FILES, len(history))  # last: the run is whole
+        store.remove_checkpoint(folder)
     return result
 
 
@@ -363,15 +428,49 @@ def load(folder: str | Path) -> RunResult:
         raise FlkitError(
             f"{folder} holds no finished run (no DONE marker); run it or resume it with run()"
         )
-    cfg = RunConfig.from_dict(store.load_json(folder / "config.json"))
-    history = pd.read_csv(folder / "history.csv")
-    history.attrs["config"] = cfg.key()
-    meta = store.load_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
-    history.attrs["wall_seconds"] = meta.get("wall_seconds")
-    history.attrs["backend"] = cfg.backend
-    history.attrs["data"] = meta.get("data")
-    final = store.load_torch(folder / "final_state.pt")
-    return RunResult(cfg, history, {"model": final["state"]}, folder, final.get("client_accuracy"))
+    problem = store.check_finished(folder, None, RUN_FILES)
+    try:
+        if problem:
+            raise ValueError(problem)
+        cfg = RunConfig.from_dict(store.load_json(folder / "config.json"))
+        problem = store.check_finished(folder, cfg.rounds, RUN_FILES)
+        if problem:
+            raise ValueError(problem)
+        history = pd.read_csv(folder / "history.csv")
+        meta = store.load_json(folder / "meta.json")
+        final = store.load_torch(folder / "final_state.pt")
+    except Exception as e:  # noqa: BLE001 - whatever failed to read, the folder is damaged
+        raise FlkitError(
+            f"run folder {folder} is damaged ({e}); it is not loaded: delete it, or run its "
+            "config again with run() (which trains it again)"
+        ) from e
+    history = _with_attrs(history, cfg, meta.get("wall_seconds"), meta.get("data"))
+    final_state = methods.ServerState(model=final["state"])
+    return RunResult(cfg, history, final_state, folder, final.get("client_accuracy"))
+
+
+def _check_finite(config: RunConfig, rnd: int, what: str, value) -> None:
+    """Stop a run that diverged: nothing after a non-finite loss means anything, and the run is
+    never cached as finished (its last checkpoint is kept)."""
+    if not math.isfinite(float(value)):
+        raise FlkitError(
+            f"the run diverged: its {what} is {float(value)} at round {rnd} (method "
+            f"{config.method!r}, lr={config.lr}, method_params={config.method_params}); it is not "
+            "cached as finished. A smaller lr (or method parameter) usually keeps it finite"
+        )
+
+
+def _damaged(folder: Path, problem: str, action: str) -> None:
+    warnings.warn(f"run folder {folder} is damaged: {problem}; {action}", stacklevel=3)
+
+
+def _with_attrs(history: pd.DataFrame, config: RunConfig, wall_seconds, data) -> pd.DataFrame:
+    """The history with what describes its run: the config's key, the training wall time, the
+    backend that ran and the data copy read."""
+    history.attrs.update(
+        config=config.key(), wall_seconds=wall_seconds, backend=config.backend, data=data
+    )
+    return history
 
 
 def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
@@ -394,6 +493,6 @@ def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
 def _progress(total: int, done: int, desc: str, enabled: bool):
     if not enabled:
         return None
-    from .progress import bar
+    from .workbook.progress import bar
 
     return bar(total=total, initial=done, desc=desc, unit="round")

@@ -3,7 +3,7 @@ reproduces a received update (Wang and Gao, AAAI 2025), for many clients at once
 
 The surrogate dataset of client k is (X_k, Y~_k): R inputs and R rows of label logits. Its
 "unroll" U(w; X, softmax(Y~)) is the client's local program (full-batch SGD steps from w) run by
-the engine (`flkit.train.train_clients` with `differentiable=True`), so the model of the client
+the engine (`flkit.engine.train_clients` with `differentiable=True`), so the model of the client
 is the very code that trains real clients. The inversion minimises, per client,
 
     Disparity_k = sum | M_k * (U(w_k; X_k, softmax(Y~_k)) - Delta_k) |   (L1, trainable tensors)
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .engine import LocalSpec, train_clients
 from .state import param_names
-from .train import LocalSpec, train_clients
 from .utils import FlkitError, check_choice, check_range, generator
 
 LABEL_LOSSES = ("soft_ce",)

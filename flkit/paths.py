@@ -9,6 +9,8 @@ root: the source checkout that holds this package (the folder with ``pyproject.t
 - ``runs_dir()``: ``$FLKIT_RUNS_DIR`` else ``<project>/runs`` (notebook results, reports).
 - ``cache_dir()``: ``$FLKIT_RUNS`` else ``runs_dir()/cache`` (the run cache).
 - ``data_dir()``: ``<project>/data``, the default data root.
+- ``machine_dir()``: ``$FLKIT_MACHINE_DIR`` else ``runs_dir()/machine``: what this machine worked
+  out once and every run cache reuses (decoded datasets, backend choices).
 
 A relative value in one of those variables is anchored at the project root too.
 """
@@ -20,9 +22,10 @@ from pathlib import Path
 
 ENV_RUNS_DIR = "FLKIT_RUNS_DIR"
 ENV_CACHE = "FLKIT_RUNS"
+ENV_MACHINE = "FLKIT_MACHINE_DIR"
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 
-__all__ = ["project_root", "anchored", "runs_dir", "cache_dir", "data_dir"]
+__all__ = ["project_root", "anchored", "runs_dir", "cache_dir", "data_dir", "machine_dir"]
 
 
 def project_root() -> Path | None:
@@ -57,3 +60,14 @@ def cache_dir() -> Path:
 def data_dir() -> Path:
     """``data`` at the project root (the default data root)."""
     return anchored("data")
+
+
+def machine_dir() -> Path:
+    """``$FLKIT_MACHINE_DIR``, else ``runs_dir() / "machine"``: decoded datasets and their
+    identities (``data/``, :mod:`flkit.data.decoded`) and the measured backend choices
+    (``backend-choices.json``, :mod:`flkit.engine.backend`). Beside the run cache, not in it, so a
+    fresh run cache (``flkit run --cache DIR``) still starts from them; under ``runs_dir()``, so
+    whatever gives a process its own runs folder (the course grader does, per student) gives it
+    its own machine folder too."""
+    env = os.environ.get(ENV_MACHINE)
+    return anchored(env) if env else runs_dir() / "machine"

@@ -1,8 +1,14 @@
-"""Run folders keyed by the config's hash, atomic writes, checkpoints.
+"""Run folders keyed by the config's hash, atomic writes, checkpoints, manifests.
 
-A run folder holds config.json, history.csv, checkpoint.pt (while running) and DONE (when
-finished). Re-running an unchanged config loads the folder instead of retraining; an
-interrupted run resumes from checkpoint.pt."""
+A run folder holds config.json, history.csv, checkpoint.pt with its checksum in checkpoint.json
+(while running), and DONE and MANIFEST.json (when finished). Re-running an unchanged config loads
+the folder instead of retraining; an interrupted run resumes from checkpoint.pt.
+
+The manifest is written last, atomically: the number of history rows and a SHA-256 checksum of
+every file of the finished run. :func:`check_finished` compares a folder with it before the run
+is served, so a file changed, truncated or deleted afterwards is found, not loaded. A finished
+folder written before manifests existed (DONE, no MANIFEST.json) is checked by what its files
+hold (each readable, the history's row count) and then sealed with a manifest."""
 
 from __future__ import annotations
 
@@ -82,6 +88,113 @@ def save_torch(path, obj) -> None:
 
 def load_torch(path, device="cpu"):
     return torch.load(path, map_location=device, weights_only=False)
+
+
+MANIFEST = "MANIFEST.json"
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_SUM = "checkpoint.json"
+
+
+def file_digest(path) -> str:
+    """SHA-256 of a file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path, files, rows: int) -> None:
+    """Seal a finished run: MANIFEST.json, written last and atomically, with the history's row
+    count and the checksum of each of ``files`` (names in ``folder``)."""
+    folder = Path(folder)
+    digests = {name: file_digest(folder / name) for name in files}
+    save_json(folder / MANIFEST, {"rows": int(rows), "files": digests})
+
+
+def _history_rows(path: Path) -> int:
+    return len(pd.read_csv(path))
+
+
+def check_finished(folder: Path, rows: int | None = None, files=()) -> str:
+    """What is wrong with the finished run in ``folder`` ("" when nothing is): a file missing or
+    not matching the manifest's checksum, a row count other than the manifest's (or ``rows``).
+    A folder without a manifest (written before manifests) is checked by reading ``files`` and
+    counting the history's rows, then sealed when whole."""
+    folder = Path(folder)
+    path = folder / MANIFEST
+    if path.exists():
+        try:
+            manifest = load_json(path)
+            listed, count = dict(manifest["files"]), int(manifest["rows"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"{MANIFEST} cannot be read ({type(e).__name__})"
+        for name, digest in listed.items():
+            if not (folder / name).is_file():
+                return f"{name} is missing"
+            if file_digest(folder / name) != digest:
+                return f"{name} does not match its checksum in {MANIFEST} (changed or truncated)"
+        if rows is not None and count != rows:
+            return f"{MANIFEST} records {count} history rows, the config asks for {rows}"
+        return ""
+    count = rows
+    for name in files:
+        target = folder / name
+        if not target.is_file() or target.stat().st_size == 0:
+            return f"{name} is missing or empty"
+        try:
+            if name.endswith(".json"):
+                load_json(target)
+            elif name.endswith(".pt"):
+                load_torch(target)
+            elif name.endswith(".csv"):
+                count = _history_rows(target)
+                if rows is not None and count != rows:
+                    return f"{name} holds {count} rows, the config asks for {rows}"
+        except Exception as e:  # noqa: BLE001 - any reader's failure means a damaged file
+            return f"{name} cannot be read ({type(e).__name__}: {str(e)[:80]})"
+    write_manifest(folder, files, count if count is not None else 0)
+    return ""
+
+
+def discard_finished(folder: Path, files) -> None:
+    """Remove a damaged finished run's files (not its checkpoint) so that it trains again."""
+    for name in (MANIFEST, "DONE", *files):
+        (Path(folder) / name).unlink(missing_ok=True)
+
+
+def save_checkpoint(folder: Path, obj, round_: int) -> None:
+    """checkpoint.pt, then its checksum in checkpoint.json (a checkpoint whose checksum does not
+    match is never resumed from)."""
+    folder = Path(folder)
+    save_torch(folder / CHECKPOINT, obj)
+    save_json(
+        folder / CHECKPOINT_SUM, {"round": round_, "sha256": file_digest(folder / CHECKPOINT)}
+    )
+
+
+def load_checkpoint(folder: Path, device="cpu"):
+    """(the checkpoint, "") when checkpoint.pt matches its checksum and loads, else (None, what is
+    wrong); (None, "") when there is none."""
+    folder = Path(folder)
+    ckpt = folder / CHECKPOINT
+    if not ckpt.exists():
+        return None, ""
+    try:
+        recorded = load_json(folder / CHECKPOINT_SUM)
+        if file_digest(ckpt) != recorded["sha256"]:
+            return None, f"{CHECKPOINT} does not match its checksum in {CHECKPOINT_SUM}"
+        saved = load_torch(ckpt, device)
+        if saved["round"] != recorded["round"] or len(saved["rows"]) != saved["round"]:
+            return None, f"{CHECKPOINT} is inconsistent (round and rows differ)"
+    except Exception as e:  # noqa: BLE001 - any reader's failure means a damaged checkpoint
+        return None, f"{CHECKPOINT} cannot be read ({type(e).__name__}: {str(e)[:80]})"
+    return saved, ""
+
+
+def remove_checkpoint(folder: Path) -> None:
+    for name in (CHECKPOINT, CHECKPOINT_SUM):
+        (Path(folder) / name).unlink(missing_ok=True)
 
 
 def mark_done(folder: Path) -> None:

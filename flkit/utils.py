@@ -35,11 +35,14 @@ def check_range(field: str, value, low=None, high=None, low_open=False, high_ope
         raise FlkitError(f"{field}={value!r} is outside the accepted range {interval}")
 
 
-def check_int(field: str, value, low=None) -> None:
-    """Raise FlkitError unless value is an int (bool excluded) and, when given, value >= low."""
-    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-        bound = "" if low is None else f" >= {low}"
-        raise FlkitError(f"{field}={value!r} must be an integer{bound}")
+def check_int(field: str, value, low=None, high=None) -> None:
+    """Raise FlkitError unless value is an integer (Python or NumPy; bool excluded) with
+    low <= value <= high (either bound optional). Nothing is ever rounded."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        lo = "(-inf" if low is None else f"[{low}"
+        hi = "inf)" if high is None else f"{high}]"
+        raise FlkitError(f"{field}={value!r} must be an integer in {lo}, {hi}")
+    check_range(field, int(value), low, high)
 
 
 def configure_threads(threads: int | str | None = None) -> int:
@@ -67,26 +70,26 @@ def cores_per_job(jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
-def per_model(cache, model, build):
-    """`build(model)`, built once per model object and structure: `cache` is a
-    weakref.WeakKeyDictionary (an entry goes with its model), and a model whose layers changed
-    since (another repr) is built again."""
-    shape = repr(model)
-    hit = cache.get(model)
-    if hit is None or hit[0] != shape:
-        hit = cache[model] = (shape, build(model))
-    return hit[1]
-
-
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """'auto' (or None) picks CUDA when present, else CPU; anything else is taken as given.
 
     The environment variable FLKIT_DEVICE overrides 'auto' (handy for batch runs)."""
+    source = "device"
     if device is None or device == "auto":
         device = os.environ.get("FLKIT_DEVICE", "auto")
+        source = "FLKIT_DEVICE"
         if device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError(type(device).__name__)
+        dev = torch.device(device)
+        if dev.type not in ("cpu", "cuda", "mps"):
+            raise ValueError(dev.type)
+    except (RuntimeError, TypeError, ValueError):
+        raise FlkitError(
+            f"unknown {source} {str(device)!r}; accepted: 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise FlkitError(
             f"device={str(device)!r} was asked for but CUDA is not available; "

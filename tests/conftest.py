@@ -17,11 +17,24 @@ def pytest_sessionstart(session):
             )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_machine_dir(tmp_path_factory):
+    """The session's decoded datasets and backend choices (flkit.paths.machine_dir) stay out of
+    the user's: tests share them with each other, never with real runs."""
+    old = os.environ.get("FLKIT_MACHINE_DIR")
+    os.environ["FLKIT_MACHINE_DIR"] = str(tmp_path_factory.mktemp("machine"))
+    yield
+    if old is None:
+        os.environ.pop("FLKIT_MACHINE_DIR", None)
+    else:
+        os.environ["FLKIT_MACHINE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _no_active_preset():
     """Each test starts with no active preset: a test that loads the `paper` preset to read its
     values must not make later tests refuse the mirror's reduced CIFAR copies."""
-    from flkit.datasets import identity
+    from flkit.data import provenance as identity
 
     identity.set_policy(None)
     yield

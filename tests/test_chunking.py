@@ -12,9 +12,9 @@ import os
 import pytest
 import torch
 
-from flkit import models, train
+from flkit import models
+from flkit.engine import LocalSpec, train, train_clients
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients
 
 
 def _clients(k=10, n=60):

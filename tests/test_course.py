@@ -197,6 +197,9 @@ def test_grade_refuses_bad_folders(tmp_path):
     (tmp_path / "ann").mkdir()
     with pytest.raises(FlkitError, match="cell_timeout"):
         grade(tmp_path, cell_timeout=0)
+    for bad in (0, float("nan"), float("inf"), "60"):
+        with pytest.raises(FlkitError, match="notebook_timeout"):
+            grade(tmp_path, notebook_timeout=bad)
     for jobs in (0, 1.5, True):
         with pytest.raises(FlkitError, match="jobs"):
             grade(tmp_path, jobs=jobs)
@@ -274,7 +277,8 @@ def graded_all(released, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("graded-all")
     subs = _submissions(released[0], tmp / "subs", ("blank", "wrong"))
-    return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2, run="all", cell_timeout=900))
+    out = tmp / "out"
+    return out, _csv(grade(subs, out, jobs=2, run="all", cell_timeout=900, notebook_timeout=3600))
 
 
 def _csv(path: Path) -> list[dict]:
@@ -393,8 +397,8 @@ def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(nbgrader_run, "grade", fake_grade)
     assert main(["course", "grade", str(tmp_path), "--jobs", "3", "--run", "all"]) == 0
-    assert seen[-1][-2:] == (3, "all") and "ann: 1 / 2 points" in capsys.readouterr().out
-    assert main(["course", "grade", str(tmp_path)]) == 0
-    assert seen[-1][-2:] == (None, "exercises")  # None: the grader takes the number of CPUs
+    assert seen[-1][-3:] == (3, "all", 1800) and "ann: 1 / 2 points" in capsys.readouterr().out
+    assert main(["course", "grade", str(tmp_path), "--notebook-timeout", "90"]) == 0
+    assert seen[-1][-3:] == (None, "exercises", 90)  # None: the grader takes the number of CPUs
     with pytest.raises(SystemExit):
         main(["course", "grade", str(tmp_path), "--run", "some"])

@@ -5,13 +5,14 @@ value worked out by hand from the paper's formula."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
 from flkit.asyncfl import realloc_paper
 from flkit.compress import stc as ternarize
-from flkit.methods import FedAvg, weighted_average
+from flkit.methods import FedAvg, ServerState, real, weighted_average
 from flkit.papers.fedast import exercise as fedast
 from flkit.papers.feddip import exercise as feddip
 from flkit.papers.fl_primer import exercise as primer
@@ -47,28 +48,38 @@ def test_number_exercises(check, right, mistake, hint, capsys):
     assert v.passed is None and "not attempted yet" in out and "right" not in out
 
 
+@dataclass(frozen=True)
+class _BetaParams(FedAvg.Params):
+    beta: float = real(0.9, 0.0, 1.0, high_open=True)
+
+
+@dataclass
+class _BufferState(ServerState):
+    buf: dict | None = None
+
+
 class _Momentum(FedAvg):
-    params = {"beta": 0.9, "lr_decay": 1.0}
+    Params, State = _BetaParams, _BufferState
 
     def aggregate(self, state, up, rnd):  # written from the paper, not from the reference
         avg = weighted_average(up.state, up.weights)
-        old = state.get("buf") or {n: torch.zeros_like(avg[n]) for n in self.param_names}
-        buf = {n: self.beta * old[n] + (state["model"][n] - avg[n]) for n in self.param_names}
-        return {**state, "model": {n: state["model"][n] - buf[n] for n in avg}, "buf": buf}
+        old = state.buf or {n: torch.zeros_like(avg[n]) for n in self.param_names}
+        buf = {n: self.hp.beta * old[n] + (state.model[n] - avg[n]) for n in self.param_names}
+        return replace(state, model={n: state.model[n] - buf[n] for n in avg}, buf=buf)
 
 
 def test_fedavgm_exercise():
     assert primer.check_fedavgm(_Momentum, lambda: 10.0, verbose=False)
     v = primer.check_fedavgm(FedAvg, lambda: 10.0, verbose=False)
     assert not v and "unknown parameter(s) ['beta']" in v.text()
-    plain = type("Plain", (FedAvg,), {"params": {"beta": 0.9, "lr_decay": 1.0}})
+    plain = type("Plain", (FedAvg,), {"Params": _BetaParams})
     v = primer.check_fedavgm(plain, lambda: 10.0, verbose=False)  # no momentum at all
     assert not v and "plain FedAvg" in v.text()
     v = primer.check_fedavgm(_Momentum, lambda: 0.9, verbose=False)
     assert not v and "geometric series" in v.text()
 
     class Stub(FedAvg):
-        params = {"beta": 0.9, "lr_decay": 1.0}
+        Params = _BetaParams
         aggregate = _stub
 
     assert primer.check_fedavgm(Stub, lambda: 10.0, verbose=False).passed is None
@@ -109,10 +120,12 @@ def test_realloc_exercise():
     # by hand: R = 64, sqrt ratio 2 : 1, one request each first, 62 split 41.33 : 20.67 -> 42
     assert realloc_paper([4.0, 1.0], 64)[0] == 42
     ok = fedast.check_realloc_share(
-        lambda r, R: realloc_paper([r, 1.0], R)[0], lambda: "double", False
+        lambda r, total: realloc_paper([r, 1.0], total)[0], lambda: "double", False
     )
     assert ok
-    v = fedast.check_realloc_share(lambda r, R: round(R * r / (r + 1)), lambda: "double", False)
+    v = fedast.check_realloc_share(
+        lambda r, total: round(total * r / (r + 1)), lambda: "double", False
+    )
     assert not v and "sqrt" in v.text()
     assert fedast.check_realloc_share(_stub, _stub, verbose=False).passed is None
 
@@ -122,7 +135,7 @@ def test_votes_needed_exercise():
     assert hns.votes_needed_reference(10, 1.0) == 9
     assert hns.check_votes_needed(hns.votes_needed_reference, lambda: "unanimous", False)
     v = hns.check_votes_needed(
-        lambda K, t: hns.votes_needed_reference(K, t) + 1, lambda: "x", False
+        lambda k, t: hns.votes_needed_reference(k, t) + 1, lambda: "x", False
     )
     assert not v and "strictly" in v.text()
     assert hns.check_votes_needed(_stub, _stub, verbose=False).passed is None

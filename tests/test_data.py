@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from flkit import data as D
-from flkit import data_admin
+from flkit import data
+from flkit.data import admin as data_admin
 from flkit.utils import FlkitError
 
 MIRROR = os.environ.get("FLKIT_MIRROR")
@@ -31,7 +31,7 @@ def empty_root(tmp_path):
 
 def load(name, **kw):
     """Read from the mirror only (the data root is an empty temp path, no download)."""
-    return D.load(
+    return data.load(
         name, root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False, **kw
     )
 
@@ -69,14 +69,15 @@ def test_mnist_shapes_and_normalisation():
 
 
 @needs_mirror
-def test_cache_reads_the_files_once_and_results_are_independent(monkeypatch):
+def test_cache_reads_the_files_once_and_results_are_independent(monkeypatch, tmp_path):
     # The cache is judged by what it reads from disk, not by a wall-clock limit.
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(tmp_path))  # no decoded copy on disk yet
     reads = []
-    from flkit.datasets import files
+    from flkit.data import files
 
     real_read = files.read
     monkeypatch.setattr(files, "read", lambda *a, **k: reads.append(a[0]) or real_read(*a, **k))
-    D.clear_cache()
+    data.clear_cache()
     a = load("mnist")
     b = load("mnist")
     assert reads == ["mnist"]
@@ -201,9 +202,9 @@ def test_shakespeare_matches_readme_formula():
 
 # ------------------------------------------------------------------ synthetic (no files)
 def test_synthetic_shape_and_determinism():
-    a = D.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=5)
-    b = D.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=5)
-    c = D.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=6)
+    a = data.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=5)
+    b = data.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=5)
+    c = data.load("synthetic", device="cpu", alpha=1, beta=1, num_clients=20, seed=6)
     assert a.input_shape == (60,) and a.num_classes == 10 and a.x_train.dtype == torch.float32
     assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)
     assert not torch.equal(a.y_train[:50], c.y_train[:50]) or a.x_train.shape != c.x_train.shape
@@ -213,33 +214,33 @@ def test_synthetic_shape_and_determinism():
     # per device: the first int(0.9 n) samples are train
     assert np.array_equal(np.bincount(a.train_groups.numpy()), (0.9 * sizes).astype(int))
     assert a.y_train.max() < 10 and a.y_train.min() >= 0
-    d = D.load("synthetic", device="cpu", dim=8, classes=3, num_clients=4, iid=True)
+    d = data.load("synthetic", device="cpu", dim=8, classes=3, num_clients=4, iid=True)
     assert d.x_train.shape[1] == 8 and d.num_classes == 3
     with pytest.raises(FlkitError, match="alpha"):
-        D.load("synthetic", device="cpu", alpha=-1)
+        data.load("synthetic", device="cpu", alpha=-1)
 
 
 # ------------------------------------------------------------------ errors
 def test_unknown_name_and_option():
     with pytest.raises(FlkitError) as e:
-        D.load("imagenet")
-    for n in D.DATASETS:
+        data.load("imagenet")
+    for n in data.DATASETS:
         assert n in str(e.value)
     with pytest.raises(FlkitError, match="train_subset"):
-        D.load("synthetic", device="cpu", bogus=1)
+        data.load("synthetic", device="cpu", bogus=1)
 
 
 def test_missing_data_error_names_places_and_fix(empty_root, monkeypatch):
     monkeypatch.delenv("FLKIT_MIRROR", raising=False)
     monkeypatch.delenv("FLKIT_DATA", raising=False)
-    with pytest.raises(D.DataNotFoundError) as e:
-        D.load("mnist", root=empty_root, mirror=None, download=False)
+    with pytest.raises(data.DataNotFoundError) as e:
+        data.load("mnist", root=empty_root, mirror=None, download=False)
     msg = str(e.value)
     assert "mnist" in msg and str(empty_root) in msg and "mirror" in msg
     assert "flkit data link --mirror" in msg and "flkit data download mnist" in msg
     assert "FLKIT_MIRROR" in msg and "download=False" in msg
-    with pytest.raises(D.DataNotFoundError) as e:
-        D.load("har", root=empty_root, mirror=str(empty_root / "nomirror"), download=None)
+    with pytest.raises(data.DataNotFoundError) as e:
+        data.load("har", root=empty_root, mirror=str(empty_root / "nomirror"), download=None)
     assert (
         "har" in str(e.value) and "nomirror" in str(e.value) and "flkit data link" in str(e.value)
     )
@@ -262,7 +263,7 @@ def _fake_mnist(root, n=20, n_test=10):
 
 def test_small_root_in_mirror_layout_loads(tmp_path):
     _fake_mnist(tmp_path)
-    ds = D.load("mnist", root=tmp_path, mirror=None, download=False, device="cpu")
+    ds = data.load("mnist", root=tmp_path, mirror=None, download=False, device="cpu")
     assert ds.x_train.shape == (20, 1, 28, 28) and ds.meta["source_place"] == "root"
 
 
@@ -289,22 +290,22 @@ def test_corrupt_gz_names_the_file(tmp_path, damage, expect):
         bad.write_bytes(gzip.compress(header + bytes(100)))
     else:
         bad.write_bytes(bad.read_bytes()[:-40])
-    with pytest.raises(D.CorruptDataError) as e:
-        D.load("mnist", root=tmp_path, mirror=None, download=False, device="cpu")
+    with pytest.raises(data.CorruptDataError) as e:
+        data.load("mnist", root=tmp_path, mirror=None, download=False, device="cpu")
     assert str(bad) in str(e.value) and expect in str(e.value)
 
 
 def test_corrupt_npz_names_the_file(tmp_path):
     bad = tmp_path / "cifar10.npz"
     bad.write_bytes(b"PK\x03\x04 definitely not a zip archive")
-    with pytest.raises(D.CorruptDataError) as e:
-        D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
+    with pytest.raises(data.CorruptDataError) as e:
+        data.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
     assert str(bad) in str(e.value)
     np.savez(
         bad, x_train=np.zeros((4, 32, 32, 3), np.uint8), y_train=np.zeros(4, np.int64)
     )  # missing keys
-    with pytest.raises(D.CorruptDataError, match="missing") as e:
-        D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
+    with pytest.raises(data.CorruptDataError, match="missing") as e:
+        data.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
     assert str(bad) in str(e.value)
     np.savez(
         bad,
@@ -313,8 +314,8 @@ def test_corrupt_npz_names_the_file(tmp_path):
         x_test=np.zeros((4, 32, 32, 3), np.uint8),
         y_test=np.zeros(4, np.int64),
     )  # wrong shape
-    with pytest.raises(D.CorruptDataError, match="shape"):
-        D.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
+    with pytest.raises(data.CorruptDataError, match="shape"):
+        data.load("cifar10", root=tmp_path, mirror=None, download=False, device="cpu")
 
 
 # ------------------------------------------------------------------ CLI (flkit data ...)
@@ -384,7 +385,9 @@ def test_torchvision_cifar_layout_is_read(tmp_path):
     (folder / "batches.meta").write_bytes(
         pickle.dumps({"label_names": [f"c{i}" for i in range(10)]})
     )
-    ds = D.load("cifar10", root=tmp_path, mirror="", download=False, device="cpu", normalize="none")
+    ds = data.load(
+        "cifar10", root=tmp_path, mirror="", download=False, device="cpu", normalize="none"
+    )
     assert ds.x_train.shape == (20, 3, 32, 32) and ds.x_test.shape == (4, 3, 32, 32)
     first = pickle.loads((folder / "data_batch_1").read_bytes())["data"][0]
     assert torch.allclose(

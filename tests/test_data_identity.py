@@ -1,7 +1,9 @@
-"""Data identity: every copy of a dataset is named by its content (train/test sizes, a checksum
-of the labels); the name is part of every run-cache key, so a run on a reduced copy is never
-served for the full dataset; a `paper` preset refuses a reduced copy unless the user allows it,
-and what was used is recorded in the run folder, in results.json and in the reproduce report.
+"""Data identity: every copy of a dataset is named by its content (train/test sizes, checksums
+of the labels and of all its arrays); the name is part of every run-cache key, so a run on a
+reduced copy, or on a copy with damaged pixels, is never served for the full clean dataset; a
+`paper` preset refuses a reduced copy unless the user allows it, and what was used is recorded in
+the run folder, in results.json and in the reproduce report. `flkit data verify` checks the files
+that load reads.
 
 The fixtures are two CIFAR-10 copies in the mirror's npz layout: a "full" one (its official size
 set to 100 train / 20 test for the test) and a "reduced" one holding the first 60 / 12 of them,
@@ -9,6 +11,7 @@ as the mirror holds 12,000 / 3,000 of the official 50,000 / 10,000."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -16,14 +19,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flkit import data, presets
+from flkit import data
 from flkit.asyncfl import FedASTRun
 from flkit.asyncfl.runner import cache_key as fedast_key
-from flkit.datasets import identity
+from flkit.data import admin as data_admin
+from flkit.data import provenance as identity
 from flkit.experiment import RunConfig, run, run_folder
-from flkit.report import Report
 from flkit.reproduce.render import write_reports
 from flkit.utils import resolve_device
+from flkit.workbook import presets
+from flkit.workbook.report import Report
 
 FULL, REDUCED = (100, 20), (60, 12)
 
@@ -118,6 +123,95 @@ def test_run_on_reduced_copy_is_not_served_for_the_full_one(copies, monkeypatch)
     assert run(cfg, progress=False).run_dir == small.run_dir
 
 
+def _repixel(src: Path, dst: Path) -> Path:
+    """A copy of the cifar10.npz in ``src`` with one pixel changed: same sizes, same labels."""
+    with np.load(src / "cifar10.npz") as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    arrays["x_train"][0, 0, 0, 0] ^= 0xFF
+    dst.mkdir()
+    np.savez(dst / "cifar10.npz", **arrays)
+    return dst
+
+
+def test_copies_that_differ_only_in_pixels_have_different_identities(copies):
+    damaged = _repixel(copies["full"], copies["tmp"] / "damaged")
+    clean = data.identity("cifar10", root=copies["full"])
+    other = data.identity("cifar10", root=damaged)
+    assert (other["train"], other["test"]) == (clean["train"], clean["test"])
+    assert other["labels_sha256"] == clean["labels_sha256"]
+    assert identity.cache_key(other) != identity.cache_key(clean)
+    # the content checksum, computed independently: every array in name order, each as
+    # 'name|dtype|shape' and a newline, then its bytes
+    h = hashlib.sha256()
+    with np.load(copies["full"] / "cifar10.npz") as z:
+        for k in sorted(z.files):
+            a = z[k]
+            h.update(f"{k}|{a.dtype.str}|{a.shape}\n".encode() + a.tobytes())
+    assert clean["content_sha256"] == h.hexdigest()
+
+
+def test_run_on_damaged_pixels_is_not_served_for_the_clean_copy(copies, monkeypatch):
+    damaged = _repixel(copies["full"], copies["tmp"] / "damaged")
+    cfg = _config()
+    _use(monkeypatch, damaged)
+    bad = run(cfg, progress=False)
+    _use(monkeypatch, copies["full"])
+    assert run_folder(cfg) != bad.run_dir
+    good = run(cfg, progress=False)
+    assert good.run_dir != bad.run_dir
+    assert (
+        good.history.attrs["data"]["content_sha256"] != bad.history.attrs["data"]["content_sha256"]
+    )
+
+
+def _mnist_mirror(mirror: Path) -> Path:
+    """MNIST's four .gz files and a MANIFEST.json with their sha256."""
+    raw = mirror / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for stem, m in (("train", 30), ("t10k", 10)):
+        for kind, magic, arr in (
+            ("images-idx3", 2051, rng.integers(0, 256, (m, 28, 28))),
+            ("labels-idx1", 2049, np.arange(m) % 10),
+        ):
+            head = magic.to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in arr.shape)
+            body = gzip.compress(head + arr.astype(np.uint8).tobytes(), mtime=0)
+            (raw / f"{stem}-{kind}-ubyte.gz").write_bytes(body)
+    files = [
+        {"name": f"MNIST/raw/{p.name}", "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p in sorted(raw.iterdir())
+    ]
+    (mirror / "MANIFEST.json").write_text(json.dumps({"files": files}))
+    return raw
+
+
+def test_verify_checks_the_files_load_reads(tmp_path, capsys):
+    """The data root holds MNIST's training images unpacked (load reads that file, not the
+    mirror's .gz) and links for the rest: verify compares the unpacked file with the unpacked
+    content of the .gz on record, so damaged pixels are found, not skipped."""
+    raw = _mnist_mirror(tmp_path / "mirror")
+    root_raw = tmp_path / "root" / "MNIST" / "raw"
+    root_raw.mkdir(parents=True)
+    for name in ("train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz"):
+        (root_raw / name).symlink_to(raw / name)
+    (root_raw / "t10k-labels-idx1-ubyte.gz").symlink_to(raw / "t10k-labels-idx1-ubyte.gz")
+    target = root_raw / "train-images-idx3-ubyte"
+    clean = gzip.decompress((raw / "train-images-idx3-ubyte.gz").read_bytes())
+    target.write_bytes(clean)
+    root, mirror = tmp_path / "root", tmp_path / "mirror"
+    assert data.locate("mnist", root, mirror)[2][0] == target  # the file load reads
+    args = ["data", "verify", "mnist", "--root", str(root), "--mirror", str(mirror)]
+    assert data_admin.main(args) == 0
+    out = capsys.readouterr().out
+    assert f"OK       mnist        {target} (read by load)" in out
+    damaged = bytearray(clean)
+    damaged[-1] ^= 0xFF  # one pixel: the file still decodes, with the same size
+    target.write_bytes(bytes(damaged))
+    assert data_admin.main(args) == 1
+    out = capsys.readouterr().out
+    assert f"MISMATCH mnist        {target}" in out and "1 bad" in out
+
+
 def test_fedast_cache_key_names_each_task_copy(copies, monkeypatch):
     cfg = FedASTRun(
         "fedast",
@@ -173,11 +267,11 @@ def test_paper_preset_refuses_a_reduced_copy(copies, monkeypatch):
 def test_allowed_reduced_run_records_the_reduced_copy(copies, monkeypatch, how):
     _use(monkeypatch, copies["reduced"])
     if how == "argument":
-        P = presets.load("01_stc_projection", "paper", allow_reduced_data=True)
+        preset = presets.load("01_stc_projection", "paper", allow_reduced_data=True)
     else:
         monkeypatch.setenv(identity.ENV_ALLOW, "1")
-        P = presets.load("01_stc_projection", "paper")
-    report = Report("01_stc_projection", P, 0, out_dir=copies["tmp"] / "report")
+        preset = presets.load("01_stc_projection", "paper")
+    report = Report("01_stc_projection", preset, 0, out_dir=copies["tmp"] / "report")
     res = run(_config(), progress=False)
     meta = json.loads((res.run_dir / "meta.json").read_text())["data"]
     assert meta["reduced"] is True and (meta["train"], meta["test"]) == REDUCED

@@ -1,7 +1,7 @@
-"""Interactive demos (flkit.live.Demo and every notebook's demo): a slider move, made the way the
-browser makes it (setting the widget's value), leaves exactly one new picture in the demo's one
-image and nothing stale (no other output, no figure left open for the inline backend to show in a
-later cell); the static copy a batch run records is the demo's first state."""
+"""Interactive demos (flkit.workbook.widgets.Demo and every notebook's demo): a slider move, made
+the way the browser makes it (setting the widget's value), leaves exactly one new picture in the
+demo's one image and nothing stale (no other output, no figure left open for the inline backend to
+show in a later cell); the static copy a batch run records is the demo's first state."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ W = pytest.importorskip("ipywidgets")
 
 from IPython.utils.capture import capture_output  # noqa: E402
 
-from flkit import live, presets  # noqa: E402
-from flkit.datasets.sources import DataNotFoundError  # noqa: E402
+from flkit.data import DataNotFoundError  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook import presets, widgets  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 PRESETS = ("smoke", "cpu", "paper")
@@ -44,7 +44,7 @@ def images(widget) -> list:
     return found
 
 
-def check_move(demo: live.Demo, name: str, value, same_as_fresh_drawing: bool = True):
+def check_move(demo: widgets.Demo, name: str, value, same_as_fresh_drawing: bool = True):
     """Move control ``name`` to ``value`` as the browser does and check what the reader sees."""
     first = bytes(demo.image.value)
     assert first.startswith(PNG)
@@ -62,12 +62,12 @@ def check_move(demo: live.Demo, name: str, value, same_as_fresh_drawing: bool = 
     assert new.startswith(PNG) and new != first  # one new picture replaced the old one
     assert images(demo.widget) == [demo.image]
     if same_as_fresh_drawing:  # ... and it is the picture of the new setting
-        assert new == live.to_png(demo.draw(**demo.values()), demo.dpi)
+        assert new == widgets.to_png(demo.draw(**demo.values()), demo.dpi)
     assert demo.seconds is not None and demo.cpu_seconds is not None
     return new
 
 
-# ------------------------------------------------------------------------------ flkit.live
+# ------------------------------------------------------------------ flkit.workbook.widgets
 
 
 def _line(a):
@@ -85,14 +85,14 @@ def test_demo_move_cache_and_threads():
         return _line(a)
 
     threads = torch.get_num_threads()
-    demo = live.Demo(draw, a=W.IntSlider(value=1, min=0, max=3))
+    demo = widgets.Demo(draw, a=W.IntSlider(value=1, min=0, max=3))
     check_move(demo, "a", 2, same_as_fresh_drawing=False)
     assert threads_seen == [1, 1]  # the demo draws on one thread ...
     assert torch.get_num_threads() == threads  # ... and gives the others back afterwards
-    assert bytes(demo.image.value) == live.to_png(_line(2), demo.dpi)
+    assert bytes(demo.image.value) == widgets.to_png(_line(2), demo.dpi)
     n = len(calls)
     demo.controls["a"].value = 1  # drawn before: served from the cache
-    assert len(calls) == n and bytes(demo.image.value) == live.to_png(_line(1), demo.dpi)
+    assert len(calls) == n and bytes(demo.image.value) == widgets.to_png(_line(1), demo.dpi)
 
 
 def test_demo_constrain_draws_once_per_move():
@@ -105,7 +105,7 @@ def test_demo_constrain_draws_once_per_move():
         calls.append((lo, hi))
         return _line(hi - lo)
 
-    demo = live.Demo(
+    demo = widgets.Demo(
         draw,
         constrain=cap,
         lo=W.IntSlider(value=3, min=0, max=5),
@@ -123,7 +123,7 @@ def test_demo_precompute_and_settings():
         calls.append((a, b))
         return _line(a)
 
-    demo = live.Demo(
+    demo = widgets.Demo(
         draw,
         a=W.IntSlider(value=0, min=0, max=4, step=2),
         b=W.ToggleButtons(options=[("one", 1), ("two", 2)], value=1),
@@ -136,31 +136,31 @@ def test_demo_precompute_and_settings():
     demo.controls["a"].value = 4
     demo.controls["b"].value = 2
     assert calls == []  # moves only look pictures up
-    assert bytes(demo.image.value) == live.to_png(_line(4), demo.dpi)
+    assert bytes(demo.image.value) == widgets.to_png(_line(4), demo.dpi)
     with pytest.raises(FlkitError, match=r"6 settings to precompute; accepted: at most"):
         demo.precompute(max_settings=5)
 
 
 def test_demo_refuses_what_it_cannot_do():
     with pytest.raises(FlkitError, match="at least one control"):
-        live.Demo(_line)
+        widgets.Demo(_line)
     with pytest.raises(FlkitError, match=r"cache=-1"):
-        live.Demo(_line, cache=-1, a=W.IntSlider())
+        widgets.Demo(_line, cache=-1, a=W.IntSlider())
     with pytest.raises(FlkitError, match=r"threads=0"):
-        live.Demo(_line, threads=0, a=W.IntSlider())
+        widgets.Demo(_line, threads=0, a=W.IntSlider())
     with pytest.raises(FlkitError, match=r"returned 'oops'.*matplotlib Figure"):
-        live.Demo(lambda a: "oops", a=W.IntSlider())
-    demo = live.Demo(_line, a=W.FloatSlider(value=1.0))
+        widgets.Demo(lambda a: "oops", a=W.IntSlider())
+    demo = widgets.Demo(_line, a=W.FloatSlider(value=1.0))
     with pytest.raises(FlkitError, match=r"control 'a' \(FloatSlider\) has no finite set"):
         demo.settings()
 
 
 def test_log_stops():
-    assert live.log_stops(0.1, 0.01, 100.0) == [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]
-    assert live.log_stops(0.05, 0.001, 1.0) == [0.001, 0.003, 0.01, 0.03, 0.05, 0.1, 0.3, 1]
-    assert live.log_stops(2.0, 1.0, 100.0, per_decade=1) == [1, 2, 10, 100]
+    assert widgets.log_stops(0.1, 0.01, 100.0) == [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]
+    assert widgets.log_stops(0.05, 0.001, 1.0) == [0.001, 0.003, 0.01, 0.03, 0.05, 0.1, 0.3, 1]
+    assert widgets.log_stops(2.0, 1.0, 100.0, per_decade=1) == [1, 2, 10, 100]
     with pytest.raises(FlkitError, match=r"low=0, high=1"):
-        live.log_stops(0.5, 0, 1)
+        widgets.log_stops(0.5, 0, 1)
 
 
 def test_to_png_stacks_figures_top_to_bottom():
@@ -168,8 +168,8 @@ def test_to_png_stacks_figures_top_to_bottom():
 
     from PIL import Image
 
-    one = Image.open(BytesIO(live.to_png(_line(1), 50)))
-    two = Image.open(BytesIO(live.to_png([_line(1), _line(2)], 50)))
+    one = Image.open(BytesIO(widgets.to_png(_line(1), 50)))
+    two = Image.open(BytesIO(widgets.to_png([_line(1), _line(2)], 50)))
     assert two.size == (one.width, 2 * one.height)
     assert plt.get_fignums() == []
 
@@ -215,10 +215,12 @@ def test_03_sliders_start_at_the_first_setting_at_every_preset(preset):
     R = 6 while its text and figure said R = 8 at smoke)."""
     from flkit.papers.fedast.demo import START, controls
 
-    P = presets.load("03_fedast", preset)
-    sliders = controls(P)
+    loaded = presets.load("03_fedast", preset)
+    sliders = controls(loaded)
     assert {k: w.value for k, w in sliders.items()} == START
-    assert sliders["tasks"].max >= P["demo_max_tasks"] or sliders["tasks"].max == START["tasks"]
+    assert (
+        sliders["tasks"].max >= loaded["demo_max_tasks"] or sliders["tasks"].max == START["tasks"]
+    )
 
 
 def test_03_fedast_demo():
@@ -230,17 +232,17 @@ def test_03_fedast_demo():
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_04_slider_holds_keep_ratio(preset):
-    P = presets.load("04_hidenseek", preset)
-    ratios = sorted({*map(float, P["demo_ratios"]), float(P["keep_ratio"])})
-    assert float(P["keep_ratio"]) in ratios
+    loaded = presets.load("04_hidenseek", preset)
+    ratios = sorted({*map(float, loaded["demo_ratios"]), float(loaded["keep_ratio"])})
+    assert float(loaded["keep_ratio"]) in ratios
 
 
 def test_04_hidenseek_demo():
     from flkit.papers.hidenseek.demo import demo_widget
 
-    P = presets.load("04_hidenseek", "smoke")
-    demo = demo_widget(P, seed=0, precompute=False)
-    assert demo.controls["p_r"].value == pytest.approx(P["keep_ratio"])
+    loaded = presets.load("04_hidenseek", "smoke")
+    demo = demo_widget(loaded, seed=0, precompute=False)
+    assert demo.controls["p_r"].value == pytest.approx(loaded["keep_ratio"])
     other = next(r for r in demo.controls["p_r"].options if r != demo.controls["p_r"].value)
     check_move(demo, "p_r", other)
     check_move(demo, "rule", "mean")
@@ -259,12 +261,12 @@ def test_05_staleness_demo():
     from flkit.papers.staleness import estimation
     from flkit.papers.staleness.demo import demo_widget
 
-    P = presets.load("05_staleness", "smoke")
+    loaded = presets.load("05_staleness", "smoke")
     try:
-        tr = estimation.Trajectory(P, 0)
+        tr = estimation.Trajectory(loaded, 0)
     except DataNotFoundError:
         if os.environ.get("FLKIT_REQUIRE_DATA") == "1":
             raise
         pytest.skip("MNIST not found (set FLKIT_DATA)")
-    demo = demo_widget(P, tr, precompute=False)
+    demo = demo_widget(loaded, tr, precompute=False)
     check_move(demo, "client", 1, same_as_fresh_drawing=False)

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
+from flkit.engine import LocalSpec, batch_plan, train_clients
+from flkit.engine.reference import train_clients_reference
 from flkit.state import broadcast_state, model_state, stack_states
-from flkit.train import LocalSpec, batch_plan, train_clients
-from flkit.train_reference import train_clients_reference
 from flkit.utils import FlkitError
 
 
@@ -116,15 +116,14 @@ def test_prox_term_and_transforms_match_loop():
     start = _starts(model, 2)
     mu = 0.3
 
-    def prox(params, ctx):
-        return (
-            sum(((p - ctx["start"][n]) ** 2).flatten(1).sum(1) for n, p in params.items()) * mu / 2
-        )
+    def prox(params, hook_args):
+        start = hook_args["start"]
+        return sum(((p - start[n]) ** 2).flatten(1).sum(1) for n, p in params.items()) * mu / 2
 
-    def half_grads(grads, params, ctx):
+    def half_grads(grads, params, hook_args):
         return {n: 0.5 * g for n, g in grads.items()}
 
-    def mask(params, ctx):
+    def mask(params, hook_args):
         return {n: p * (p.abs() > 0.05) if p.dim() > 2 else p for n, p in params.items()}
 
     kw = dict(extra_loss=prox, grad_transform=half_grads, param_transform=mask)
@@ -243,13 +242,13 @@ class ScaledLinear(nn.Module):
 
 
 def test_backend_fallback_for_models_the_wide_path_cannot_run():
-    from flkit.train import choose_backend
+    from flkit.engine.train import default_backend
 
-    assert choose_backend(_model("cnn")) == "wide"
-    assert choose_backend(ScaledLinear()) == "vmap"
-    assert choose_backend(ScaledLinear(bn=True)) == "loop"
+    assert default_backend(_model("cnn")) == "wide"
+    assert default_backend(ScaledLinear()) == "vmap"
+    assert default_backend(ScaledLinear(bn=True)) == "loop"
     with pytest.raises(FlkitError, match="scale"):
-        choose_backend(ScaledLinear(), "wide")
+        default_backend(ScaledLinear(), "wide")
     # the fallback still trains correctly
     torch.manual_seed(0)
     m = ScaledLinear()

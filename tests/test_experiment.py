@@ -8,8 +8,8 @@ import torch
 
 from flkit import methods
 from flkit.cli import main as cli_main
-from flkit.experiment import RunConfig, Setup, run, sample_clients
-from flkit.methods import weighted_average
+from flkit.experiment import RunConfig, Setup, run
+from flkit.methods import sample_clients, weighted_average
 from flkit.utils import FlkitError
 
 BASE = dict(
@@ -61,7 +61,7 @@ def test_fedavg_round_equals_weighted_mean_of_client_models():
     up = m.client_update(state, clients, 1)
     sizes = torch.tensor([len(setup.parts[i]) for i in clients], dtype=torch.float32)
     assert torch.equal(up.weights, sizes)  # one epoch: every sample seen once
-    new = m.aggregate(state, up, 1)["model"]
+    new = m.aggregate(state, up, 1).model
     for n, v in up.state.items():
         manual = sum(sizes[i] * v[i] for i in range(len(clients))) / sizes.sum()
         assert torch.allclose(new[n], manual, atol=1e-6)
@@ -101,7 +101,7 @@ def test_fedprox_keeps_clients_closer_to_the_global_model():
         m = methods.get("fedprox")(ctx, mu=mu)
         st = m.init_state(model_state(setup.model))
         up = m.client_update(st, [0, 1, 2], 1)
-        dist[mu] = sum(((v - st["model"][n]) ** 2).sum() for n, v in up.state.items()).item()
+        dist[mu] = sum(((v - st.model[n]) ** 2).sum() for n, v in up.state.items()).item()
     assert dist[1.0] < dist[0.0]
 
 

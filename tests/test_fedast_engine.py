@@ -7,10 +7,9 @@ from collections import Counter
 import pytest
 import torch
 
-from flkit import asyncfl as F
+from flkit import asyncfl
 from flkit import data as flkit_data
-from flkit.asyncfl import FedAST, FixedDelays
-from flkit.asyncfl import runner as R
+from flkit.asyncfl import FedAST, FixedDelays, runner
 from flkit.utils import FlkitError
 
 
@@ -61,7 +60,7 @@ def test_event_log_matches_hand_computed_trace():
          (v1, ends 8)
     t=6  b arrives (v1), b v2: stop; b's request at c2 is cancelled. Both v1 requests of b were
          trained in one batch at t=6 (same version), so 5 trainings for 4 arrivals."""
-    cfg = F.FedASTRun.from_dict(
+    cfg = asyncfl.FedASTRun.from_dict(
         dict(
             method="fedast_s",
             num_clients=4,
@@ -73,7 +72,7 @@ def test_event_log_matches_hand_computed_trace():
             ],
         )
     ).validate()
-    trainer = F.EngineTrainer(cfg, seed=0, device="cpu")
+    trainer = asyncfl.EngineTrainer(cfg, seed=0, device="cpu")
     sched = FedAST(
         cfg,
         trainer,
@@ -81,24 +80,24 @@ def test_event_log_matches_hand_computed_trace():
         client_draws=[0, 1, 1, 0, 2],
     )
     res = sched.run()
-    N = None
+    n = None
     expected = [
-        (0, 0, 0, 0, N, "dispatch"),
-        (0, 1, 1, 0, N, "dispatch"),
+        (0, 0, 0, 0, n, "dispatch"),
+        (0, 1, 1, 0, n, "dispatch"),
         (2, 0, 0, 0, 0, "arrive"),
-        (2, 0, N, 1, N, "aggregate"),
-        (2, 0, 1, 1, N, "dispatch"),
+        (2, 0, n, 1, n, "aggregate"),
+        (2, 0, 1, 1, n, "dispatch"),
         (3, 1, 1, 0, 0, "arrive"),
-        (3, 1, N, 1, N, "aggregate"),
-        (3, 1, 0, 1, N, "dispatch"),
+        (3, 1, n, 1, n, "aggregate"),
+        (3, 1, 0, 1, n, "dispatch"),
         (5, 0, 1, 1, 0, "arrive"),
-        (5, 0, N, 2, N, "aggregate"),
-        (5, 0, N, 2, N, "stop"),
-        (5, 1, 2, 1, N, "dispatch"),
+        (5, 0, n, 2, n, "aggregate"),
+        (5, 0, n, 2, n, "stop"),
+        (5, 1, 2, 1, n, "dispatch"),
         (6, 1, 0, 1, 0, "arrive"),
-        (6, 1, N, 2, N, "aggregate"),
-        (6, 1, N, 2, N, "stop"),
-        (6, 1, 2, 1, N, "cancel"),
+        (6, 1, n, 2, n, "aggregate"),
+        (6, 1, n, 2, n, "stop"),
+        (6, 1, 2, 1, n, "cancel"),
     ]
     assert [tuple(e) for e in res.events] == expected
     assert trainer.trained == 5 and trainer.batch_sizes == [1, 1, 1, 2]
@@ -129,7 +128,7 @@ def test_lazy_training_trains_exactly_the_kept_requests_fedast():
     """Every arrival was trained exactly from its dispatch version; the only extra trainings are
     batch-mates (same task and version) of an arrival that were cancelled later; requests never
     popped are never trained. Counted from the outside, checked against the event log."""
-    cfg = F.FedASTRun.from_dict(
+    cfg = asyncfl.FedASTRun.from_dict(
         _cfg(
             "fedast_d",
             tasks=[
@@ -138,7 +137,7 @@ def test_lazy_training_trains_exactly_the_kept_requests_fedast():
             ],
         )
     ).validate()
-    counting = CountingTrainer(F.EngineTrainer(cfg, seed=1, device="cpu"))
+    counting = CountingTrainer(asyncfl.EngineTrainer(cfg, seed=1, device="cpu"))
     res = FedAST(cfg, counting, seed=1).run()
     names = res.tasks
     ev = res.events
@@ -156,9 +155,9 @@ def test_lazy_training_trains_exactly_the_kept_requests_fedast():
 def test_lazy_training_sync_trains_only_first_k():
     """Sync-ST: per round and task one call with exactly the k = 2 earliest finishers (the
     'arrive' events), never a discarded straggler. Counted from the outside."""
-    cfg = F.FedASTRun.from_dict(_cfg("sync_st", availability=1.0, k=2)).validate()
-    counting = CountingTrainer(F.EngineTrainer(cfg, seed=0, device="cpu"))
-    res = F.SyncST(cfg, counting, seed=0).run()
+    cfg = asyncfl.FedASTRun.from_dict(_cfg("sync_st", availability=1.0, k=2)).validate()
+    counting = CountingTrainer(asyncfl.EngineTrainer(cfg, seed=0, device="cpu"))
+    res = asyncfl.SyncST(cfg, counting, seed=0).run()
     names = res.tasks
     arrived = Counter((names[e[1]], e[3], e[2]) for e in res.events if e[5] == "arrive")
     discarded = Counter((names[e[1]], e[3], e[2]) for e in res.events if e[5] == "discard")
@@ -171,9 +170,9 @@ def test_lazy_training_sync_trains_only_first_k():
 
 # ------------------------------------------------------------------------------ batching
 def test_batched_equals_one_by_one_float64():
-    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
-    t1 = F.EngineTrainer(cfg, seed=3, device="cpu")
-    t2 = F.EngineTrainer(cfg, seed=3, device="cpu")
+    cfg = asyncfl.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    t1 = asyncfl.EngineTrainer(cfg, seed=3, device="cpu")
+    t2 = asyncfl.EngineTrainer(cfg, seed=3, device="cpu")
     clients = [3, 1, 3, 7, 0]
     batched = t1.train("a", 0, clients)
     single = [t2.train("a", 0, [c])[0] for c in clients]
@@ -190,8 +189,8 @@ def test_batched_equals_one_by_one_float64():
 
 
 def test_aggregate_applies_mean_difference_to_current_model():
-    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
-    tr = F.EngineTrainer(cfg, seed=0, device="cpu")
+    cfg = asyncfl.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    tr = asyncfl.EngineTrainer(cfg, seed=0, device="cpu")
     ups = tr.train("a", 0, [0, 1, 2])
     x0 = tr._flat(tr.tasks["a"], tr.state("a"))
     assert tr.aggregate("a", ups) == 1
@@ -203,10 +202,10 @@ def test_aggregate_applies_mean_difference_to_current_model():
 
 
 def test_version_store_releases_unreferenced_versions():
-    cfg = F.FedASTRun.from_dict(
+    cfg = asyncfl.FedASTRun.from_dict(
         _cfg("fedast_s", tasks=[_task("a", max_rounds=10), _task("b", max_rounds=10)])
     ).validate()
-    sched, trainer = F.build_schedule(cfg, seed=0, device="cpu")
+    sched, trainer = asyncfl.build_schedule(cfg, seed=0, device="cpu")
     sched.run()
     assert trainer.released
     for name in ("a", "b"):
@@ -222,24 +221,26 @@ def test_dispersion_excludes_bias_for_official_rule():
     """Two hand-made updates: every weight entry 1 and 3, every bias entry +100 and -100.
     Without biases (official rule): per entry mean 2, squared deviations 1 + 1, so
     D = 2 nW / (2 * 4 nW) = 0.25. With biases: (2 nW + 2 * 100^2 nB) / (8 nW)."""
-    cfg = F.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
-    tr = F.EngineTrainer(cfg, seed=0, device="cpu")
+    cfg = asyncfl.FedASTRun.from_dict(_cfg(dtype="float64")).validate()
+    tr = asyncfl.EngineTrainer(cfg, seed=0, device="cpu")
     mask = tr.tasks["a"].bias_mask  # True on non-bias entries
-    nW, nB = int(mask.sum()), int((~mask).sum())
-    assert nW > 0 and nB > 0
+    n_weight, n_bias = int(mask.sum()), int((~mask).sum())
+    assert n_weight > 0 and n_bias > 0
     u1 = torch.where(mask, 1.0, 100.0).double()
     u2 = torch.where(mask, 3.0, -100.0).double()
-    ups = [F.Update(u1, 0.0), F.Update(u2, 0.0)]
+    ups = [asyncfl.Update(u1, 0.0), asyncfl.Update(u2, 0.0)]
     assert tr.dispersion("a", ups) == pytest.approx(0.25, rel=1e-12)
     tr.exclude_bias = False
-    assert tr.dispersion("a", ups) == pytest.approx((2 * nW + 20000 * nB) / (8 * nW), rel=1e-12)
+    assert tr.dispersion("a", ups) == pytest.approx(
+        (2 * n_weight + 20000 * n_bias) / (8 * n_weight), rel=1e-12
+    )
 
 
 # ------------------------------------------------------------------------ run(): determinism, cache
 def test_run_is_deterministic_given_the_seed():
-    r1 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
-    r2 = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
-    r3 = F.run(_cfg(), seed=6, cache=False, progress=False, device="cpu")
+    r1 = asyncfl.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    r2 = asyncfl.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    r3 = asyncfl.run(_cfg(), seed=6, cache=False, progress=False, device="cpu")
     assert r1.events == r2.events and r1.history == r2.history
     assert r1.stats["final_accuracy"] == r2.stats["final_accuracy"]
     assert r1.events != r3.events
@@ -248,7 +249,7 @@ def test_run_is_deterministic_given_the_seed():
 def test_history_records_test_loss_at_evaluations():
     """Figs. 13/14 need the test loss: every evaluated row carries the cross-entropy of that model,
     and it falls as the model learns (first vs last evaluation of each task)."""
-    res = F.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
+    res = asyncfl.run(_cfg(), seed=5, cache=False, progress=False, device="cpu")
     rows = [h for h in res.history if h["accuracy"] is not None]
     assert rows and all(h["test_loss"] > 0 and h["test_loss"] == h["test_loss"] for h in rows)
     assert all("test_loss" not in h for h in res.history if h["accuracy"] is None)
@@ -261,16 +262,16 @@ def test_history_records_test_loss_at_evaluations():
 
 
 def test_run_caches_by_config(tmp_path, monkeypatch):
-    r1 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
+    r1 = asyncfl.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
 
     def boom(*a, **k):
         raise AssertionError("should have been loaded from the cache")
 
-    monkeypatch.setattr(R, "EngineTrainer", boom)
-    r2 = F.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
+    monkeypatch.setattr(runner, "EngineTrainer", boom)
+    r2 = asyncfl.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
     assert r2.completion_time == r1.completion_time and r2.events == r1.events
     with pytest.raises(AssertionError):
-        F.run(_cfg("sync_st"), seed=1, root=tmp_path, progress=False, device="cpu")
+        asyncfl.run(_cfg("sync_st"), seed=1, root=tmp_path, progress=False, device="cpu")
 
 
 @pytest.mark.parametrize(
@@ -278,7 +279,7 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
     ["fedast_d", "fedast_s", "nobuffer", "sync_st", "sync_st_nomit", "sync_ucb", "sync_bayes"],
 )
 def test_every_method_runs(method):
-    res = F.run(_cfg(method), seed=0, cache=False, progress=False, device="cpu")
+    res = asyncfl.run(_cfg(method), seed=0, cache=False, progress=False, device="cpu")
     assert res.stats["trained"] > 0
     assert (
         res.method
@@ -322,19 +323,19 @@ def test_bad_input_is_refused_before_any_work(changes, match, monkeypatch):
 
     monkeypatch.setattr(flkit_data, "load", no_data)
     with pytest.raises(FlkitError, match=match):
-        F.run(_cfg(**changes), seed=0, cache=False, progress=False, device="cpu")
+        asyncfl.run(_cfg(**changes), seed=0, cache=False, progress=False, device="cpu")
 
 
 def test_sync_k_none_means_no_mitigation():
-    a = F.run(_cfg("sync_st", k=None), seed=0, cache=False, progress=False, device="cpu")
-    b = F.run(_cfg("sync_st_nomit"), seed=0, cache=False, progress=False, device="cpu")
+    a = asyncfl.run(_cfg("sync_st", k=None), seed=0, cache=False, progress=False, device="cpu")
+    b = asyncfl.run(_cfg("sync_st_nomit"), seed=0, cache=False, progress=False, device="cpu")
     assert a.method == b.method == "Sync-ST-NoStragMit" and a.events == b.events
 
 
 def test_bad_seed_and_unknown_task():
     with pytest.raises(FlkitError, match="seed"):
-        F.run(_cfg(), seed=1.5, cache=False, progress=False)
-    tr = F.EngineTrainer(F.FedASTRun.from_dict(_cfg()), device="cpu")
+        asyncfl.run(_cfg(), seed=1.5, cache=False, progress=False)
+    tr = asyncfl.EngineTrainer(asyncfl.FedASTRun.from_dict(_cfg()), device="cpu")
     with pytest.raises(FlkitError, match="unknown task"):
         tr.evaluate("zzz")
     with pytest.raises(FlkitError, match="client id"):
@@ -353,7 +354,7 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
 
     if data.locate("mnist") is None:
         pytest.skip("needs MNIST (FLKIT_MIRROR or the data root): the key names its copy")
-    cfg = F.FedASTRun(
+    cfg = asyncfl.FedASTRun(
         "fedast",
         (
             {"name": "a", "dataset": "synthetic", "target": 0.5, "requests": 4, "buffer": 2},
@@ -368,7 +369,9 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
     assert store.config_hash(dict(key, v=2)) == "acd355ed3fe7"
     assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-33ae018a5f9d"
     assert [d["dataset"] for d in copies] == ["synthetic", "mnist"]
-    assert all(set(d) == {"dataset", "train", "test", "labels_sha256"} for d in copies)
+    assert all(
+        set(d) == {"dataset", "train", "test", "labels_sha256", "content_sha256"} for d in copies
+    )
     changed = cache_key(cfg.replace(ucb_gamma=0.9), 3, resolve_device("cpu"))
     assert changed["config"]["ucb_gamma"] == 0.9 and "ucb_gamma" not in key["config"]
 
@@ -377,9 +380,9 @@ def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
     """Issue 13 item 4: the official code draws each of the 27 Shakespeare steps from a new
     shuffled loader with drop_last, i.e. 27 full batches of 64 distinct samples, each from its
     own permutation (not consecutive slices of one: for 100 samples 64, 36, ...)."""
-    from flkit.train import batch_plan
+    from flkit.engine import batch_plan
 
-    cfg = F.FedASTRun.from_dict(
+    cfg = asyncfl.FedASTRun.from_dict(
         dict(method="fedast_d", num_clients=12, tasks=[dict(name="s", dataset="shakespeare")])
     )
     spec = cfg.local_spec(cfg.tasks[0])
@@ -395,7 +398,7 @@ def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
     # our choice for a role with fewer than 64 samples: all of them, every step
     assert all(sorted(b.tolist()) == list(range(30)) for b in batch_plan(30, spec, seed=1))
     # image tasks keep 3 epochs of batch 32 with the short batch dropped
-    img = F.FedASTRun.from_dict(
+    img = asyncfl.FedASTRun.from_dict(
         dict(method="fedast_d", num_clients=12, tasks=[dict(name="m", dataset="mnist")])
     )
     ispec = img.local_spec(img.tasks[0])

@@ -30,9 +30,9 @@ def test_right_and_wrong_answers(capsys):
     assert "right" in capsys.readouterr().out
 
     def no_k(updates):  # forgets the 1/K
-        X = torch.stack(updates).double()
-        m = X.mean(0)
-        return float(((X - m) ** 2).sum() / (m @ m)) if float(m @ m) else math.inf
+        x = torch.stack(updates).double()
+        m = x.mean(0)
+        return float(((x - m) ** 2).sum() / (m @ m)) if float(m @ m) else math.inf
 
     assert ex.check_dispersion(no_k) is False
     assert "factor K" in capsys.readouterr().out

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flkit import asyncfl as F
+from flkit import asyncfl
 from flkit.asyncfl import parallel
 from flkit.utils import FlkitError
 
@@ -41,8 +41,8 @@ ITEMS = [(_cfg(), 0), (_cfg("sync_st"), 1), (_cfg(requests=6), 0), (_cfg(), 0)]
 
 
 def test_two_workers_give_the_serial_results_in_order(tmp_path):
-    par = F.run_many(ITEMS, jobs=2, device="cpu", progress=False, root=tmp_path / "p")
-    ser = [F.run(c, s, cache=False, progress=False, device="cpu") for c, s in ITEMS]
+    par = asyncfl.run_many(ITEMS, jobs=2, device="cpu", progress=False, root=tmp_path / "p")
+    ser = [asyncfl.run(c, s, cache=False, progress=False, device="cpu") for c, s in ITEMS]
     assert len(par) == len(ITEMS)
     for p, s in zip(par, ser):
         assert _same(p, s)
@@ -52,13 +52,13 @@ def test_two_workers_give_the_serial_results_in_order(tmp_path):
 
 
 def test_cached_runs_are_not_sent_to_workers(tmp_path, monkeypatch):
-    first = F.run_many(ITEMS[:2], jobs=1, device="cpu", progress=False, root=tmp_path)
+    first = asyncfl.run_many(ITEMS[:2], jobs=1, device="cpu", progress=False, root=tmp_path)
     sent = []
     monkeypatch.setattr(parallel, "_pool", lambda todo, *a: sent.extend(todo))
-    again = F.run_many(ITEMS[:2], jobs=2, device="cpu", progress=False, root=tmp_path)
+    again = asyncfl.run_many(ITEMS[:2], jobs=2, device="cpu", progress=False, root=tmp_path)
     assert sent == []
     assert all(_same(a, b) for a, b in zip(first, again))
-    F.run_many(ITEMS[:3], jobs=2, device="cpu", progress=False, root=tmp_path)
+    asyncfl.run_many(ITEMS[:3], jobs=2, device="cpu", progress=False, root=tmp_path)
     assert [(c.tasks[0].requests, s) for c, s in sent] == [(6, 0)]
 
 
@@ -76,7 +76,7 @@ def test_bad_input_is_refused_before_any_run(items, jobs, match, tmp_path, monke
     monkeypatch.setattr(parallel, "_pool", lambda *a: pytest.fail("a run started"))
     monkeypatch.setattr(parallel, "run", lambda *a, **k: pytest.fail("a run started"))
     with pytest.raises(FlkitError, match=match):
-        F.run_many(items, jobs=jobs, device="cpu", progress=False, root=tmp_path)
+        asyncfl.run_many(items, jobs=jobs, device="cpu", progress=False, root=tmp_path)
 
 
 def test_worker_threads_share_the_cores(monkeypatch):
@@ -88,13 +88,13 @@ def test_worker_threads_share_the_cores(monkeypatch):
 
 
 def test_fig4_nobuffer_stops_at_its_own_horizon(tmp_path, monkeypatch):
-    from flkit import presets
-    from flkit.papers.fedast import study as S
+    from flkit.papers.fedast import study
+    from flkit.workbook import presets
 
     monkeypatch.setenv("FLKIT_RUNS", str(tmp_path))
-    P = presets.load("03_fedast", "smoke", fig4_time=6.0, jobs=2)
-    assert P["max_time"] > 6.0  # the Fig. 4 runs must not follow the preset's max_time
-    res = S.fig4_nobuffer(P, [0, 1], device="cpu", progress=False)
+    preset = presets.load("03_fedast", "smoke", fig4_time=6.0, jobs=2)
+    assert preset["max_time"] > 6.0  # the Fig. 4 runs must not follow the preset's max_time
+    res = study.fig4_nobuffer(preset, [0, 1], device="cpu", progress=False)
     assert sorted(res) == [0, 1]
     for r in res.values():
         assert r.method == "FedAST-NoBuffer"

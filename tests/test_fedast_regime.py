@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from flkit import asyncfl as F
-from flkit.papers.fedast import regime as G
+from flkit import asyncfl
+from flkit.papers.fedast import regime
 
 
 def _res(staleness=(), rounds=0, done=True):
     events = [(float(i), 0, i, 0, s, "arrive") for i, s in enumerate(staleness)]
-    return F.SimResult(
+    return asyncfl.SimResult(
         "x", ["a"], events, [], {"a": 5.0 if done else None}, 10.0, {"rounds": rounds}
     )
 
@@ -17,17 +17,17 @@ def _res(staleness=(), rounds=0, done=True):
 def test_indicators_by_hand():
     fed = {0: _res(range(5)), 1: _res(range(5, 10))}  # staleness 0..9 over both seeds
     sync = {0: _res(rounds=7), 1: _res(rounds=100, done=False)}  # seed 1 never finished
-    ind = G.indicators(fed, sync)
+    ind = regime.indicators(fed, sync)
     assert ind["staleness_mean"] == pytest.approx(4.5)
     assert ind["staleness_p90"] == pytest.approx(8.1)  # numpy's linear rule on 0..9
     assert ind["sync_rounds"] == 7.0  # the unfinished seed's 100 rounds are not a time to target
-    assert G.indicators(fed, {0: _res(rounds=3, done=False)})["sync_rounds"] is None
+    assert regime.indicators(fed, {0: _res(rounds=3, done=False)})["sync_rounds"] is None
 
 
-def test_paper_setting_staleness_is_about_R_over_b():
+def test_paper_setting_staleness_is_about_r_over_b():
     """With R requests of a task outstanding and one server update per b arrivals, about R
     arrivals of that task happen while one request is out: staleness ~ R/b = 96/3 = 32."""
-    p = G.paper_setting(seed=0, horizon=300.0)
+    p = regime.paper_setting(seed=0, horizon=300.0)
     assert 26 <= p["staleness_mean"] <= 36 and p["staleness_p90"] > p["staleness_mean"]
     # the paper's Sync-ST rounds are its inferred completion time over our round length
     assert p["sync_rounds"] == pytest.approx(1033 / p["sync_round_length"])
@@ -40,9 +40,9 @@ def test_regime_note_and_ablation_table():
     paper = {"sync_rounds": 64.0, "staleness_mean": 31.0, "staleness_p90": 64.0}
     before = {"sync_rounds": 6.0, "staleness_mean": 9.0, "staleness_p90": 18.0}
     after = {"sync_rounds": None, "staleness_mean": 30.0, "staleness_p90": 60.0}
-    note = G.regime_note(before, paper)
+    note = regime.regime_note(before, paper)
     assert "Sync-ST rounds 6 (paper ≈ 64)" in note and "mean 9 / p90 18" in note
-    t = G.ablation_rows(paper, before, after, [False, False], [True, True])
+    t = regime.ablation_rows(paper, before, after, [False, False], [True, True])
     assert list(t.columns) == [
         "indicator",
         "paper",

@@ -109,7 +109,7 @@ class DriftTrainer(QuadraticTrainer):
 
 # ============================================================================ pure functions
 @pytest.mark.parametrize(
-    "A,R,sumR,sumA,K",
+    "outstanding,requests,total_requests,total_outstanding,expected",
     [
         (95, 96, 384, 383, 1),  # one missing -> 1
         (94, 96, 384, 382, 2),  # two missing -> 2
@@ -122,8 +122,8 @@ class DriftTrainer(QuadraticTrainer):
         (0, 0, 288, 200, 0),  # finished task
     ],
 )
-def test_k_rule_table(A, R, sumR, sumA, K):
-    assert k_rule(A, R, sumR, sumA) == K
+def test_k_rule_table(outstanding, requests, total_requests, total_outstanding, expected):
+    assert k_rule(outstanding, requests, total_requests, total_outstanding) == expected
 
 
 def test_realloc_official_by_hand():
@@ -190,8 +190,8 @@ def test_redistribute_and_sync_shares():
 
 
 def test_ucb_and_ei_formulas():
-    L, N = np.array([2.0, 0.0, 1.0]), np.array([1.0, 0.0, 2.0])
-    s = ucb_scores(L, N, t=3, gamma=0.5)  # sum_{s<3} 0.5^s = 1.75
+    rewards, plays = np.array([2.0, 0.0, 1.0]), np.array([1.0, 0.0, 2.0])
+    s = ucb_scores(rewards, plays, t=3, gamma=0.5)  # sum_{s<3} 0.5^s = 1.75
     assert s[0] == pytest.approx(2 + math.sqrt(2 * math.log(1.75)))
     assert s[1] == math.inf
     assert s[2] == pytest.approx(0.5 + math.sqrt(2 * math.log(1.75) / 2))
@@ -299,37 +299,44 @@ def test_fedast_two_task_hand_trace():
     delays = FixedDelays(lambda task, client: 2.0 + client if task == 0 else 5.0)
     draws = [0, 1, 0, 2, 1, 3, 0, 2, 3, 1, 2, 0, 3]
     res = FedAST(cfg, trainer, delays=delays, client_draws=draws).run()
-    D, Dr, Ar, Ag, Cp, Cn = "dispatch", "drop", "arrive", "aggregate", "complete", "cancel"
+    dispatch, drop, arrive, aggregate, complete, cancel = (
+        "dispatch",
+        "drop",
+        "arrive",
+        "aggregate",
+        "complete",
+        "cancel",
+    )
     expected = [
-        (0, 0, 0, 0, None, D),
-        (0, 0, 1, 0, None, D),
-        (0, 1, 0, 0, None, D),
-        (2, 0, 0, 0, 0, Ar),
-        (2, 0, 2, 0, None, Dr),
-        (3, 0, 1, 0, 0, Ar),
-        (3, 0, None, 1, None, Ag),
-        (3, 0, 1, 1, None, D),
-        (3, 0, 3, 1, None, Dr),
-        (6, 0, 1, 1, 0, Ar),
-        (6, 0, 0, 1, None, D),
-        (6, 0, 2, 1, None, D),
-        (7, 1, 0, 0, 0, Ar),
-        (7, 1, None, 1, None, Ag),
-        (7, 1, 3, 1, None, Dr),
-        (9, 0, 0, 1, 0, Ar),
-        (9, 0, None, 2, None, Ag),
-        (9, 0, None, 2, None, Cp),
-        (9, 0, 2, 1, None, Cn),
-        (9, 1, 1, 1, None, D),
-        (9, 1, 2, 1, None, D),
-        (14, 1, 1, 1, 0, Ar),
-        (14, 1, None, 2, None, Ag),
-        (14, 1, 0, 2, None, D),
-        (14, 1, 3, 2, None, Dr),
-        (15, 1, 2, 1, 1, Ar),
-        (15, 1, None, 3, None, Ag),
-        (15, 1, None, 3, None, Cp),
-        (15, 1, 0, 2, None, Cn),
+        (0, 0, 0, 0, None, dispatch),
+        (0, 0, 1, 0, None, dispatch),
+        (0, 1, 0, 0, None, dispatch),
+        (2, 0, 0, 0, 0, arrive),
+        (2, 0, 2, 0, None, drop),
+        (3, 0, 1, 0, 0, arrive),
+        (3, 0, None, 1, None, aggregate),
+        (3, 0, 1, 1, None, dispatch),
+        (3, 0, 3, 1, None, drop),
+        (6, 0, 1, 1, 0, arrive),
+        (6, 0, 0, 1, None, dispatch),
+        (6, 0, 2, 1, None, dispatch),
+        (7, 1, 0, 0, 0, arrive),
+        (7, 1, None, 1, None, aggregate),
+        (7, 1, 3, 1, None, drop),
+        (9, 0, 0, 1, 0, arrive),
+        (9, 0, None, 2, None, aggregate),
+        (9, 0, None, 2, None, complete),
+        (9, 0, 2, 1, None, cancel),
+        (9, 1, 1, 1, None, dispatch),
+        (9, 1, 2, 1, None, dispatch),
+        (14, 1, 1, 1, 0, arrive),
+        (14, 1, None, 2, None, aggregate),
+        (14, 1, 0, 2, None, dispatch),
+        (14, 1, 3, 2, None, drop),
+        (15, 1, 2, 1, 1, arrive),
+        (15, 1, None, 3, None, aggregate),
+        (15, 1, None, 3, None, complete),
+        (15, 1, 0, 2, None, cancel),
     ]
     assert res.events == expected
     assert res.completion_time == {"A": 9.0, "B": 15.0} and res.total_time == 15.0
@@ -597,9 +604,9 @@ def test_sync_ucb_first_scored_round_has_no_exploration_term(monkeypatch):
 
     seen = []
 
-    def spy(L, N, t, gamma):
-        out = ucb_scores(L, N, t, gamma)
-        seen.append((t, N.copy(), L.copy(), out))
+    def spy(rewards, plays, t, gamma):
+        out = ucb_scores(rewards, plays, t, gamma)
+        seen.append((t, plays.copy(), rewards.copy(), out))
         return out
 
     monkeypatch.setattr(sync_mod, "ucb_scores", spy)
@@ -611,8 +618,8 @@ def test_sync_ucb_first_scored_round_has_no_exploration_term(monkeypatch):
     first = [x for x in seen if x[0] == 1]
     assert len(first) == 2  # one per task, in the first scored round (round index 1)
     hand = np.array([1.0 + c % 3 for c in range(12)])
-    for _t1, N, L, score in first:
-        assert np.array_equal(N, np.ones(12)) and np.array_equal(L, hand)
+    for _t1, plays, rewards, score in first:
+        assert np.array_equal(plays, np.ones(12)) and np.array_equal(rewards, hand)
         assert np.array_equal(score, hand)  # exploration term exactly 0
     # from round 2 on the term is positive: t = 2 -> sqrt(2 ln(1 + 0.99))
     assert ucb_scores(np.zeros(1), np.ones(1), 2, 0.99)[0] == pytest.approx(

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from flkit import presets
+from flkit.methods import ServerState
 from flkit.papers.feddip import claims, exercise, study
 from flkit.prune import erk_densities
 from flkit.utils import FlkitError
+from flkit.workbook import presets
 
 
 class FakeRun:
@@ -37,7 +38,9 @@ class FakeRun:
             self.history["reconfig"] = [1, 0, 1, 0]
             self.history["official_bits_up"] = official_up
             self.history["official_bits_down"] = [1.0] * n
-        self.final_state = {"model": {"fc.weight": torch.zeros(10, 10), "fc.bias": torch.zeros(10)}}
+        self.final_state = ServerState(
+            {"fc.weight": torch.zeros(10, 10), "fc.bias": torch.zeros(10)}
+        )
 
     def final(self, column="test_accuracy"):
         return float(self.history[column].iloc[-1])
@@ -58,53 +61,52 @@ def _grid(feddip_acc, feddp_acc, snip_acc=0.5, exact=True):
 
 def test_claims_hold_and_fail_on_hand_built_tables():
     g = _grid((0.79, 0.78), (0.79, 0.70))
-    assert claims.sparsity_exact(g, "cpu")["holds"] is True
-    assert claims.close_to_dense(g, "cpu", max_gap=0.03)["holds"] is True
-    assert claims.close_to_dense(g, "cpu", max_gap=0.01)["holds"] is False
-    assert claims.ordering(g, "cpu")["holds"] is True
-    assert claims.gap_grows(g, "cpu")["holds"] is True
+    assert claims.sparsity_exact(g)["holds"] is True
+    assert claims.close_to_dense(g, max_gap=0.03)["holds"] is True
+    assert claims.close_to_dense(g, max_gap=0.01)["holds"] is False
+    assert claims.ordering(g)["holds"] is True
+    assert claims.gap_grows(g)["holds"] is True
     bad = _grid((0.70, 0.60), (0.75, 0.70), exact=False)
-    assert claims.sparsity_exact(bad, "cpu")["holds"] is False
-    assert claims.ordering(bad, "cpu")["holds"] is False
-    assert claims.gap_grows(bad, "cpu")["holds"] is False
+    assert claims.sparsity_exact(bad)["holds"] is False
+    assert claims.ordering(bad)["holds"] is False
+    assert claims.gap_grows(bad)["holds"] is False
     # the gap grows from -0.6 to 0 points: more than the tie, but FedDIP never beats FedDP
     no_gain = _grid((0.690, 0.677), (0.696, 0.677))
-    assert claims.gap_grows(no_gain, "cpu")["holds"] is False
-    assert claims.close_to_dense(g, "smoke")["holds"] is None  # smoke: inconclusive
+    assert claims.gap_grows(no_gain)["holds"] is False
 
 
 def test_traffic_and_noniid_claims():
     g = _grid((0.79, 0.78), (0.79, 0.70))
     # FedAvg (no official columns): official up = 100 bytes * 8 = 800 bits per round, as FedDIP's
     # 800 official bits (ratio 1.0); exact download 10 vs 100 bytes per round (ratio 0.1)
-    c = claims.traffic(g, "cpu", min_saving=0.5, dense_upload=0.9)
+    c = claims.traffic(g, min_saving=0.5, dense_upload=0.9)
     assert c["holds"] is True and "s=0.8: 0.10" in c["evidence"]
-    assert claims.traffic(g, "cpu", min_saving=0.95)["holds"] is False
+    assert claims.traffic(g, min_saving=0.95)["holds"] is False
     ni = {
         ("fedavg", 0.0, 0): FakeRun(0.6),
         ("fedprox", 0.0, 0): FakeRun(0.62),
         ("feddip_prox", 0.9, 0): FakeRun(0.60),
     }
-    assert claims.noniid_close(ni, "cpu", max_gap=0.03)["holds"] is True
-    assert claims.noniid_close(ni, "cpu", max_gap=0.01)["holds"] is False
+    assert claims.noniid_close(ni, max_gap=0.03)["holds"] is True
+    assert claims.noniid_close(ni, max_gap=0.01)["holds"] is False
 
 
 def test_presets_and_method_params():
     for name in ("smoke", "cpu", "paper"):
-        P = presets.load("02_feddip", name)
-        for m in P["methods"]:
-            study.method_params(P, m, max(P["sparsities"]), P["rounds"])
-    P = presets.load("02_feddip", "paper")
-    assert P["rounds"] == 1000 and P["clients"] == 50 and P["lr_decay"] == 0.998
+        preset = presets.load("02_feddip", name)
+        for m in preset["methods"]:
+            study.method_params(preset, m, max(preset["sparsities"]), preset["rounds"])
+    preset = presets.load("02_feddip", "paper")
+    assert preset["rounds"] == 1000 and preset["clients"] == 50 and preset["lr_decay"] == 0.998
 
 
 @pytest.mark.skipif(
     not os.environ.get("FLKIT_MIRROR"), reason="needs the dataset mirror (FLKIT_MIRROR)"
 )
 def test_paper_preset_refuses_reduced_cifar():
-    P = presets.load("02_feddip", "paper")
+    preset = presets.load("02_feddip", "paper")
     with pytest.raises(FlkitError, match="allow_reduced_data"):
-        study.check_data(P, "cifar10_alexnet")
+        study.check_data(preset, "cifar10_alexnet")
     info = study.check_data(
         presets.load("02_feddip", "paper", allow_reduced_data=True), "cifar10_alexnet"
     )

@@ -8,15 +8,16 @@ import math
 import pandas as pd
 import pytest
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
-from flkit import data, presets
+from flkit import data
+from flkit.engine import LocalSpec
 from flkit.experiment import RunConfig, Setup
-from flkit.methods import weighted_average
+from flkit.methods import ServerState, weighted_average
 from flkit.papers.fl_primer import exercise as ex
 from flkit.papers.fl_primer import study as primer
-from flkit.train import LocalSpec
 from flkit.utils import FlkitError
+from flkit.workbook import presets
 
 
 # ------------------------------------------------------------------------------ exercise checker
@@ -135,7 +136,10 @@ def test_drift_hand_computed_on_a_linear_model(syn):
     for k in clients:
         ix = setup.parts[k]
         xs, ys = x[ix].double(), y[ix]
-        r = torch.full((len(ix), c), 1.0 / c, dtype=torch.float64) - F.one_hot(ys, c).double()
+        r = (
+            torch.full((len(ix), c), 1.0 / c, dtype=torch.float64)
+            - functional.one_hot(ys, c).double()
+        )
         gw, gb = r.T @ xs / len(ix), r.mean(0)
         models.append(-lr * torch.cat([gw.reshape(-1), gb]))
         sizes.append(len(ix))
@@ -157,9 +161,9 @@ def test_drift_vanishes_with_a_tiny_learning_rate(syn):
 
 def test_drift_is_deterministic_and_accepts_a_method_state(syn):
     setup = _setup(syn, lr=0.05, steps=4, batch_size=8)
-    state = {"model": setup.model.state_dict()}
+    state = ServerState(setup.model.state_dict())
     a = primer.client_drift(setup, state, [1, 3])
-    b = primer.client_drift(setup, state["model"], [1, 3])
+    b = primer.client_drift(setup, state.model, [1, 3])
     pd.testing.assert_frame_equal(a, b)
     assert (a["dist_global"] > 0).all()
 
@@ -212,13 +216,13 @@ def test_repartition_matches_partition_module():
 # ------------------------------------------------------------------------------ runs and presets
 def test_preset_file_and_configs():
     for name in ("smoke", "cpu", "paper"):
-        P = presets.load("00_fl_primer", name)
-        cfgs = primer.configs(P, seed=0, device="cpu")
-        assert list(cfgs)[:2] == [primer.label_iid(), primer.label_noniid(P["alpha"])]
-        assert len(cfgs) == 2 + len(P["mus"])
-        prox = cfgs[primer.label_fedprox(P["mus"][0], P["alpha"])]
+        preset = presets.load("00_fl_primer", name)
+        cfgs = primer.configs(preset, seed=0, device="cpu")
+        assert list(cfgs)[:2] == [primer.label_iid(), primer.label_noniid(preset["alpha"])]
+        assert len(cfgs) == 2 + len(preset["mus"])
+        prox = cfgs[primer.label_fedprox(preset["mus"][0], preset["alpha"])]
         assert prox.method == "fedprox" and prox.partition == "dirichlet"
-        assert prox.method_params == {"mu": P["mus"][0]}
+        assert prox.method_params == {"mu": preset["mus"][0]}
     cpu = presets.load("00_fl_primer", "cpu")
     assert cpu["dataset"] == "mnist" and cpu["train_subset"] == 0 and cpu["num_clients"] == 100
 
@@ -280,26 +284,28 @@ def test_figures_render_from_results_only():
 
 # ------------------------------------------------------------------ claims on hand-built tables
 def test_claims_by_hand():
-    from flkit.papers.fl_primer import claims as C
+    from flkit.papers.fl_primer import claims
 
     final = pd.Series({"iid": 0.91, "dir": 0.85})
-    c = C.noniid_slows_fedavg(final, "iid", "dir", alpha=0.1, rounds=20)
+    c = claims.noniid_slows_fedavg(final, "iid", "dir", alpha=0.1, rounds=20)
     assert c["holds"] is True and "gap 6.0 points" in c["evidence"] and not c["judge_at_smoke"]
-    assert C.noniid_slows_fedavg(final, "iid", "dir", 0.1, 20, min_gap=0.1)["holds"] is False
+    assert claims.noniid_slows_fedavg(final, "iid", "dir", 0.1, 20, min_gap=0.1)["holds"] is False
     assert (
-        C.noniid_slows_fedavg(final[::-1].set_axis(["iid", "dir"]), "iid", "dir", 0.1, 20)["holds"]
+        claims.noniid_slows_fedavg(final[::-1].set_axis(["iid", "dir"]), "iid", "dir", 0.1, 20)[
+            "holds"
+        ]
         is False
     )
     cols = pd.MultiIndex.from_tuples([("dist_avg", "mean"), ("dist_avg", "std")])
     summ = pd.DataFrame([[0.2, 0.0], [0.5, 0.0]], index=["IID", "Dir(0.1)"], columns=cols)
-    d = C.noniid_drifts_apart(summ, "IID", "Dir(0.1)")
+    d = claims.noniid_drifts_apart(summ, "IID", "Dir(0.1)")
     assert (
         d["holds"] is True and d["judge_at_smoke"] and "IID 0.200, non-IID 0.500" in d["evidence"]
     )
-    assert C.noniid_drifts_apart(summ, "Dir(0.1)", "IID")["holds"] is False
+    assert claims.noniid_drifts_apart(summ, "Dir(0.1)", "IID")["holds"] is False
     # strictly decreasing in mu, whatever order the series comes in
-    assert C.prox_reduces_drift(pd.Series({1.0: 0.1, 0.0: 0.3, 0.1: 0.2}))["holds"] is True
-    assert C.prox_reduces_drift(pd.Series({0.0: 0.3, 0.1: 0.3, 1.0: 0.1}))["holds"] is False
+    assert claims.prox_reduces_drift(pd.Series({1.0: 0.1, 0.0: 0.3, 0.1: 0.2}))["holds"] is True
+    assert claims.prox_reduces_drift(pd.Series({0.0: 0.3, 0.1: 0.3, 1.0: 0.1}))["holds"] is False
 
 
 def test_same_curve_accepts_rounding_and_names_bad_rounds():

@@ -9,11 +9,12 @@ import torch
 from torch import nn
 
 from flkit import methods, models
+from flkit.data.partition import local_split
+from flkit.engine import LocalSpec
 from flkit.experiment import RunConfig
 from flkit.methods import RunContext
 from flkit.methods.fedmask import FedMask, Signed
 from flkit.methods.hidenseek import BNNAvg, FedAvgSplit, HideNseek, arctanh_aggregate
-from flkit.partition import local_split
 from flkit.prune import (
     bnn_sign_ste,
     classifier_layer,
@@ -26,7 +27,6 @@ from flkit.prune import (
     synflow_scores,
 )
 from flkit.state import model_state
-from flkit.train import LocalSpec
 from flkit.utils import FlkitError
 
 
@@ -161,8 +161,8 @@ def test_bnn_ste_passes_gradient_at_plus_minus_one():
     net = _mlp([10, 16, 4])
     m = BNNAvg(_ctx(net, 10, 4, clients=3, per_client=16, lr=0.05))
     state = m.init_state(model_state(m.ctx.model))
-    state["model"] = {n: hard_sign(v) if n in m.bin else v for n, v in state["model"].items()}
-    starts = {n: v.unsqueeze(0).clone() for n, v in state["model"].items()}
+    state.model = {n: hard_sign(v) if n in m.bin else v for n, v in state.model.items()}
+    starts = {n: v.unsqueeze(0).clone() for n, v in state.model.items()}
     res = m.train(starts, [0], 1)
     for n in m.bin:
         assert float((res.state[n] - starts[n]).abs().max()) > 0, n
@@ -217,9 +217,9 @@ def test_personal_classifier_never_leaves_client_and_survives_checkpoint():
     assert all(set(v.unique().tolist()) <= {-1.0, 1.0} for v in up.state.values())
     full = _rounds(m, state, schedule)
     head = m.head + ".weight"
-    assert torch.equal(full["model"][head], init[head])  # the server never sees a head
-    assert head not in full["latent"]
-    trained = full["client"][head]
+    assert torch.equal(full.model[head], init[head])  # the server never sees a head
+    assert head not in full.latent
+    trained = full.client[head]
     assert not torch.equal(trained[1], init[head]) and torch.equal(trained[5], init[head])
     # stop after round 2, save and load the state, continue with a fresh method object
     half = _rounds(m, m.init_state(init), schedule[:2])
@@ -229,8 +229,9 @@ def test_personal_classifier_never_leaves_client_and_survives_checkpoint():
     m2 = HideNseek(
         _ctx(net, 10, 4, lr=10.0), keep_ratio=0.8, prune_iterations=5, local_test_frac=0.25
     )
-    resumed, _ = m2.round(torch.load(buf), schedule[2], 3)
-    assert torch.equal(resumed["client"][head], trained)
+    # the run's own checkpoint (flkit.store.load_torch): the state is a dataclass, not only tensors
+    resumed, _ = m2.round(torch.load(buf, weights_only=False), schedule[2], 3)
+    assert torch.equal(resumed.client[head], trained)
     assert m.evaluate(full, None, None) == m2.evaluate(resumed, None, None)
 
 
@@ -239,15 +240,15 @@ def test_fedmask_prunes_once_per_client_keeping_top_fraction():
     m = FedMask(_ctx(net, 10, 4, lr=0.05), keep_ratio=0.75, prune_layers=["0", "2"])
     state = m.init_state(model_state(net))
     state, log1 = m.round(state, [0, 1], 1)
-    first = state["client"]["prune/0.weight"][0].clone()
+    first = state.client["prune/0.weight"][0].clone()
     total = 16 * 10 + 12 * 16
-    kept = sum(int(state["client"][f"prune/{n}.weight"][0].sum()) for n in ("0", "2"))
+    kept = sum(int(state.client[f"prune/{n}.weight"][0].sum()) for n in ("0", "2"))
     assert kept == round(0.75 * total)
     assert log1.metrics["prune_epochs"] == 2
     state, log2 = m.round(state, [0, 2], 2)
     assert log2.metrics["prune_epochs"] == 1  # client 0 does not prune again
-    assert torch.equal(state["client"]["prune/0.weight"][0], first)
-    assert state["client"]["prune/0.weight"][3].all()  # never took part: nothing pruned
+    assert torch.equal(state.client["prune/0.weight"][0], first)
+    assert state.client["prune/0.weight"][3].all()  # never took part: nothing pruned
     assert log2.bits_up[0] == 8 * (kept + 4 * 12)  # kept prunable entries + classifier mask
 
 

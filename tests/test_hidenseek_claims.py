@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from flkit.papers.hidenseek import claims as C
+from flkit.papers.hidenseek import claims
 from flkit.papers.hidenseek.exercise import check
 
 METHODS = ("FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek")
@@ -22,11 +22,13 @@ def test_beats_baselines_and_margin():
             "mnist_a0.1": dict(zip(METHODS, (80, 30, 70, 60, 75))),
         }
     )
-    above, below, _ = C.beats_baselines(acc, ["har", "mnist_a1"])
+    above, below, _ = claims.beats_baselines(acc, ["har", "mnist_a1"])
     assert above and below
-    above, _, _ = C.beats_baselines(acc, ["har", "mnist_a1"], margin=25)  # lead is 20 on mnist_a1
+    above, _, _ = claims.beats_baselines(
+        acc, ["har", "mnist_a1"], margin=25
+    )  # lead is 20 on mnist_a1
     assert not above
-    ok, ev = C.margin_narrows(acc)  # +5 at 0.1, +20 at 1
+    ok, ev = claims.margin_narrows(acc)  # +5 at 0.1, +20 at 1
     assert ok and "+5.0" in ev
 
 
@@ -39,21 +41,21 @@ def test_traffic_and_time_order():
             "down_MiB": [4.0, 1.0, 1.0, 1.0, 0.5],
         }
     )
-    assert C.traffic_order(byt)[0]
+    assert claims.traffic_order(byt)[0]
     byt.loc[byt.method == "HideNseek", "down_MiB"] = 1.2  # total still lower, download not
-    assert not C.traffic_order(byt)[0]
+    assert not claims.traffic_order(byt)[0]
     tim = pd.DataFrame({"task": "har", "method": METHODS, "per_round_s": [1.0, 2.0, 3.0, 3.5, 1.5]})
-    assert C.time_order(tim)[0]
+    assert claims.time_order(tim)[0]
     tim.loc[tim.method == "HideNseek", "per_round_s"] = 0.9
-    assert not C.time_order(tim)[0]
+    assert not claims.time_order(tim)[0]
 
 
 def test_keep_ratio_and_active_clients():
     kr = pd.DataFrame(
         {"task": ["mnist_a1", "mnist_a1"], "keep_ratio": [0.2, 0.8], "mean": [88.5, 90.0]}
     )
-    assert C.small_keep_ratio_harmless(kr, ["mnist_a1"])[0]
-    assert not C.small_keep_ratio_harmless(kr, ["mnist_a1"], max_drop=1.0)[0]
+    assert claims.small_keep_ratio_harmless(kr, ["mnist_a1"])[0]
+    assert not claims.small_keep_ratio_harmless(kr, ["mnist_a1"], max_drop=1.0)[0]
     act = pd.DataFrame(
         {
             "active": [2, 8, 2, 8],
@@ -61,9 +63,9 @@ def test_keep_ratio_and_active_clients():
             "mean": [90.0, 88.0, 50.0, 55.0],
         }
     )
-    assert C.more_clients_no_help(act)[0]
+    assert claims.more_clients_no_help(act)[0]
     act.loc[1, "mean"] = 92.0  # +2 points with more clients
-    assert not C.more_clients_no_help(act)[0]
+    assert not claims.more_clients_no_help(act)[0]
 
 
 def test_exercise_checker_verdicts(capsys):

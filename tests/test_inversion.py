@@ -6,6 +6,8 @@ import torch
 from torch import nn
 
 from flkit import models
+from flkit.engine import LocalSpec, train_clients
+from flkit.engine.reference import train_clients_reference
 from flkit.inversion import (
     InversionSpec,
     box_from_data,
@@ -18,8 +20,6 @@ from flkit.inversion import (
     unroll,
 )
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, train_clients
-from flkit.train_reference import train_clients_reference
 from flkit.utils import FlkitError
 
 

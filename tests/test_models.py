@@ -10,12 +10,13 @@ import functools
 import inspect
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from flkit import models
-from flkit.model_zoo import deep, small
+from flkit.models import deep, small
 from flkit.utils import FlkitError
 
 # name -> (build kwargs, expected trainable parameters, one-sample input shape, classes)
@@ -304,6 +305,8 @@ def test_unknown_flag_and_bad_values():
         models.build("cnn_mnist", num_classes="10")
     with pytest.raises(FlkitError, match="in_channels"):
         models.build("cnn_mnist", in_channels=True)
+    # one integer rule (flkit.utils.check_int): a NumPy integer counts, as it does for partitions
+    assert models.build("cnn_mnist", num_classes=np.int64(7)).num_classes == 7
     with pytest.raises(FlkitError, match="in_channels"):
         models.build("lstm_shakespeare", in_channels=1)
     with pytest.raises(FlkitError, match="image_size"):

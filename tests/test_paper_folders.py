@@ -1,5 +1,6 @@
-"""Layout: one folder per paper with the same seven files, one folder per notebook, and a
-template that is valid but never taken for a paper."""
+"""Layout: one folder per paper with the same seven files, one folder per notebook, a template
+that is valid but never taken for a paper, and every README with the same sections, no lab log
+and no path that does not exist."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flkit import presets
+from flkit.workbook import presets
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPERS = ROOT / "flkit" / "papers"
@@ -92,3 +93,76 @@ def test_papers_package_holds_no_data():
 
     public = [n for n in vars(papers) if not n.startswith("_")]
     assert "PAPERS" not in public and "get" not in public
+
+
+# Every paper README has the same sections, in this order (the template included), so a reader
+# finds the same thing in the same place in every folder. `###` subsections are free.
+README_SECTIONS = (
+    "About the paper",
+    "The algorithm",
+    "Settings",
+    "Decisions where the paper is silent",
+    "What reproduces, at which preset",
+    "Run times",
+)
+# A README explains; dated lab notes and the conditions of a measurement belong in
+# benchmarks/results/<slug>.md.
+LAB_LOG = re.compile(
+    r"\b20\d\d-\d\d-\d\d\b|\bload average\b|\bloaded machine\b|\bshared (?:2-core )?machine\b"
+    r"|\bbeside (?:two |the |)other jobs\b|\bapt-get\b|\b(?:idle|quiet) (?:2-core )?machine\b"
+    r"|\bmachine otherwise quiet\b|\bissue \d+",
+    re.IGNORECASE,
+)
+README_PATH = re.compile(r"\b(?:flkit|benchmarks|tests|docs|notebooks|tools)/[\w./-]*\w/?")
+
+
+def _readme(folder):
+    return (folder / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
+def test_readme_has_the_fixed_sections(folder):
+    text = _readme(folder)
+    assert text.startswith("# "), f"flkit/papers/{folder.name}/README.md starts with its title"
+    found = tuple(line[3:].strip() for line in text.splitlines() if line.startswith("## "))
+    assert found == README_SECTIONS, (
+        f"flkit/papers/{folder.name}/README.md has sections {found}; expected {README_SECTIONS}"
+    )
+    bodies = re.split(r"^## .*$", text, flags=re.MULTILINE)[1:]
+    empty = [h for h, b in zip(found, bodies, strict=True) if not b.strip()]
+    assert not empty, f"flkit/papers/{folder.name}/README.md: empty sections {empty}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
+def test_readme_holds_no_lab_log(folder):
+    lines = [
+        f"{i}: {line.strip()[:100]}"
+        for i, line in enumerate(_readme(folder).splitlines(), 1)
+        if LAB_LOG.search(line)
+    ]
+    assert not lines, (
+        f"flkit/papers/{folder.name}/README.md narrates measurements (move them to "
+        f"benchmarks/results/{folder.name}.md):\n" + "\n".join(lines)
+    )
+
+
+@pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
+def test_readme_paths_exist(folder):
+    missing = sorted(
+        {p for p in README_PATH.findall(_readme(folder)) if not (ROOT / p.rstrip("/")).exists()}
+    )
+    assert not missing, f"flkit/papers/{folder.name}/README.md names missing paths: {missing}"
+
+
+def test_lab_log_pattern():
+    """What the README check refuses and what it lets through."""
+    for narration in (
+        "after 58 minutes beside two other jobs it was still in Fig. 5",
+        "run once (2026-11-26)",
+        "on the idle 2-core machine: 36.7 min",
+        "timed twice on the loaded machine",
+        "an apt-get install ran in its first minutes",
+    ):
+        assert LAB_LOG.search(narration), narration
+    for fact in ("simulated wall-clock time", "`long` took 68.2 minutes on 2 CPU cores"):
+        assert not LAB_LOG.search(fact), fact

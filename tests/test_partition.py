@@ -1,4 +1,5 @@
-"""flkit.partition: coverage, disjointness, sizes, skew vs alpha, determinism, validation; plots."""
+"""flkit.data.partition: coverage, disjointness, sizes, skew vs alpha, determinism, validation;
+plots."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from flkit import partition as P
+from flkit.data import partition
 from flkit.utils import FlkitError
 
 MIRROR = os.environ.get("FLKIT_MIRROR")
@@ -34,23 +35,23 @@ def flat(parts):
 
 
 def mean_entropy(parts, y, c):
-    counts = P.label_counts(parts, y, c).double()
+    counts = partition.label_counts(parts, y, c).double()
     p = counts / counts.sum(1, keepdim=True).clamp_min(1)
     return float(-(p * p.clamp_min(1e-300).log()).sum(1).mean())
 
 
 # ------------------------------------------------------------------ coverage and sizes
 def test_iid_covers_every_index_once(y60k):
-    parts = P.partition("iid", y60k, 100, seed=1)
+    parts = partition.partition("iid", y60k, 100, seed=1)
     assert len(parts) == 100 and all(p.dtype == torch.int64 for p in parts)
     assert torch.equal(flat(parts), torch.arange(len(y60k)))
     assert {len(p) for p in parts} == {600}
-    uneven = P.partition("iid", torch.arange(10) % 2, 3, seed=0)
+    uneven = partition.partition("iid", torch.arange(10) % 2, 3, seed=0)
     assert sorted(len(p) for p in uneven) == [3, 3, 4]
 
 
 def test_shards_mnist_sizes_and_coverage(y60k):
-    parts = P.partition("shards", y60k, 100, seed=0, shards_per_client=2)
+    parts = partition.partition("shards", y60k, 100, seed=0, shards_per_client=2)
     assert torch.equal(flat(parts), torch.arange(60000))
     assert all(len(p) == 600 for p in parts)
     classes = [y60k[p].unique().numel() for p in parts]
@@ -71,34 +72,34 @@ def test_shards_on_real_mnist_give_600_per_client():
     y = data.load(
         "mnist", root="/nonexistent-flkit-root", mirror=MIRROR, device="cpu", download=False
     ).y_train
-    parts = P.partition("shards", y, 100, seed=0)
+    parts = partition.partition("shards", y, 100, seed=0)
     assert [len(p) for p in parts] == [600] * 100 and torch.equal(flat(parts), torch.arange(60000))
     assert np.mean([y[p].unique().numel() for p in parts]) < 2.2
 
 
 def test_dirichlet_classic_is_a_disjoint_cover_and_skew_grows_as_alpha_shrinks(y60k):
-    lo = P.partition("dirichlet", y60k, 50, seed=3, alpha=0.1)
-    hi = P.partition("dirichlet", y60k, 50, seed=3, alpha=10.0)
+    lo = partition.partition("dirichlet", y60k, 50, seed=3, alpha=0.1)
+    hi = partition.partition("dirichlet", y60k, 50, seed=3, alpha=10.0)
     for parts in (lo, hi):
         assert torch.equal(flat(parts), torch.arange(60000))
     assert mean_entropy(lo, y60k, 10) < mean_entropy(hi, y60k, 10)
     assert mean_entropy(hi, y60k, 10) > 0.9 * np.log(10)  # alpha=10: close to uniform labels
-    mid = P.partition("dirichlet", y60k, 50, seed=3, alpha=1.0)
+    mid = partition.partition("dirichlet", y60k, 50, seed=3, alpha=1.0)
     assert mean_entropy(lo, y60k, 10) < mean_entropy(mid, y60k, 10) < mean_entropy(hi, y60k, 10)
 
 
 def test_dirichlet_min_samples(y60k):
-    parts = P.partition("dirichlet", y60k, 50, seed=0, alpha=0.5, min_samples=100)
+    parts = partition.partition("dirichlet", y60k, 50, seed=0, alpha=0.5, min_samples=100)
     assert min(len(p) for p in parts) >= 100
     with pytest.raises(FlkitError, match="min_samples"):
-        P.partition(
+        partition.partition(
             "dirichlet", torch.arange(20) % 2, 10, seed=0, alpha=0.01, min_samples=2, max_tries=3
         )
 
 
 def test_dirichlet_fixed_size_recycles_samples(y60k):
     small = balanced_labels(100)  # 1,000 samples, 100 clients x 50 = 5,000 draws: recycling needed
-    parts = P.partition("dirichlet", small, 100, seed=0, alpha=0.1, samples_per_client=50)
+    parts = partition.partition("dirichlet", small, 100, seed=0, alpha=0.1, samples_per_client=50)
     sizes = np.array([len(p) for p in parts])
     assert np.all(np.abs(sizes - 50) <= 5)  # round(p_c * 50) per class: totals differ by a few
     allidx = flat(parts)
@@ -107,22 +108,22 @@ def test_dirichlet_fixed_size_recycles_samples(y60k):
     # before the first recycle, samples are handed out without repetition
     first = torch.cat(parts[:10])
     assert first.unique().numel() == len(first)
-    floor = P.partition(
+    floor = partition.partition(
         "dirichlet", small, 20, seed=0, alpha=1.0, samples_per_client=50, rounding="floor"
     )
     assert all(len(p) <= 50 for p in floor)
-    lo = P.partition("dirichlet", y60k, 200, seed=1, alpha=0.1, samples_per_client=300)
-    hi = P.partition("dirichlet", y60k, 200, seed=1, alpha=10.0, samples_per_client=300)
+    lo = partition.partition("dirichlet", y60k, 200, seed=1, alpha=0.1, samples_per_client=300)
+    hi = partition.partition("dirichlet", y60k, 200, seed=1, alpha=10.0, samples_per_client=300)
     assert mean_entropy(lo, y60k, 10) < mean_entropy(hi, y60k, 10)
     # a class smaller than a request: repeats within the client instead of looping forever
     tiny = torch.tensor([0] * 3 + [1] * 100)
-    parts = P.partition("dirichlet", tiny, 5, seed=0, alpha=0.01, samples_per_client=40)
+    parts = partition.partition("dirichlet", tiny, 5, seed=0, alpha=0.01, samples_per_client=40)
     assert all(len(p) >= 35 for p in parts)
 
 
 def test_classes_per_client_exactly_two_labels():
     y = balanced_labels(500)
-    parts = P.partition("classes_per_client", y, 50, seed=0, classes=2)
+    parts = partition.partition("classes_per_client", y, 50, seed=0, classes=2)
     assert [y[p].unique().numel() for p in parts] == [2] * 50
     assert torch.equal(flat(parts), torch.arange(len(y)))  # disjoint, covers everything
     assert set(y[parts[0]].tolist()) == {0, 1} and set(y[parts[10]].tolist()) == {
@@ -131,24 +132,24 @@ def test_classes_per_client_exactly_two_labels():
     }  # FedDIP's order
     sizes = [len(p) for p in parts]
     assert max(sizes) - min(sizes) <= 2
-    three = P.partition("classes_per_client", y, 100, seed=0, classes=3)
+    three = partition.partition("classes_per_client", y, 100, seed=0, classes=3)
     assert all(y[p].unique().numel() <= 3 for p in three)
 
 
 def test_natural_groups():
     g = torch.tensor([5, 5, 7, 9, 7, 5, 9, 9, 1])
     y = torch.zeros(9, dtype=torch.long)
-    parts = P.partition("natural", y, None, seed=0, groups=g)
+    parts = partition.partition("natural", y, None, seed=0, groups=g)
     assert [p.tolist() for p in parts] == [[8], [0, 1, 5], [2, 4], [3, 6, 7]]
-    some = P.partition("natural", y, 2, seed=0, groups=g)
+    some = partition.partition("natural", y, 2, seed=0, groups=g)
     assert len(some) == 2 and all(g[p].unique().numel() == 1 for p in some)
     assert [p.tolist() for p in some] == [
-        p.tolist() for p in P.partition("natural", y, 2, seed=0, groups=g)
+        p.tolist() for p in partition.partition("natural", y, 2, seed=0, groups=g)
     ]
     with pytest.raises(FlkitError, match="groups"):
-        P.partition("natural", y, None, seed=0)
+        partition.partition("natural", y, None, seed=0)
     with pytest.raises(FlkitError, match="num_clients=5"):
-        P.partition("natural", y, 5, seed=0, groups=g)
+        partition.partition("natural", y, 5, seed=0, groups=g)
 
 
 # ------------------------------------------------------------------ determinism
@@ -164,16 +165,16 @@ def test_natural_groups():
 )
 def test_same_seed_same_indices(scheme, kw):
     y = balanced_labels(200)
-    a = P.partition(scheme, y, 20, seed=7, **kw)
-    b = P.partition(scheme, y, 20, seed=7, **kw)
-    c = P.partition(scheme, y, 20, seed=8, **kw)
+    a = partition.partition(scheme, y, 20, seed=7, **kw)
+    b = partition.partition(scheme, y, 20, seed=7, **kw)
+    c = partition.partition(scheme, y, 20, seed=8, **kw)
     assert all(torch.equal(u, v) for u, v in zip(a, b))
     assert any(not torch.equal(u, v) for u, v in zip(a, c))
 
 
 def test_label_counts():
     y = torch.tensor([0, 1, 1, 2, 2, 2])
-    counts = P.label_counts([torch.tensor([0, 1]), torch.tensor([2, 3, 4, 5])], y, 4)
+    counts = partition.label_counts([torch.tensor([0, 1]), torch.tensor([2, 3, 4, 5])], y, 4)
     assert counts.tolist() == [[1, 1, 0, 0], [0, 1, 3, 0]]
 
 
@@ -197,7 +198,7 @@ def test_label_counts():
 def test_bad_input_raises_flkit_error(args, kw, match):
     y = balanced_labels(10)  # 100 samples, 10 classes
     with pytest.raises(FlkitError, match=match):
-        P.partition(args[0], y, args[1], 0, **kw)
+        partition.partition(args[0], y, args[1], 0, **kw)
 
 
 # ------------------------------------------------------------------ the label-distribution figure
@@ -207,15 +208,29 @@ def test_label_distribution_plot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from flkit import plots
+    from flkit.workbook import plots
 
     y = balanced_labels(100)
-    parts = P.partition("dirichlet", y, 30, seed=0, alpha=0.1)
+    parts = partition.partition("dirichlet", y, 30, seed=0, alpha=0.1)
     with plots.style():
         ax = plots.label_distribution(parts, y, 10, title="alpha = 0.1")
     img = ax.images[0].get_array()
     assert img.shape == (10, 30)
-    assert np.array_equal(np.asarray(img), P.label_counts(parts, y, 10).numpy().T)
+    assert np.array_equal(np.asarray(img), partition.label_counts(parts, y, 10).numpy().T)
     ax2 = plots.label_distribution(parts, y, 10, normalize=True, max_clients=5, colorbar=False)
     assert np.allclose(np.asarray(ax2.images[0].get_array()).sum(0), 1)
     plt.close("all")
+
+
+def test_integer_arguments_follow_the_one_integer_rule():
+    y = torch.arange(20) % 4
+    # a NumPy integer counts as an integer, a bool or a float does not, bounds are inclusive
+    assert len(partition.partition("iid", y, np.int64(4), seed=0)) == 4
+    for bad in (True, 4.0, "4"):
+        want = rf"num_clients={bad!r} must be an integer in \[1, inf\)"
+        with pytest.raises(FlkitError, match=want):
+            partition.partition("iid", y, bad, seed=0)
+    # the high bound (4 classes) is allowed
+    assert len(partition.partition("classes_per_client", y, 5, seed=0, classes=4)) == 5
+    with pytest.raises(FlkitError, match=r"classes=5 is outside the accepted range \[1, 4\]"):
+        partition.partition("classes_per_client", y, 5, seed=0, classes=5)

@@ -11,8 +11,8 @@ import matplotlib as mpl  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from flkit import plots  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook import plots
 
 
 @pytest.fixture

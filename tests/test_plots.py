@@ -1,6 +1,6 @@
-"""The house figure helpers (flkit.plots) and the figures built on them: a palette that reads on
-white, one style cycle that never repeats colour and dash together, labelled targets and paper
-numbers, coincident curves named, shared colour scales, readable log ticks."""
+"""The house figure helpers (flkit.workbook.plots) and the figures built on them: a palette that
+reads on white, one style cycle that never repeats colour and dash together, labelled targets and
+paper numbers, coincident curves named, shared colour scales, readable log ticks."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from flkit import plots  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook import plots
 
 
 @pytest.fixture(autouse=True)
@@ -160,7 +160,7 @@ def test_ablation_plot_from_zero_with_stc_default_and_spread():
 
 # ------------------------------------------------------------------ notebook 03 figures
 def test_fedast_sweep_plot_plain_log_ticks_and_missing_points_said():
-    from flkit.papers.fedast import figures as FIG
+    from flkit.papers.fedast import panels
 
     df = pd.DataFrame(
         {
@@ -169,7 +169,7 @@ def test_fedast_sweep_plot_plain_log_ticks_and_missing_points_said():
             "time": [100.0, np.nan, np.nan, np.nan, np.nan, 50.0, 60.0, 70.0, 80.0, 90.0],
         }
     )
-    ax = FIG.sweep_plot(
+    ax = panels.sweep_plot(
         df, "buffer", "time", hue="task", logx=True, missing="target not reached", paper_x=38 / 35
     )
     ax.figure.canvas.draw()
@@ -184,22 +184,21 @@ def test_fedast_sweep_plot_plain_log_ticks_and_missing_points_said():
 
 
 def test_fedast_staleness_hist_outlines_and_says_identical(monkeypatch):
-    from flkit.papers.fedast import figures as FIG
-    from flkit.papers.fedast import tables as T
+    from flkit.papers.fedast import panels, tables
 
     st = {
         "a": pd.DataFrame({"staleness": [0, 1, 1, 2, 3]}),
         "b": pd.DataFrame({"staleness": [0, 1, 1, 2, 3]}),
     }
-    monkeypatch.setattr(T, "staleness", lambda res: st[res])
-    ax = FIG.staleness_hist({"FedAST": "a", "NoBuffer": "b"})
+    monkeypatch.setattr(tables, "staleness", lambda res: st[res])
+    ax = panels.staleness_hist({"FedAST": "a", "NoBuffer": "b"})
     steps = [p for p in ax.patches if p.get_fill() is False]
     assert len(steps) == 2 and steps[0].get_linestyle() != steps[1].get_linestyle()
     assert "coincide" in ax.get_legend().get_title().get_text()
 
 
 def test_fedast_het_bars_title_spread_and_paper_stars():
-    from flkit.papers.fedast import figures as FIG
+    from flkit.papers.fedast import panels
 
     df = pd.DataFrame(
         {
@@ -209,7 +208,7 @@ def test_fedast_het_bars_title_spread_and_paper_stars():
             "time": [90.0, 300.0, 110.0, 320.0, 300.0, 700.0, 340.0, 760.0],
         }
     )
-    ax = FIG.het_bars(df, paper={"FedAST": {"mnist": 98}, "Sync-ST": {"mnist": 360}})
+    ax = panels.het_bars(df, paper={"FedAST": {"mnist": 98}, "Sync-ST": {"mnist": 360}})
     assert "2 seeds" in ax.get_title()
     assert [p.get_height() for p in ax.patches] == pytest.approx([100.0, 310.0, 320.0, 730.0])
     stars = [ln for ln in ax.lines if ln.get_marker() == "*"]
@@ -218,8 +217,7 @@ def test_fedast_het_bars_title_spread_and_paper_stars():
 
 
 def test_fedast_gain_bars_state_the_sign_convention():
-    from flkit.papers.fedast import figures as FIG
-    from flkit.papers.fedast import tables as T
+    from flkit.papers.fedast import panels, tables
 
     df = pd.DataFrame(
         {
@@ -229,7 +227,7 @@ def test_fedast_gain_bars_state_the_sign_convention():
             "all_done": [100.0, 80.0, 200.0, 220.0],
         }
     )
-    ax = FIG.gain_bars(T.gain_table(df), df, paper_note="paper: up to 46.0 %")
+    ax = panels.gain_bars(tables.gain_table(df), df, paper_note="paper: up to 46.0 %")
     title = ax.get_legend().get_title().get_text()
     assert "gain = (T_Sync-ST − T_FedAST) / T_Sync-ST;\n> 0: FedAST faster" in title
     assert "paper: up to 46.0 %" in title
@@ -238,8 +236,7 @@ def test_fedast_gain_bars_state_the_sign_convention():
 
 
 def test_fedast_single_evaluation_run_is_labelled(monkeypatch):
-    from flkit.papers.fedast import figures as FIG
-    from flkit.papers.fedast import tables as T
+    from flkit.papers.fedast import panels, tables
 
     cur = {
         "long": pd.DataFrame(
@@ -247,8 +244,8 @@ def test_fedast_single_evaluation_run_is_labelled(monkeypatch):
         ),
         "short": pd.DataFrame({"sim_time": [2.0], "task": "t", "accuracy": [0.5]}),
     }
-    monkeypatch.setattr(T, "curves", lambda res: cur[res])
-    ax = FIG.accuracy_curves({"A": "long", "B": "short"}, targets={"target": 0.45})
+    monkeypatch.setattr(tables, "curves", lambda res: cur[res])
+    ax = panels.accuracy_curves({"A": "long", "B": "short"}, targets={"target": 0.45})
     labels = ax.get_legend_handles_labels()[1]
     assert labels == ["A", "B (1 evaluation)", "target 0.45"]
     assert ax.lines[1].get_marker() not in (None, "", "None")  # the lone point is visible

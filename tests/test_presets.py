@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flkit import presets
 from flkit.utils import FlkitError
+from flkit.workbook import presets
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_PRESETS = Path(__file__).resolve().parent / "fixtures" / "presets"

@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from flkit import progress
+from flkit.workbook import progress
 
 
 def _text(b) -> str:

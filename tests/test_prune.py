@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from flkit import models
+from flkit.engine import LocalSpec, train_clients
 from flkit.methods.fedavg import proximal_loss
 from flkit.prune import (
     cubic_sparsity,
@@ -26,7 +27,6 @@ from flkit.prune import (
     straight_through,
 )
 from flkit.state import model_state
-from flkit.train import LocalSpec, train_clients
 from flkit.utils import FlkitError
 
 
@@ -226,8 +226,8 @@ def test_proximal_term_nonzero_after_one_step():
     mu, seen = 0.5, []
     prox = proximal_loss(mu)
 
-    def record(params, ctx):
-        v = prox(params, ctx)
+    def record(params, hook_args):
+        v = prox(params, hook_args)
         seen.append(float(v.detach().sum()))
         return v
 

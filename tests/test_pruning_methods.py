@@ -6,11 +6,11 @@ import torch
 from torch import nn
 
 from flkit import methods
+from flkit.engine import LocalSpec
 from flkit.methods import RunContext
 from flkit.methods.base import ClientUpdates
 from flkit.prune import cubic_sparsity, erk_densities, keep_counts
 from flkit.state import model_state
-from flkit.train import LocalSpec
 from flkit.utils import FlkitError
 
 
@@ -56,7 +56,7 @@ def _run(name, rounds=6, ctx=None, **params):
 
 
 def _same(a, b):
-    return all(torch.equal(a["model"][n], b["model"][n]) for n in a["model"])
+    return all(torch.equal(a.model[n], b.model[n]) for n in a.model)
 
 
 def test_registered():
@@ -82,7 +82,7 @@ def test_special_cases_are_the_same_numbers():
     assert _same(c, d)
     _, e, _ = _run("feddip", horizon=6, sparsity=0.0, s0=0.0, lambda_max=0.0)
     _, f, _ = _run("fedavg")
-    assert all(torch.allclose(e["model"][n], f["model"][n], atol=1e-7) for n in e["model"])
+    assert all(torch.allclose(e.model[n], f.model[n], atol=1e-7) for n in e.model)
     _, g, _ = _run("feddip", **base, lambda_max=1e-1, Q=3)  # lambda does change the result
     assert not _same(g, a)
 
@@ -106,21 +106,21 @@ def test_error_feedback_moves_pruned_coordinates_and_code_order_shrinks_masks():
     state, _ = m.round(state, [0, 1, 2], 1)
     up = m.client_update(state, [0, 1, 2], 2)
     n = m.prune_names[0]
-    pruned = ~state["mask"][n]
+    pruned = ~state.mask[n]
     assert (up.state[n][:, pruned] != 0).any()  # dense weights changed where pruned
     state2 = m.aggregate(state, up, 2)
-    assert not (state2["mask"][n] & pruned).any()  # code order: nothing comes back
+    assert not (state2.mask[n] & pruned).any()  # code order: nothing comes back
     # a pruned coordinate whose dense average grew largest: only the dense order brings it back
     j = int(pruned.flatten().nonzero()[0])
     big = {k: v.clone() for k, v in up.state.items()}
     big[n].view(3, -1)[:, j] = 100.0
     up_big = ClientUpdates(up.clients, big, up.weights, up.train_loss, up.bits_up, up.extra)
-    assert not bool(m.aggregate(state, up_big, 2)["mask"][n].flatten()[j])
+    assert not bool(m.aggregate(state, up_big, 2).mask[n].flatten()[j])
     md = methods.get("feddip")(
         ctx, horizon=6, sparsity=0.9, R=1, lambda_max=0.0, mask_order="dense"
     )
     new = md.aggregate(state, up_big, 2)
-    assert bool(new["mask"][n].flatten()[j]) and new["metrics"]["mask_regrown"] >= 1
+    assert bool(new.mask[n].flatten()[j]) and new.metrics["mask_regrown"] >= 1
 
 
 def test_client_round0_masks_differ_per_client():
@@ -140,22 +140,22 @@ def test_feddip_prox_differs_from_feddip():
 def test_feddst_regrow_counts_and_return_to_erk():
     m, state, logs = _run("feddst", rounds=4, horizon=4, sparsity=0.7, R=2)
     counts = keep_counts(m.shapes, erk_densities(m.shapes, 0.3))
-    kept = {n: int((state["model"][n] != 0).sum()) for n in m.shapes}
+    kept = {n: int((state.model[n] != 0).sum()) for n in m.shapes}
     assert all(kept[n] <= counts[n] for n in counts)  # never denser than ERK
-    mask_counts = {n: int(v.sum()) for n, v in next(iter(state["client_masks"].values())).items()}
+    mask_counts = {n: int(v.sum()) for n, v in next(iter(state.client_masks.values())).items()}
     assert mask_counts == counts  # clients keep ERK counts per layer
     assert logs[1].metrics["moved"] > 0 and logs[0].metrics["moved"] == 0
     # server: layer-wise magnitude back to exactly the ERK count (dense input)
     up = ClientUpdates(
         [0],
-        {n: torch.randn(1, *v.shape) for n, v in state["model"].items()},
+        {n: torch.randn(1, *v.shape) for n, v in state.model.items()},
         torch.ones(1),
         torch.zeros(1),
         [0],
         extra={"masks": {}, "metrics": {}},
     )
     new = m.aggregate(state, up, 5)
-    assert {n: int((new["model"][n] != 0).sum()) for n in m.shapes} == counts
+    assert {n: int((new.model[n] != 0).sum()) for n in m.shapes} == counts
 
 
 def test_prunefl_keeps_largest_squared_gradients():
@@ -165,7 +165,7 @@ def test_prunefl_keeps_largest_squared_gradients():
     g = {n: torch.randn(2, *s) for n, s in m.shapes.items()}
     up = ClientUpdates(
         [0, 1],
-        {n: v.unsqueeze(0).repeat(2, *[1] * v.dim()) for n, v in state["model"].items()},
+        {n: v.unsqueeze(0).repeat(2, *[1] * v.dim()) for n, v in state.model.items()},
         torch.tensor([1.0, 3.0]),
         torch.zeros(2),
         [0, 0],
@@ -175,14 +175,14 @@ def test_prunefl_keeps_largest_squared_gradients():
     avg = torch.cat([(0.25 * g[n][0] ** 2 + 0.75 * g[n][1] ** 2).flatten() for n in m.shapes])
     k_keep = avg.numel() - round(cubic_sparsity(1, 4, 0.5, 0.8) * avg.numel())
     thresh = avg.sort(descending=True).values[k_keep - 1]
-    got = torch.cat([new["mask"][n].flatten() for n in m.shapes])
+    got = torch.cat([new.mask[n].flatten() for n in m.shapes])
     assert int(got.sum()) == k_keep and bool((avg[got] >= thresh).all())
 
 
 def test_snip_and_prunetrain_run_at_exact_sparsity():
     m, state, _ = _run("snip", rounds=2, sparsity=0.75)
-    total = sum(v.numel() for v in state["mask"].values())
-    assert sum(int((~v).sum()) for v in state["mask"].values()) == round(0.75 * total)
+    total = sum(v.numel() for v in state.mask.values())
+    assert sum(int((~v).sum()) for v in state.mask.values()) == round(0.75 * total)
     m, state, logs = _run("prunetrain", rounds=3, horizon=3, sparsity=0.8)
     assert logs[-1].metrics["mask_sparsity"] == pytest.approx(
         cubic_sparsity(2, 3, 0.5, 0.8), abs=0.01

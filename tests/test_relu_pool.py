@@ -1,6 +1,6 @@
-"""The engine's pool-before-ReLU reordering (flkit.relu_pool) changes no float: forward, gradient
-and second derivative equal the model's own order bit for bit, ties and non-positive windows
-included."""
+"""The engine's pool-before-ReLU reordering (flkit.engine.copies) changes no float: forward,
+gradient and second derivative equal the model's own order bit for bit, ties and non-positive
+windows included."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from flkit.relu_pool import pool_before_relu
+from flkit.engine.copies import pool_before_relu
 
 
 def _tied_input(shape, seed=0):
@@ -65,8 +65,8 @@ def test_same_floats_forward_backward_and_double_backward(pool, channels_last):
 
 
 def test_wide_lenet_trains_the_same_floats_as_the_unswapped_wide_model(monkeypatch):
-    from flkit import models, train
-    from flkit.local_spec import LocalSpec
+    from flkit import models
+    from flkit.engine import LocalSpec, train_clients, wide
     from flkit.state import broadcast_state
 
     torch.manual_seed(0)
@@ -76,13 +76,11 @@ def test_wide_lenet_trains_the_same_floats_as_the_unswapped_wide_model(monkeypat
     parts = [torch.arange(0, 20), torch.arange(20, 40)]
     spec = LocalSpec(lr=0.1, batch_size=5, epochs=1)
     start = broadcast_state(net.state_dict(), 2)
-    fast = train.train_clients(net, start, x, y, parts, spec, [1, 2], backend="wide")
-    kinds = [type(m) for m in train.wide_model(net).net.features]
+    fast = train_clients(net, start, x, y, parts, spec, [1, 2], backend="wide")
+    kinds = [type(m) for m in wide.wide_model(net).net.features]
     assert kinds[1:3] == [nn.MaxPool2d, nn.ReLU]  # the swapped order really ran
-    monkeypatch.setattr("flkit.wide.pool_before_relu", lambda m: 0)
-    plain = train.train_clients(
-        copy.deepcopy(net), start, x, y, parts, spec, [1, 2], backend="wide"
-    )
+    monkeypatch.setattr("flkit.engine.copies.pool_before_relu", lambda m: 0)
+    plain = train_clients(copy.deepcopy(net), start, x, y, parts, spec, [1, 2], backend="wide")
     for n in fast.state:
         assert torch.equal(fast.state[n], plain.state[n]), n
     assert torch.equal(fast.train_loss, plain.train_loss)

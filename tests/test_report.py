@@ -1,6 +1,6 @@
-"""flkit.report: what a notebook records, how it is stored, and how seeds are summarised; the
-report counts claims that hold / do not hold / are inconclusive apart, leaves the paper cell of a
-claim without a source blank, and writes numbers for people (3 significant digits) through one
+"""flkit.workbook.report: what a notebook records, how it is stored, and how seeds are summarised;
+the report counts claims that hold / do not hold / are inconclusive apart, leaves the paper cell of
+a claim without a source blank, and writes numbers for people (3 significant digits) through one
 function for every paper."""
 
 from __future__ import annotations
@@ -17,11 +17,19 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from flkit import presets  # noqa: E402
-from flkit.report import COLUMNS, Report, load_results, summarize, versions  # noqa: E402
 from flkit.reproduce.render import CLAIMS_HEAD, write_reports  # noqa: E402
-from flkit.results import claim_counts, format_value, readable, readable_text  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook import presets
+from flkit.workbook.report import Report, versions
+from flkit.workbook.results import (
+    COLUMNS,
+    claim_counts,
+    format_value,
+    load_results,
+    readable,
+    readable_text,
+    summarize,
+)
 
 FIXTURE_PRESETS = Path(__file__).resolve().parent / "fixtures" / "presets"
 
@@ -49,7 +57,8 @@ def test_records_and_saves(tmp_path):
     assert path == tmp_path / "curve.png" and path.stat().st_size > 0
     res = json.loads((tmp_path / "results.json").read_text())  # autosaved
     assert res["notebook"] == "fixture_ok" and res["preset"] == "cpu" and res["seed"] == 3
-    assert res["device"] == "cpu" and res["schema"] == 1
+    assert res["device"] == "cpu" and res["schema"] == 2
+    assert res["commit"] and isinstance(res["dirty"], bool)
     assert {"python", "flkit", "torch", "numpy"} <= set(res["versions"])
     assert res["wall_time_s"] >= 0 and res["started"] and res["saved"]
     nums = {n["key"]: n for n in res["numbers"]}
@@ -57,6 +66,7 @@ def test_records_and_saves(tmp_path):
     assert nums["loss"]["measured"] == 0.25 and nums["count"]["measured"] == 4
     assert nums["count"]["paper"] == "≈ 4"
     assert [c["holds"] for c in res["claims"]] == [True, None]
+    assert [c["verdict"] for c in res["claims"]] == ["holds", "inconclusive"]
     assert res["figures"] == [{"name": "curve", "file": "curve.png"}]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 
@@ -74,25 +84,28 @@ def test_rerecording_replaces(tmp_path):
 
 def test_smoke_verdicts_are_inconclusive(tmp_path):
     r = Report("fixture_ok", "smoke", 0, out_dir=tmp_path)
-    assert r.claim("trained", True, evidence="acc 0.9") is None
-    assert r.claim("not trained", False) is None
-    assert r.claim("already open", None, evidence="no target reached") is None
-    assert r.claim("from shapes", False, evidence="47x", judge_at_smoke=True) is False
+    assert r.claim("trained", True, evidence="acc 0.9") == "inconclusive"
+    assert r.claim("not trained", False) == "inconclusive"
+    assert r.claim("already open", None, evidence="no target reached") == "inconclusive"
+    assert r.claim("from shapes", False, evidence="47x", judge_at_smoke=True) == "does not hold"
     c = {x["text"]: x for x in load_results(r.path)["claims"]}
-    assert c["trained"]["holds"] is None
-    assert c["trained"]["evidence"].startswith("acc 0.9 — inconclusive (smoke preset")
-    assert c["trained"]["evidence"].endswith("at face value it holds")
-    assert c["not trained"]["evidence"].endswith("at face value it does not hold")
-    assert c["already open"]["evidence"] == "no target reached"  # nothing to add
+    assert c["trained"]["holds"] is None and c["trained"]["evidence"] == "acc 0.9"
+    assert c["trained"]["reason"] == "smoke preset: too short to judge; at face value it holds"
+    assert c["not trained"]["reason"].endswith("at face value it does not hold")
+    assert c["already open"]["reason"] == "smoke preset: too short to judge"  # no face value
     assert c["from shapes"] == {
         "text": "from shapes",
+        "verdict": "does not hold",
         "holds": False,
+        "face": False,
+        "reason": "",
         "evidence": "47x",
         "paper": "",
+        "regime": [],
     }
     # any other preset records the verdict as given
     r2 = Report("fixture_ok", "cpu", 0, out_dir=tmp_path / "cpu")
-    assert r2.claim("trained", True, evidence="acc 0.9") is True
+    assert r2.claim("trained", True, evidence="acc 0.9") == "holds"
 
 
 def test_preset_object_is_recorded(tmp_path):
@@ -136,7 +149,7 @@ def test_preset_none_resolves_like_presets(tmp_path, monkeypatch):
         (lambda r: r.number("", 1.0), "key"),
         (lambda r: r.number("x", "high"), "accepted: a number"),
         (lambda r: r.number("x", np.zeros(3)), "single number"),
-        (lambda r: r.claim("x", "yes"), "True, False or None"),
+        (lambda r: r.claim("x", "yes"), "verdict 'yes'; accepted: 'holds'"),
         (lambda r: r.claim("x", 1), "True, False or None"),
         (lambda r: r.figure(plt.figure(), "../escape"), "no folders"),
         (lambda r: r.figure(object(), "x"), "not a matplotlib"),
@@ -162,8 +175,8 @@ def test_table_single_seed(tmp_path):
     df = r.table()
     assert list(df.columns) == list(COLUMNS)
     assert df.loc["acc"].tolist() == ["0.95%", "0.912%", ""]  # 3 significant digits
-    assert df.loc["holds"].tolist() == ["Fig. 2", "0.91 vs 0.95", "yes"]
-    assert df.loc["fails", "claim holds?"] == "no"
+    assert df.loc["holds"].tolist() == ["Fig. 2", "0.91 vs 0.95", "holds"]
+    assert df.loc["fails", "verdict"] == "does not hold"
     assert "<table" in r._repr_html_()
 
 
@@ -179,10 +192,11 @@ def test_summarize_across_seeds():
     rows = summarize([_res(0, 0.8, True), _res(1, 0.9, True), _res(2, 1.0, False)])
     num, claim = rows
     assert num["measured"] == "0.9 ± 0.1 (n=3)" and num["paper"] == "0.9"
-    assert claim["holds"] == "2/3 seeds" and claim["measured"] == "s0 (seed 0)"
+    assert claim["holds"] == "does not hold (2 holds, 1 does not hold of 3 seeds)"
+    assert claim["measured"] == "s0 (seed 0)"
     rows = summarize([_res(0, 0.8, None), _res(1, None, True)])
     assert rows[0]["measured"] == "0.8 (1 of 2 seeds)"
-    assert rows[1]["holds"] == "1/1 seeds (1 inconclusive)"
+    assert rows[1]["holds"] == "inconclusive (1 holds, 1 inconclusive of 2 seeds)"
 
 
 def test_versions():
@@ -228,7 +242,12 @@ def _fixture_report(out: Path, seed: int, verdicts) -> Report:
 def test_report_counts_one_claim_of_each_kind(tmp_path):
     r = _fixture_report(tmp_path, 0, [True, False, None])
     rows = summarize([r.to_dict()])
-    assert claim_counts(rows) == {"holds": 2, "does not hold": 1, "inconclusive": 1}
+    assert claim_counts(rows) == {
+        "holds": 2,
+        "does not hold": 1,
+        "outside regime": 0,
+        "inconclusive": 1,
+    }
     claim = {row["item"]: row for row in rows}
     assert claim["claim 0"]["paper"] == "" and claim["claim with a source"]["paper"] == "Table 2"
     assert claim["claim 1"]["measured"] == "ours 46.9 vs 40"  # rounded when recorded
@@ -251,10 +270,16 @@ def test_report_counts_one_claim_of_each_kind(tmp_path):
     }
     md = write_reports(plan, [info]).read_text()
     assert f"| {CLAIMS_HEAD} |" in md
-    assert re.search(r"\| \[fixture_ok\]\(#fixture_ok\) \| ok \| 1/1 \| [^|]+ \| 2 / 1 / 1 \|", md)
-    assert "| claim 0 |  | ours 45.9 vs 40 | yes |" in md  # no paper source: blank, not "claim"
-    assert "| claim 2 |  | ours 47.9 vs 40 | inconclusive |" in md
-    assert "| rounds to 95% |  | 45.9 rounds |  |" in md
+    assert re.search(
+        r"\| \[fixture_ok\]\(#fixture_ok\) \| ok \| 1/1 \| [^|]+ \| 2 / 1 / 0 / 1 \|", md
+    )
+    assert "| claim 0 | ✓ **holds** | ours 45.9 vs 40 | — |" in md  # no source: none shown
+    assert "| claim with a source (Table 2) | ✓ **holds** | x | — |" in md
+    assert (
+        "| claim 2 | ? **inconclusive**: the run does not decide it (see the evidence) | "
+        "ours 47.9 vs 40 | — |" in md
+    )
+    assert "| rounds to 95% |  | 45.9 rounds |" in md
     assert "45.89" not in md and "45.9" in (tmp_path / "report.html").read_text()
 
 
@@ -271,4 +296,9 @@ def test_counts_over_seeds():
         a.claim(text, va)
         b.claim(text, vb)
     rows = summarize([a.to_dict(), b.to_dict()])
-    assert claim_counts(rows) == {"holds": 1, "does not hold": 1, "inconclusive": 2}
+    assert claim_counts(rows) == {
+        "holds": 1,
+        "does not hold": 1,
+        "outside regime": 0,
+        "inconclusive": 2,
+    }

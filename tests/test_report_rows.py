@@ -10,11 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from flkit import presets
 from flkit.papers.fl_primer import record as primer_record
 from flkit.papers.hidenseek import record as hs_record
 from flkit.papers.staleness import record as st_record
-from flkit.report import Report
+from flkit.workbook import presets
+from flkit.workbook.report import Report
 
 
 def _report(tmp_path) -> Report:
@@ -40,22 +40,22 @@ def _staleness_acc() -> pd.DataFrame:
 
 
 def test_staleness_accuracy_at_another_tau_leaves_the_paper_cell_empty(tmp_path):
-    P = presets.load("05_staleness", "cpu")  # tau = 20: the paper's Table 10 is at tau = 40
-    assert P["tau"] != 40
+    preset = presets.load("05_staleness", "cpu")  # tau = 20: the paper's Table 10 is at tau = 40
+    assert preset["tau"] != 40
     r = _report(tmp_path)
-    st_record.record_accuracy(r, P, _staleness_acc())
+    st_record.record_accuracy(r, preset, _staleness_acc())
     rows = _rows(r)
     unw = rows["affected-class accuracy, Unweighted"]
     assert unw["paper"] is None and unw["measured"] == 50.0 and unw["unit"] == "%"
-    assert f"tau={P['tau']}" in unw["note"] and "tau=40" in unw["note"]
+    assert f"tau={preset['tau']}" in unw["note"] and "tau=40" in unw["note"]
     assert unw["note"].endswith(": 57.4")  # the paper's value, named with its own setting
     assert rows["Time, Unstale"]["measured"] is None  # no Time for the reference run
 
 
 def test_staleness_accuracy_at_the_papers_setting_sits_beside_table_10(tmp_path):
-    P = presets.load("05_staleness", "cpu", tau=40)  # alpha is 0.1 at cpu
+    preset = presets.load("05_staleness", "cpu", tau=40)  # alpha is 0.1 at cpu
     r = _report(tmp_path)
-    st_record.record_accuracy(r, P, _staleness_acc())
+    st_record.record_accuracy(r, preset, _staleness_acc())
     rows = _rows(r)
     assert rows["affected-class accuracy, Unweighted"]["paper"] == 57.4  # Table 10, alpha 0.1
     assert rows["affected-class accuracy, Ours (GI)"]["paper"] == 61.2
@@ -65,7 +65,7 @@ def test_staleness_accuracy_at_the_papers_setting_sits_beside_table_10(tmp_path)
 
 
 def test_staleness_estimation_and_detection_pair_only_matching_settings(tmp_path):
-    P = presets.load("05_staleness", "cpu")
+    preset = presets.load("05_staleness", "cpu")
     r = _report(tmp_path)
     err = pd.DataFrame(
         {
@@ -75,9 +75,9 @@ def test_staleness_estimation_and_detection_pair_only_matching_settings(tmp_path
             "l1": [0.0] * 6,
         }
     )
-    st_record.record_estimation(r, P, err)
+    st_record.record_estimation(r, preset, err)
     det = pd.DataFrame({"round": [0, 20, 45], "accuracy": [0.5, 0.75, 0.9]})
-    st_record.record_detection(r, P, det)
+    st_record.record_detection(r, preset, det)
     rows = _rows(r)
     fo5 = rows["estimation error (cosine distance), 1st-Order, tau=5"]
     assert fo5["paper"] == 0.08 and "disaster-image" in fo5["note"]  # Table 1 at staleness 5
@@ -93,14 +93,16 @@ def test_staleness_estimation_and_detection_pair_only_matching_settings(tmp_path
 
 
 def test_staleness_switch_round_says_when_there_was_none(tmp_path):
-    P = presets.load("05_staleness", "cpu")
+    preset = presets.load("05_staleness", "cpu")
     r = _report(tmp_path)
-    st_record.record_switching(r, P, pd.DataFrame({"round": [5, 10], "gamma": [1.0, 1.0]}))
+    st_record.record_switching(r, preset, pd.DataFrame({"round": [5, 10], "gamma": [1.0, 1.0]}))
     row = _rows(r)["first round of the switch back (gamma < 1)"]
-    assert row["measured"] is None and f"no switch in {P['rounds']} rounds" in row["note"]
+    assert row["measured"] is None and f"no switch in {preset['rounds']} rounds" in row["note"]
     assert "of 800" in row["note"] and row["paper"] == 155
     r2 = _report(tmp_path)
-    st_record.record_switching(r2, P, pd.DataFrame({"round": [5, 10, 15], "gamma": [1, 0.8, 0.5]}))
+    st_record.record_switching(
+        r2, preset, pd.DataFrame({"round": [5, 10, 15], "gamma": [1, 0.8, 0.5]})
+    )
     assert _rows(r2)["first round of the switch back (gamma < 1)"]["measured"] == 10
 
 
@@ -121,10 +123,10 @@ def _active(counts) -> pd.DataFrame:
 
 
 def test_hidenseek_active_drop_names_the_client_counts_when_they_differ(tmp_path):
-    P = presets.load("04_hidenseek", "cpu")
-    counts = P["active_clients"]
+    preset = presets.load("04_hidenseek", "cpu")
+    counts = preset["active_clients"]
     r = _report(tmp_path)
-    hs_record.record_active(r, P, _active(counts))
+    hs_record.record_active(r, preset, _active(counts))
     key = f"HideNseek accuracy drop from {counts[0]} to {counts[-1]} active clients, MNIST alpha=1"
     row = _rows(r)[key]
     assert row["measured"] == pytest.approx(4.5) and row["paper"] == 3.92  # 80 - 75.5
@@ -132,13 +134,13 @@ def test_hidenseek_active_drop_names_the_client_counts_when_they_differ(tmp_path
     assert "from 10 to 40 of 160" in row["note"] and f"{counts[0]} to {counts[-1]}" in row["note"]
     assert f"final accuracy, FedMask, MNIST alpha=1, {counts[1]} active clients" in _rows(r)
     r2 = _report(tmp_path)
-    hs_record.record_active(r2, P, _active([10, 20, 40]))
+    hs_record.record_active(r2, preset, _active([10, 20, 40]))
     note = _rows(r2)["HideNseek accuracy drop from 10 to 40 active clients, MNIST alpha=1"]["note"]
     assert "the paper's counts" in note
 
 
 def test_hidenseek_cost_rows_carry_units_and_the_same_ratio(tmp_path):
-    P = presets.load("04_hidenseek", "cpu")
+    preset = presets.load("04_hidenseek", "cpu")
     byt = pd.DataFrame(
         {
             "task": ["har", "har"],
@@ -156,7 +158,7 @@ def test_hidenseek_cost_rows_carry_units_and_the_same_ratio(tmp_path):
         }
     )
     r = _report(tmp_path)
-    hs_record.record_cost(r, P, byt, tim)
+    hs_record.record_cost(r, preset, byt, tim)
     rows = _rows(r)
     assert rows["traffic saving vs FedMask, har"]["measured"] == pytest.approx(62.5)  # 1-.75/2
     assert rows["training-time saving vs FedMask, har"]["measured"] == pytest.approx(40.0)
@@ -167,7 +169,7 @@ def test_hidenseek_cost_rows_carry_units_and_the_same_ratio(tmp_path):
 
 
 def test_hidenseek_femnist_gain_says_the_paper_used_emnist(tmp_path):
-    P = presets.load("04_hidenseek", "cpu")
+    preset = presets.load("04_hidenseek", "cpu")
     acc = pd.DataFrame(
         {
             "task": ["femnist", "femnist", "har", "har"],
@@ -178,12 +180,12 @@ def test_hidenseek_femnist_gain_says_the_paper_used_emnist(tmp_path):
         }
     )
     r = _report(tmp_path)
-    hs_record.record_accuracy(r, P, acc)
+    hs_record.record_accuracy(r, preset, acc)
     rows = _rows(r)
     fem = rows["HideNseek - FedMask accuracy, femnist"]
     assert fem["measured"] == 5.0 and "paper on EMNIST" in fem["note"] and "320" in fem["note"]
     har = rows["HideNseek - FedMask accuracy, har"]
-    assert har["measured"] == 20.0 and f"ours {P['har_clients']} clients" in har["note"]
+    assert har["measured"] == 20.0 and f"ours {preset['har_clients']} clients" in har["note"]
     assert rows["final accuracy, FedMask, har"]["measured"] == 70.0
     _units_where_paper(r)
 
@@ -196,7 +198,7 @@ def test_primer_rounds_to_target_says_when_not_reached(tmp_path):
         def rounds_to(self, target):
             return self.reached
 
-    P = presets.load("00_fl_primer", "smoke")
+    preset = presets.load("00_fl_primer", "smoke")
     curves = pd.DataFrame(
         {"run": ["a", "a", "b", "b"], "round": [1, 2, 1, 2], "test_accuracy": [0.5, 0.7, 0.9, 0.95]}
     )
@@ -205,21 +207,26 @@ def test_primer_rounds_to_target_says_when_not_reached(tmp_path):
     )
     drift_mu = pd.DataFrame({"mu": [0.0, 0.0], "dist_global": [2.0, 4.0], "dist_avg": [1, 1]})
     r = _report(tmp_path)
-    primer_record.record_numbers(r, P, curves, {"a": _Run(None), "b": _Run(1)}, drift, drift_mu)
+    primer_record.record_numbers(
+        r, preset, curves, {"a": _Run(None), "b": _Run(1)}, drift, drift_mu
+    )
     rows = _rows(r)
     assert rows["rounds to 90% test accuracy, a"]["measured"] is None
-    assert f"not reached in {P['rounds']} rounds" in rows["rounds to 90% test accuracy, a"]["note"]
+    assert (
+        f"not reached in {preset['rounds']} rounds"
+        in rows["rounds to 90% test accuracy, a"]["note"]
+    )
     assert rows["rounds to 90% test accuracy, b"]["measured"] == 1
     assert rows["client drift from the global model, IID"]["measured"] == 2.0  # mean of 1, 3
     assert rows["client drift from the global model, FedProx mu=0"]["measured"] == 3.0
     assert "over 2 clients" in rows["client drift from the clients' average, IID"]["note"]
-    last = P["last"]  # mean of the last `last` evaluations, as a percentage
+    last = preset["last"]  # mean of the last `last` evaluations, as a percentage
     want_a = 100 * sum([0.5, 0.7][-last:]) / len([0.5, 0.7][-last:])
     assert rows["final test accuracy, a"]["measured"] == pytest.approx(want_a)
 
 
 def test_staleness_privacy_pairs_only_the_comparable_columns(tmp_path):
-    P = presets.load("05_staleness", "cpu")
+    preset = presets.load("05_staleness", "cpu")
     priv = pd.DataFrame(
         {
             "sparsification": [0.0, 0.95, "random noise"],
@@ -230,7 +237,9 @@ def test_staleness_privacy_pairs_only_the_comparable_columns(tmp_path):
         }
     )
     r = _report(tmp_path)
-    st_record.record_privacy(r, P, priv, {"none": 1.0, "sparse95": 0.5, "sparse95_noise": None})
+    st_record.record_privacy(
+        r, preset, priv, {"none": 1.0, "sparse95": 0.5, "sparse95_noise": None}
+    )
     rows = _rows(r)
     acc = rows["recovered image classifier acc, sparsification 0.95"]
     assert acc["measured"] == 25.0 and acc["paper"] == 10.3  # Table 6, LeNet, 95 %
@@ -244,17 +253,17 @@ def test_staleness_privacy_pairs_only_the_comparable_columns(tmp_path):
 
 
 def test_staleness_gi_cost_rows_name_our_setting(tmp_path):
-    P = presets.load("05_staleness", "cpu")
+    preset = presets.load("05_staleness", "cpu")
     sparse = pd.DataFrame(
         {"sparsification": [0.0, 0.95], "computation_reduction": [0.0, 0.5], "error": [0.3, 0.4]}
     )
     warm = pd.DataFrame({"data_changed": [0.0, 0.3], "saved": [0.25, 0.1]})
     r = _report(tmp_path)
-    st_record.record_gi_cost(r, P, sparse, warm)
+    st_record.record_gi_cost(r, preset, sparse, warm)
     rows = _rows(r)
     saved = rows["GI iterations saved by top-k masking, sparsification 0.95"]
     assert saved["measured"] == 50.0 and saved["paper"] == 80.0  # Table 4: 0.80 at 95 %
-    assert f"{P['est_size']} surrogate samples" in saved["note"]
+    assert f"{preset['est_size']} surrogate samples" in saved["note"]
     assert rows["GI iterations saved by warm start, 0% of the data changed"]["paper"] == 43.0
     assert rows["GI iterations saved by warm start, 30% of the data changed"]["paper"] is None
     _units_where_paper(r)
@@ -263,16 +272,18 @@ def test_staleness_gi_cost_rows_name_our_setting(tmp_path):
 def test_staleness_sweep_pairs_table_11_only_at_its_alpha(tmp_path):
     cols = pd.MultiIndex.from_product([["tau=10", "tau=100"], ["acc", "time"]])
     table = pd.DataFrame([[70.0, 110.0, 40.0, 150.0]], index=["unweighted"], columns=cols)
-    P = presets.load("05_staleness", "cpu")  # alpha = 0.1: Table 11's setting
+    preset = presets.load("05_staleness", "cpu")  # alpha = 0.1: Table 11's setting
     r = _report(tmp_path)
-    st_record.record_sweep(r, P, "tau", table)
+    st_record.record_sweep(r, preset, "tau", table)
     rows = _rows(r)
     assert rows["affected-class accuracy, Unweighted, tau=10"]["paper"] == 72.6
     assert rows["Time, Unweighted, tau=100"]["paper"] == 142
     assert rows["Time, Unweighted, tau=100"]["measured"] == 150.0
     r2 = _report(tmp_path)
-    st_record.record_sweep(r2, P, "alpha", table.rename(columns={"tau=10": "alpha=1"}, level=0))
+    st_record.record_sweep(
+        r2, preset, "alpha", table.rename(columns={"tau=10": "alpha=1"}, level=0)
+    )
     row = _rows(r2)["affected-class accuracy, Unweighted, alpha=1"]
-    assert P["tau"] != 40 and row["paper"] is None  # Table 10 is at tau = 40
+    assert preset["tau"] != 40 and row["paper"] is None  # Table 10 is at tau = 40
     assert row["note"].endswith("at tau=40: 82.3")
     _units_where_paper(r)

@@ -204,8 +204,10 @@ def test_run_markdown_report(run):
     assert "Preset **smoke**" in md and "seeds 0, 1" in md and "torch" in md
     assert "| [fixture_fail](#fixture_fail) | **FAILED** | 0/2 |" in md
     assert "| [fixture_ok](#fixture_ok) | ok | 2/2 |" in md
-    assert "| | paper reports | we measured | claim holds? |" in md
-    assert "± " in md and "(n=2)" in md and "2/2 seeds" in md
+    assert "| claim | verdict | evidence | regime |" in md  # claims lead the section
+    ok = md[md.index("## fixture_ok") :]
+    assert ok.index("### Claims") < ok.index("### Numbers") < ok.index("### Figures")
+    assert "± " in md and "(n=2)" in md and "✓ **holds (2 holds of 2 seeds)**" in md
     assert "![histogram (seed 0)](fixture_ok/seed0/histogram.png)" in md
     assert "RuntimeError: fixture failure: this notebook fails on purpose" in md
     assert 'raise RuntimeError("fixture failure' in md  # the failing cell
@@ -216,7 +218,7 @@ def test_run_html_report(run):
     _, out = run
     doc = (out / "report.html").read_text()
     assert doc.startswith("<!DOCTYPE html>") and "data:image/png;base64," in doc
-    assert "FAILED" in doc and "claim holds?" in doc and "fails on purpose" in doc
+    assert "FAILED" in doc and "<th>verdict</th>" in doc and "fails on purpose" in doc
 
 
 # ------------------------------------------------------------------ one real notebook at smoke
@@ -246,8 +248,8 @@ def test_reproduce_every_real_notebook_at_smoke(name, tmp_path, monkeypatch):
     assert infos[0]["status"] == "ok", infos[0]["error"]
     md = path.read_text()
     assert f"| [{name}](#{name}) | ok | 1/1 |" in md
-    assert "| | paper reports | we measured | claim holds? |" in md, (
-        f"{name} recorded no results through flkit.report"
+    assert "### Claims" in md or "### Numbers" in md, (
+        f"{name} recorded no results through flkit.workbook.report"
     )
     assert (tmp_path / "runs" / "report.html").is_file()
     run_dir = tmp_path / "runs" / name / "seed0"

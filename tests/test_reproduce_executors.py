@@ -18,8 +18,8 @@ from test_reproduce import FIXTURES, NOTEBOOKS, fixture_presets  # noqa: F401
 
 from flkit import reproduce as rp
 from flkit.reproduce import executors
-from flkit.results import format_value
 from flkit.utils import FlkitError
+from flkit.workbook.results import format_value
 
 
 def _expected_mean(n: int, seeds) -> str:
@@ -80,7 +80,8 @@ def test_sweep_report_mean_std_and_claims_per_point(swept):
         f"{_expected_mean(400, [0, 1])} |"
     )
     claim = "the sample mean is within 0.2 of the paper's value"
-    assert f"| {claim} | Eq. 1 | 2/2 seeds | 2/2 seeds |" in md
+    both = "holds (2 holds of 2 seeds)"  # the verdict over seeds, with each seed's
+    assert f"| {claim} | Eq. 1 | {both} | {both} |" in md
     assert f"- **n=50**: {claim}" in md and f"- **n=400**: {claim}" in md
     data = json.loads((out / "sweep.json").read_text())
     assert [p["point"] for p in data["points"]] == [{"n": 50}, {"n": 400}]

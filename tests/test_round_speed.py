@@ -7,16 +7,17 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
-from flkit import backend_choice, store
+from flkit import store
+from flkit.engine import LocalSpec, backend, evaluate, train_clients
+from flkit.engine.backend import eligible_backends
+from flkit.engine.inference import inference_model
+from flkit.engine.reference import train_clients_reference
+from flkit.engine.wide import wide_model as cached_wide
 from flkit.experiment import RunConfig, load, run, run_folder
-from flkit.inference import evaluate, inference_model
 from flkit.state import broadcast_state, model_state
-from flkit.train import LocalSpec, eligible_backends, train_clients
-from flkit.train import wide_model as cached_wide
-from flkit.train_reference import train_clients_reference
 
 
 class Tiny(nn.Module):
@@ -114,19 +115,19 @@ def test_choice_is_the_fastest_measured_and_cached_per_machine_and_shape(tmp_pat
         return {"wide": 0.3, "vmap": 0.2, "loop": 0.5}
 
     shape = {"model": "m", "batch_size": 50}
-    assert backend_choice.choose(shape, probe, tmp_path)[0] == "vmap"
-    assert backend_choice.choose(shape, probe, tmp_path)[0] == "vmap"
+    assert backend.measure_backend(shape, probe, tmp_path)[0] == "vmap"
+    assert backend.measure_backend(shape, probe, tmp_path)[0] == "vmap"
     assert len(calls) == 1  # the second run read the cache
-    saved = json.loads((tmp_path / backend_choice.CACHE_FILE).read_text())
+    saved = json.loads((tmp_path / backend.CACHE_FILE).read_text())
     (key,) = saved
-    assert json.loads(key)["machine"] == backend_choice.machine()
-    backend_choice.choose({**shape, "batch_size": 10}, probe, tmp_path)
+    assert json.loads(key)["machine"] == backend.machine()
+    backend.measure_backend({**shape, "batch_size": 10}, probe, tmp_path)
     assert len(calls) == 2  # another shape is measured again
 
 
 def test_measure_times_every_eligible_backend():
     model, x, y, idx, start, spec = _problem()
-    seconds = backend_choice.measure(model, x, y, 3, spec, steps=1, repeats=2)
+    seconds = backend.time_backends(model, x, y, 3, spec, steps=1, repeats=2)
     assert set(seconds) == {"wide", "loop"}
     assert all(0 < s < float("inf") for s in seconds.values())
 
@@ -146,7 +147,8 @@ BASE = dict(
 
 
 def test_run_records_the_measured_backend_and_keys_its_cache_on_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(backend_choice, "measure", lambda *a, **k: {"wide": 2.0, "vmap": 1.0})
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(tmp_path / "machine"))  # no remembered choice
+    monkeypatch.setattr(backend, "time_backends", lambda *a, **k: {"wide": 2.0, "vmap": 1.0})
     cfg = RunConfig(**BASE)
     res = run(cfg, out_dir=tmp_path, progress=False)
     assert res.config.backend == "vmap" and res.history.attrs["backend"] == "vmap"
@@ -179,12 +181,12 @@ def test_time_based_checkpoints(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("k", [2, 3])
 def test_window_max_equals_max_pool(k):
-    from flkit.inference import _WindowMax  # noqa: PLC2701 - the private layer is the unit here
+    from flkit.engine.inference import _WindowMax
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 7, 8, generator=g)
     x[0, 0, 0, 0] = float("nan")
-    got, want = _WindowMax(k)(x), F.max_pool2d(x, k)
+    got, want = _WindowMax(k)(x), functional.max_pool2d(x, k)
     assert got.shape == want.shape
     assert torch.equal(torch.nan_to_num(got, 9.0), torch.nan_to_num(want, 9.0))
 
@@ -210,7 +212,7 @@ def test_evaluate_equals_a_plain_eval_of_a_loaded_copy():
     with torch.no_grad():
         out = torch.cat([plain(x[i : i + 1000]) for i in range(0, 1500, 1000)])
         loss = sum(
-            float(F.cross_entropy(out[i : i + 1000], y[i : i + 1000], reduction="sum"))
+            float(functional.cross_entropy(out[i : i + 1000], y[i : i + 1000], reduction="sum"))
             for i in range(0, 1500, 1000)
         )
     model.train()

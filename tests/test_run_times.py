@@ -1,5 +1,5 @@
-"""One measured run time per notebook (flkit/run_times.py), shown the same way in the README, in
-each notebook's introduction and by `flkit reproduce --list`."""
+"""One measured run time per notebook (flkit/workbook/run_times.py), shown the same way in the
+README, in each notebook's introduction and by `flkit reproduce --list`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from flkit import run_times
 from flkit.reproduce import main as reproduce_main
 from flkit.utils import FlkitError
+from flkit.workbook import run_times
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.ipynb"))
@@ -18,7 +18,7 @@ NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.ipynb"))
 
 def test_every_notebook_has_a_measured_time():
     assert NOTEBOOKS and set(NOTEBOOKS) == set(run_times.RUN_TIMES)
-    for seconds, date, _ in run_times.RUN_TIMES.values():
+    for seconds, date in run_times.RUN_TIMES.values():
         assert seconds > 0 and len(date) == 10 and date.startswith("20")
 
 
@@ -42,7 +42,7 @@ def test_readme_shows_every_measured_time():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name in NOTEBOOKS:
         assert f"- `{name}`: {run_times.sentence(name)}" in readme
-    assert f"Sum of the six: {run_times.total()}." in readme
+    assert f"Sum over every notebook: {run_times.total()}." in readme
 
 
 def test_reproduce_list_shows_every_measured_time(capsys):

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from flkit import methods
-from flkit.methods import RunContext
+from flkit.engine import LocalSpec
+from flkit.methods import RunContext, ServerState
 from flkit.methods.staleness import (
     AsynTiers,
     Unweighted,
@@ -22,7 +23,6 @@ from flkit.methods.staleness import (
     weighted_factor,
 )
 from flkit.state import model_state
-from flkit.train import LocalSpec
 from flkit.utils import FlkitError
 
 
@@ -44,7 +44,7 @@ def _run(cls, rounds, ctx=None, **params):
     state = m.init_state(model_state(ctx.model))
     seen, logs = [], []
     for rnd in range(1, rounds + 1):
-        seen.append({n: v.clone() for n, v in state["model"].items()})
+        seen.append({n: v.clone() for n, v in state.model.items()})
         state, log = m.round(state, m.select_clients(state, rnd), rnd)
         logs.append(log)
     return m, state, seen, logs
@@ -152,7 +152,7 @@ def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
     tau = 2
     m, state, models, _ = _run(WPred, 6, _ctx(), tau=tau, affected_class=2, num_stale=2)
     t = 6  # round 7 = t 6: block [0, 1, 2], clients 0 and 1 stale
-    now = state["model"]
+    now = state.model
     models = models + [now]  # models[i] = w^i for i = 0..6
     captured = _spy_adjust(m)
     clients = m.select_clients(state, t + 1)
@@ -170,7 +170,7 @@ def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
         use = d - 4.0 * d * d * (now[n] - pred[n])
         assert torch.allclose(captured["use"][n], use, atol=1e-12)
         expect = (now[n] + use[0] + now[n] + use[1] + normal.state[n][0]) / 3
-        assert torch.allclose(new["model"][n], expect, atol=1e-12)
+        assert torch.allclose(new.model[n], expect, atol=1e-12)
     # first stale round (t = tau): w^(t-tau-1) does not exist, the client trains from w^0
     m2, _, models2, _ = _run(WPred, 2, _ctx(), tau=tau, affected_class=2, num_stale=2)
     first = {}
@@ -190,12 +190,12 @@ def test_asyn_tiers_population_weights_by_hand():
     now = {"w": torch.tensor([0.0])}
     m._clients = [0, 1]
     out = m.combine(
-        {"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, True])
+        ServerState(now), {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, True])
     )
     assert torch.allclose(out["w"], torch.tensor([(3 * 1.0 + 1 * 3.0) / 4]))
     m._clients = [0, 2]  # no stale-tier participant: that tier keeps w^t
     out = m.combine(
-        {"model": now}, {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, False])
+        ServerState(now), {"w": torch.tensor([[1.0], [3.0]])}, torch.tensor([False, False])
     )
     assert torch.allclose(out["w"], torch.tensor([(3 * 2.0 + 1 * 0.0) / 4]))
 
@@ -206,7 +206,7 @@ def test_weighted_scales_the_stale_delta():
         methods.get("weighted"), 5, ctx, tau=3, affected_class=2, num_stale=2, b=3.0, a=1.0
     )
     _, s_u, _, _ = _run(methods.get("unweighted"), 5, _ctx(), tau=3, affected_class=2, num_stale=2)
-    assert not torch.allclose(s_w["model"]["0.weight"], s_u["model"]["0.weight"])
+    assert not torch.allclose(s_w.model["0.weight"], s_u.model["0.weight"])
 
 
 def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
@@ -214,13 +214,13 @@ def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
     gi = methods.get("gi_staleness")
     _, s_off, _, _ = _run(gi, 6, _ctx(), gi=False, **kw)
     _, s_unw, _, _ = _run(methods.get("unweighted"), 6, _ctx(), **kw)
-    for n in s_unw["model"]:
-        assert torch.equal(s_off["model"][n], s_unw["model"][n])
+    for n in s_unw.model:
+        assert torch.equal(s_off.model[n], s_unw.model[n])
     _, s_on, _, logs = _run(
         gi, 6, _ctx(), gi=True, gi_size=4, gi_iters=3, gi_topk=1.0, switch="none", box="none", **kw
     )
     assert any("gi_iters" in lg.metrics for lg in logs)
-    assert any(not torch.allclose(s_on["model"][n], s_unw["model"][n]) for n in s_unw["model"])
+    assert any(not torch.allclose(s_on.model[n], s_unw.model[n]) for n in s_unw.model)
 
 
 def test_gi_round_aggregates_the_estimate():
@@ -244,11 +244,11 @@ def test_gi_round_aggregates_the_estimate():
     est = captured["info"]["estimate"]
     for n in est:
         assert torch.allclose(captured["use"][n], est[n])  # gamma = 1: the estimate is used
-    normal = m.train({k: v.unsqueeze(0) for k, v in state["model"].items()}, [clients[2]], 5)
-    for n in new["model"]:
-        now = state["model"][n]
+    normal = m.train({k: v.unsqueeze(0) for k, v in state.model.items()}, [clients[2]], 5)
+    for n in new.model:
+        now = state.model[n]
         expect = (now + est[n][0] + now + est[n][1] + normal.state[n][0]) / 3
-        assert torch.allclose(new["model"][n], expect, atol=1e-10)
+        assert torch.allclose(new.model[n], expect, atol=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -259,8 +259,8 @@ def test_gi_round_aggregates_the_estimate():
         ({"num_stale": 7}, "num_stale"),
         ({"gi_topk": 0.0}, "topk"),
         ({"gi_topk": 1.5}, "topk"),
-        ({"gi_size": 0}, "R"),
-        ({"gi_iters": 0}, "T_GI"),
+        ({"gi_size": 0}, "gi_size"),
+        ({"gi_iters": 0}, "gi_iters"),
         ({"gamma_window": -0.5}, "gamma_window"),
         ({"participation": "random"}, "participation"),
     ],

@@ -5,9 +5,9 @@ import math
 import pandas as pd
 import pytest
 
-from flkit import presets
 from flkit.methods.staleness import first_order, weighted_factor
 from flkit.papers.staleness import claims, exercise, study
+from flkit.workbook import presets
 
 
 def _acc(**vals):
@@ -109,8 +109,8 @@ def test_presets_share_keys_and_configs_validate():
     tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "paper")}
     keys = {p: set(t) for p, t in tables.items()}
     assert keys["smoke"] == keys["cpu"] == keys["paper"]
-    for _p, P in tables.items():
-        for m in P["methods"]:
-            cfg = study.config(P, m, 0)
-            assert cfg.method_params["tau"] == P["tau"]
-            assert cfg.batch_size >= P["samples_per_client"]  # full-batch local GD
+    for _p, preset in tables.items():
+        for m in preset["methods"]:
+            cfg = study.config(preset, m, 0)
+            assert cfg.method_params["tau"] == preset["tau"]
+            assert cfg.batch_size >= preset["samples_per_client"]  # full-batch local GD

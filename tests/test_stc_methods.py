@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from flkit import compress, methods, models
+from flkit.engine import LocalSpec, evaluate
 from flkit.methods import RunContext
 from flkit.methods.base import ClientUpdates
 from flkit.methods.stc import (
@@ -19,7 +20,6 @@ from flkit.methods.stc import (
     rescale_to_mean_norm,
 )
 from flkit.state import flatten, model_state, param_names
-from flkit.train import LocalSpec, evaluate
 from flkit.utils import FlkitError
 
 
@@ -75,11 +75,11 @@ def test_stc_pa_alpha1_tau0_is_exactly_stc():
     ctx = _ctx()
     s_stc, log_stc = _run(STC(ctx, p=0.1), SCHEDULE)
     s_pa, log_pa = _run(STCPA(ctx, p=0.1, alpha=1.0, tau=0), SCHEDULE)
-    for n in s_stc["model"]:
-        assert torch.equal(s_stc["model"][n], s_pa["model"][n]), n
+    for n in s_stc.model:
+        assert torch.equal(s_stc.model[n], s_pa.model[n]), n
     for c in range(8):
         for n in param_names(ctx.model):
-            assert torch.equal(s_stc["client_residuals"][c][n], s_pa["client_residuals"][c][n])
+            assert torch.equal(s_stc.client_residuals[c][n], s_pa.client_residuals[c][n])
     for (u1, d1, _), (u2, d2, m2) in zip(log_stc, log_pa):
         assert u1.bits_up == u2.bits_up and d1 == d2
         assert (
@@ -88,7 +88,7 @@ def test_stc_pa_alpha1_tau0_is_exactly_stc():
     # and the default STC-PA (alpha = 0.1, tau = 1) really does something else
     s_def, log_def = _run(STCPA(ctx, p=0.1), SCHEDULE)
     assert sum(m["internal_projections"] for _, _, m in log_def) > 0
-    assert any(not torch.equal(s_def["model"][n], s_stc["model"][n]) for n in s_stc["model"])
+    assert any(not torch.equal(s_def.model[n], s_stc.model[n]) for n in s_stc.model)
 
 
 # --------------------------------------------------------------------------- residuals
@@ -98,20 +98,20 @@ def test_client_residuals_persist_when_not_selected_and_feed_back():
     state = m.init_state(model_state(ctx.model))
     up1 = m.client_update(state, [0, 1, 2], 1)
     state = m.aggregate(state, up1, 1)
-    saved = {c: {n: t.clone() for n, t in state["client_residuals"][c].items()} for c in (0, 1, 2)}
+    saved = {c: {n: t.clone() for n, t in state.client_residuals[c].items()} for c in (0, 1, 2)}
     assert all(any(t.abs().sum() > 0 for t in saved[c].values()) for c in saved)
     up2 = m.client_update(state, [3, 4], 2)  # 0, 1, 2 are not selected
     state = m.aggregate(state, up2, 2)
-    assert set(state["client_residuals"]) == {0, 1, 2, 3, 4}
+    assert set(state.client_residuals) == {0, 1, 2, 3, 4}
     for c in (0, 1, 2):
         for n, t in saved[c].items():
-            assert torch.equal(state["client_residuals"][c][n], t)
+            assert torch.equal(state.client_residuals[c][n], t)
     # client 0 again: transmitted + new residual == its pseudo-gradient + the old residual
-    w = state["model"]
+    w = state.model
     up3 = m.client_update(state, [0, 5], 3)
     for n in param_names(ctx.model):
         g = w[n] - up3.state[n][0]
-        lhs = up3.extra["sent"][n][0] + state["client_residuals"][0][n]
+        lhs = up3.extra["sent"][n][0] + state.client_residuals[0][n]
         assert torch.allclose(lhs, g + saved[0][n], atol=1e-6)
         # what was sent is ternary with exactly k non-zeros (or fewer when the tensor has zeros)
         k = compress.num_kept(g.numel(), 0.1)
@@ -123,7 +123,7 @@ def test_server_residual_conserves_mass():
     ctx = _ctx()
     m = STC(ctx, p=0.1)
     state = m.init_state(model_state(ctx.model))
-    w0 = {n: v.clone() for n, v in state["model"].items()}
+    w0 = {n: v.clone() for n, v in state.model.items()}
     total_in = None
     for rnd, clients in enumerate(SCHEDULE[:3], start=1):
         up = m.client_update(state, clients, rnd)
@@ -131,10 +131,10 @@ def test_server_residual_conserves_mass():
         total_in = mean if total_in is None else total_in + mean
         state = m.aggregate(state, up, rnd)
     sent = flatten(
-        {n: (w0[n] - state["model"][n]).unsqueeze(0) for n in m.param_names}, m.param_names
+        {n: (w0[n] - state.model[n]).unsqueeze(0) for n in m.param_names}, m.param_names
     )[0]
     resid = flatten(
-        {n: state["server_residual"]["server"][n].unsqueeze(0) for n in m.param_names},
+        {n: state.server_residual["server"][n].unsqueeze(0) for n in m.param_names},
         m.param_names,
     )[0]
     assert torch.allclose(sent + resid, total_in, atol=1e-5)
@@ -154,8 +154,8 @@ def test_state_checkpoint_resumes_exactly():
     m2 = STCPA(ctx, p=0.2, alpha=0.25, tau=2)
     for rnd, clients in enumerate(SCHEDULE[2:], start=3):
         state = m2.aggregate(state, m2.client_update(state, clients, rnd), rnd)
-    for n in full["model"]:
-        assert torch.equal(full["model"][n], state["model"][n])
+    for n in full.model:
+        assert torch.equal(full.model[n], state.model[n])
 
 
 # ------------------------------------------------ FedFV on a hand-worked 3-client example
@@ -221,26 +221,26 @@ def test_fedfv_matches_a_hand_worked_three_client_example():
     state = m.init_state({"w": torch.zeros(2)})
     up1 = _updates([0, 1, 2], [(1, 0), (-1, 1), (0, -2)], [0.1, 0.2, 0.3])
     state = m.aggregate(state, up1, 1)
-    torch.testing.assert_close(state["model"]["w"], torch.tensor(W1), rtol=0, atol=1e-6)
+    torch.testing.assert_close(state.model["w"], torch.tensor(W1), rtol=0, atol=1e-6)
     met = m.round_metrics(state, up1)
     assert met["kept"] == 0 and met["internal_projections"] == 5  # h0: 2, h1: 2, h2: 1
     assert met["external_projections"] == 0
     up2 = _updates([3], [(1, 1)], [0.5])
     state = m.aggregate(state, up2, 2)
-    torch.testing.assert_close(state["model"]["w"], torch.tensor(W2), rtol=0, atol=1e-6)
+    torch.testing.assert_close(state.model["w"], torch.tensor(W2), rtol=0, atol=1e-6)
     met = m.round_metrics(state, up2)
     assert met["external_projections"] == 1 and met["external_conflicts"] == 1
 
 
 def test_projection_functions_match_the_same_hand_worked_example():
     # the functions FedFV calls, one by one, against the hand-worked numbers above
-    G = torch.tensor([(1.0, 0.0), (-1.0, 1.0), (0.0, -2.0)])
-    g, info = project_internal(G, [0.1, 0.2, 0.3], 0.0, return_info=True)
+    rows = torch.tensor([(1.0, 0.0), (-1.0, 1.0), (0.0, -2.0)])
+    g, info = project_internal(rows, [0.1, 0.2, 0.3], 0.0, return_info=True)
     torch.testing.assert_close(info.projected, torch.tensor(H1), rtol=0, atol=1e-7)
     torch.testing.assert_close(g, torch.tensor([-1 / 6, -1 / 3]), rtol=0, atol=1e-7)
-    hist = {c: (G[c], 1) for c in range(3)}
+    hist = {c: (rows[c], 1) for c in range(3)}
     assert torch.equal(project_external(g, hist, 1, 1), g)  # lag 1 = round 0: empty
-    torch.testing.assert_close(rescale_to_mean_norm(g, G), -torch.tensor(W1), rtol=0, atol=1e-7)
+    torch.testing.assert_close(rescale_to_mean_norm(g, rows), -torch.tensor(W1), rtol=0, atol=1e-7)
     g2 = project_external(torch.tensor([1.0, 1.0]), hist, 2, 1)
     torch.testing.assert_close(g2, torch.tensor([1.0, 0.0]), rtol=0, atol=1e-7)
 
@@ -254,7 +254,7 @@ def test_loss_before_vs_during():
     ud = during.client_update(st, [0, 1], 1)
     want = torch.tensor(
         [
-            evaluate(ctx.model, st["model"], ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1]
+            evaluate(ctx.model, st.model, ctx.x[ctx.parts[c]], ctx.y[ctx.parts[c]])[1]
             for c in (0, 1)
         ],
         dtype=torch.float64,

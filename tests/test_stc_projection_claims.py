@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from flkit.papers.stc_projection import claims as C
-from flkit.report import Report
+from flkit.papers.stc_projection import claims as stc_claims
 from flkit.utils import FlkitError
+from flkit.workbook.report import Report
 
 NAN = math.nan
 
@@ -45,7 +45,7 @@ def _by_text(claims):
 
 
 def test_all_claims_hold_on_a_good_table():
-    out = _by_text(C.verdicts(GOOD, "mnist", model="cnn3_mnist"))
+    out = _by_text(stc_claims.verdicts(GOOD, "mnist", model="cnn3_mnist"))
     assert [c["holds"] for c in out.values()] == [True] * 5
     traffic = out["STC / STC-PA per-round traffic ≈ 45× below FedAvg (within 10%)"]
     assert traffic["exact"] and "45.5–47.5×" in traffic["evidence"]
@@ -57,49 +57,56 @@ def test_all_claims_hold_on_a_good_table():
 def test_each_threshold_and_direction():
     # 45 x (1 +- 10 %) = 40.5 .. 49.5: 50 is outside, unless the tolerance grows
     far = GOOD.assign(factor_up=GOOD.factor_up.where(GOOD.method == "fedavg", 50.0))
-    assert C.traffic(far, "mnist")["holds"] is False
-    assert C.traffic(far, "mnist", tolerance=0.2)["holds"] is True
-    assert C.traffic(GOOD[GOOD.method == "fedavg"], "mnist") is None  # nothing compressed
+    assert stc_claims.traffic(far, "mnist")["holds"] is False
+    assert stc_claims.traffic(far, "mnist", tolerance=0.2)["holds"] is True
+    assert stc_claims.traffic(GOOD[GOOD.method == "fedavg"], "mnist") is None  # nothing compressed
     # STC-PA one round later than FedAvg in seed 0 -> fails
     late = GOOD.copy()
     late.loc[(late.method == "stc_pa") & (late.seed == 0), "rounds_to_target"] = 51
-    assert C.rounds(late, "mnist")["holds"] is False
+    assert stc_claims.rounds(late, "mnist")["holds"] is False
     # nobody reached the target in any seed -> inconclusive, says why
     none = GOOD.assign(rounds_to_target=None)
-    r = C.rounds(none, "cifar10")
+    r = stc_claims.rounds(none, "cifar10")
     assert r["holds"] is None and "no method reached 90%" in r["evidence"]
     # STC-PA not the lowest variance in one seed
     var = GOOD.copy()
     var.loc[(var.method == "fedavg") & (var.seed == 1), "variance"] = 100.0
-    v = C.variance(var, "mnist")
+    v = stc_claims.variance(var, "mnist")
     assert v["holds"] is False and "(1/2 seeds)" in v["evidence"] and v["paper"] == "Fig. 4"
     # oscillation: STC-PA must be strictly below STC
     osc = GOOD.copy()
     osc.loc[(osc.method == "stc_pa") & (osc.seed == 0), "oscillation"] = 2.0
-    assert C.oscillation(osc, "mnist", "stc_pa", "stc", more=False)["holds"] is False
-    assert C.oscillation(GOOD, "cifar10", "stc", "fedavg", more=True)["paper"] == "Fig. 5"
+    assert stc_claims.oscillation(osc, "mnist", "stc_pa", "stc", more=False)["holds"] is False
+    assert stc_claims.oscillation(GOOD, "cifar10", "stc", "fedavg", more=True)["paper"] == "Fig. 5"
 
 
 def test_bad_part():
     with pytest.raises(FlkitError, match="mnist"):
-        C.verdicts(GOOD, "svhn")
+        stc_claims.verdicts(GOOD, "svhn")
 
 
 def test_record_qualitative_and_smoke(tmp_path):
     r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path / "cpu")
-    df = C.record(r, GOOD, "cifar10", qualitative="a 30-round run")
-    assert df.holds.tolist() == [True, None, None, None, None]  # traffic stays judged
-    assert "inconclusive at this preset (a 30-round run); at face value it holds" in df.evidence[1]
-    assert C.record(r, GOOD, "mnist").holds.tolist() == [True] * 5
+    df = stc_claims.record(r, GOOD, "cifar10", qualitative="a 30-round run")
+    assert df.verdict.tolist() == ["holds"] + ["inconclusive"] * 4  # traffic stays judged
+    reason = r.claims[df.claim[1]]["reason"]
+    assert reason == "too short at this preset (a 30-round run); at face value it holds"
+    assert stc_claims.record(r, GOOD, "mnist").verdict.tolist() == ["holds"] * 5
     s = Report("01_stc_projection", "smoke", 0, out_dir=tmp_path / "smoke")
-    df = C.record(s, GOOD, "mnist")
-    assert df.holds.tolist() == [True, None, None, None, None]  # the report's smoke rule
+    df = stc_claims.record(s, GOOD, "mnist")
+    assert df.verdict.tolist() == ["holds"] + ["inconclusive"] * 4  # the report's smoke rule
 
 
 def test_record_puts_the_regime_beside_every_training_claim(tmp_path):
+    from flkit.papers.stc_projection import regime
+
     r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
-    df = C.record(r, GOOD, "mnist", regime="regime: FedAvg: rounds to 95%: 73 (paper 197)")
-    assert df.regime.tolist() == [""] + ["regime: FedAvg: rounds to 95%: 73 (paper 197)"] * 4
-    assert df.evidence[1].endswith("— regime: FedAvg: rounds to 95%: 73 (paper 197)")
-    assert "regime" not in df.evidence[0]  # the traffic claim does not depend on training
-    assert "paper 197" in r.claims[df.claim[1]]["evidence"]
+    outside = regime.readings({"fedavg_share": 0.365})  # FedAvg at the target after 73 of 200
+    df = stc_claims.record(r, GOOD, "mnist", regime=outside)
+    assert df.verdict.tolist() == ["holds"] + ["outside regime"] * 4  # never "does not hold"
+    assert df.regime[0] == "" and "ours 0.365, paper 0.985" in df.regime[1]
+    rec = r.claims[df.claim[1]]
+    assert rec["regime"][0]["paper"] == 0.985 and rec["regime"][0]["inside"] is False
+    assert r.claims[df.claim[0]]["regime"] == []  # the traffic claim does not depend on training
+    inside = stc_claims.record(r, GOOD, "mnist", regime=regime.readings({"fedavg_share": 0.985}))
+    assert inside.verdict.tolist() == ["holds"] * 5

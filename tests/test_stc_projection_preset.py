@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from flkit import models, presets
+from flkit import models
 from flkit.papers.stc_projection import study
+from flkit.workbook import presets
 
 PAPER = presets.load("01_stc_projection", "paper")
 
@@ -97,13 +98,17 @@ def test_the_run_config_is_the_papers(part, method):
 @pytest.mark.parametrize("name", ["smoke", "cpu", "long", "paper"])
 def test_cifar10_note_quotes_the_preset(name):
     # notebook 01's CIFAR-10 text is generated from the preset, so it names this preset's values
-    P = presets.load("01_stc_projection", name)
-    note = study.cifar10_note(P)
-    assert f"`{P['cifar10_model']}`" in note and f"for {P['cifar10_rounds']} rounds" in note
-    assert f"lr {P['cifar10_lr']}" in note and f"{P['cifar10_epochs']} local epoch" in note
-    test = P["cifar10_test_subset"]
+    preset = presets.load("01_stc_projection", name)
+    note = study.cifar10_note(preset)
+    assert (
+        f"`{preset['cifar10_model']}`" in note and f"for {preset['cifar10_rounds']} rounds" in note
+    )
+    assert (
+        f"lr {preset['cifar10_lr']}" in note and f"{preset['cifar10_epochs']} local epoch" in note
+    )
+    test = preset["cifar10_test_subset"]
     assert (f"a {test:,}-image test subset" if test else "the whole test set") in note
-    assert f"{P['cifar10_seeds']} seed(s)" in note
+    assert f"{preset['cifar10_seeds']} seed(s)" in note
 
 
 def test_notebook_text_hard_codes_no_preset_sizes():

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from flkit.papers.stc_projection import tables
-from flkit.report import Report
+from flkit.workbook.report import Report
 
 
 def _tab(target: float) -> pd.DataFrame:

@@ -10,15 +10,15 @@ import numpy as np
 __all__ = ["ucb_scores", "expected_improvement"]
 
 
-def ucb_scores(L: np.ndarray, N: np.ndarray, t: int, gamma: float) -> np.ndarray:
-    """Discounted UCB score A = L/N + sqrt(2 ln(sum_{s<t} gamma^s) / N); inf where N = 0
-    (our choice: the paper does not score unplayed arms)."""
-    S = sum(gamma**s for s in range(int(t)))
-    bonus_num = 2.0 * math.log(S) if S > 0 else 0.0
+def ucb_scores(rewards: np.ndarray, plays: np.ndarray, t: int, gamma: float) -> np.ndarray:
+    """Discounted UCB score rewards / plays + sqrt(2 ln(sum_{s<t} gamma^s) / plays) (the paper's
+    A = L/N + ...); inf where plays = 0 (our choice: the paper does not score unplayed arms)."""
+    discount_sum = sum(gamma**s for s in range(int(t)))
+    bonus_num = 2.0 * math.log(discount_sum) if discount_sum > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        A = L / N + np.sqrt(max(bonus_num, 0.0) / N)
-    A = np.where(N > 0, A, np.inf)
-    return A
+        scores = rewards / plays + np.sqrt(max(bonus_num, 0.0) / plays)
+    scores = np.where(plays > 0, scores, np.inf)
+    return scores
 
 
 def expected_improvement(mu, sigma, best: float) -> np.ndarray:

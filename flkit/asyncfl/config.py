@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
-from ..train import LocalSpec
+from ..engine import LocalSpec
 from ..utils import FlkitError, check_choice, check_range
 from .defaults import ALIASES, DATASET_DEFAULTS, METHODS, SERVER_LR
 from .delays import (

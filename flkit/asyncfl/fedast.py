@@ -76,11 +76,11 @@ class FedAST:
         self.trainer = trainer
         self.specs = config.resolved_tasks()
         self.names = [t.name for t in self.specs]
-        M = len(self.specs)
+        n_tasks = len(self.specs)
         self.sim = Simulator(
             config.num_clients,
             delays if delays is not None else config.delay_model(self.seed),
-            num_tasks=M,
+            num_tasks=n_tasks,
             max_busy=config.n_avail,
             seed=self.seed,
             record=config.record_events,
@@ -194,8 +194,8 @@ class FedAST:
                 if all(math.isfinite(s) for s in s2):
                     self._apply_realloc(realloc_paper(s2, self.sumR, n_act), s2)
 
-    def _apply_realloc(self, newR, estimates):
-        self.R = list(newR)
+    def _apply_realloc(self, new_requests, estimates):
+        self.R = list(new_requests)
         self.sumR = sum(self.R)
         self.stats["reallocations"] += 1
         self.allocations.append(
@@ -284,16 +284,16 @@ class FedAST:
     # ------------------------------------------------------------------ main loop
     def run(self) -> SimResult:
         cfg, sim, specs = self.cfg, self.sim, self.specs
-        M = self.M = len(specs)
+        n_tasks = self.M = len(specs)
         self.R = [t.requests for t in specs]
         self.sumR = sum(self.R)
-        self.A = [0] * M
+        self.A = [0] * n_tasks
         self.sumA = 0
         self.b = [1 if cfg.no_buffer else t.buffer for t in specs]
-        self.buf = [[] for _ in range(M)]
-        self.bstale = [[] for _ in range(M)]
-        self.finished = [False] * M
-        self.n_active = M
+        self.buf = [[] for _ in range(n_tasks)]
+        self.bstale = [[] for _ in range(n_tasks)]
+        self.finished = [False] * n_tasks
+        self.n_active = n_tasks
         self.pending: dict = {}
         self.results: dict = {}
         self.trained_ids: list = []
@@ -302,18 +302,18 @@ class FedAST:
         self.completion_time = {n: None for n in self.names}
         self.stats = {"train_calls": 0, "trained_requests": 0, "reallocations": 0, "events": 0}
         dynamic = cfg.fedast_option == "D"
-        self.windows = [deque(maxlen=cfg.window) for _ in range(M)]
-        self.estimates = [[] for _ in range(M)]
+        self.windows = [deque(maxlen=cfg.window) for _ in range(n_tasks)]
+        self.estimates = [[] for _ in range(n_tasks)]
         self.counter = 0
         self.c_base = int(math.floor(cfg.period_factor * self.sumR))
-        self.c_period = self.c_base * M
+        self.c_period = self.c_base * n_tasks
         r = cfg.ratio
         no_buffer = cfg.no_buffer
         max_new = cfg.max_new
         max_events = cfg.max_events if cfg.max_events is not None else math.inf
         max_time = cfg.time_limit
 
-        for m in range(M):  # initial requests ignore the availability cap
+        for m in range(n_tasks):  # initial requests ignore the availability cap
             for _ in range(self.R[m]):
                 self._send(m, check=False)
 
@@ -346,8 +346,8 @@ class FedAST:
             if self.A[m] > 0:
                 self.A[m] -= 1
                 self.sumA -= 1
-            K = k_rule(self.A[m], self.R[m], self.sumR, self.sumA, max_new)
-            for _ in range(K):
+            n_new = k_rule(self.A[m], self.R[m], self.sumR, self.sumA, max_new)
+            for _ in range(n_new):
                 self._send(m, check=True)
             if no_buffer:
                 self.b[m] = 1

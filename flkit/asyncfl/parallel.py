@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import store
-from ..datasets import identity as _identity
-from ..progress import bar as new_bar
-from ..progress import finish
+from ..data import provenance as _identity
 from ..utils import FlkitError, cores_per_job, resolve_device
+from ..workbook.progress import bar as new_bar
+from ..workbook.progress import finish
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
 from .runner import run, run_folder

@@ -27,14 +27,17 @@ __all__ = [
 ]
 
 
-def k_rule(A_m: int, R_m: int, sum_R: int, sum_A: int, max_new: int = 2) -> int:
+def k_rule(
+    outstanding: int, requests: int, total_requests: int, total_outstanding: int, max_new: int = 2
+) -> int:
     """Number of new requests after an arrival of task m.
 
-    ``A_m`` is task m's outstanding count after decrementing the arrival, ``sum_A`` the total
-    over all tasks (after that decrement). K = min(R_m - A_m, sum_R - sum_A, max_new) if
-    A_m < R_m, else 0; never negative."""
-    if A_m < R_m:
-        return max(0, min(R_m - A_m, sum_R - sum_A, max_new))
+    ``outstanding`` (the paper's A_m) is task m's outstanding count after decrementing the
+    arrival, ``total_outstanding`` the total over all tasks (after that decrement); ``requests``
+    and ``total_requests`` are R_m and sum R. The answer is min(R_m - A_m, sum R - sum A,
+    max_new) if A_m < R_m, else 0; never negative."""
+    if outstanding < requests:
+        return max(0, min(requests - outstanding, total_requests - total_outstanding, max_new))
     return 0
 
 
@@ -56,9 +59,10 @@ def _check_estimates(name, values):
 
 
 def realloc_paper(
-    sigma2_hat: Sequence[float], R_total: int, active_mask=None, min_per_task: int = 1
+    sigma2_hat: Sequence[float], total_requests: int, active_mask=None, min_per_task: int = 1
 ) -> list:
-    """Paper Realloc: R_m proportional to sqrt(sigma2_hat_m), integers summing to R_total.
+    """Paper Realloc: R_m proportional to sqrt(sigma2_hat_m), integers summing to
+    ``total_requests``.
 
     Rounding (our choice, the paper is silent): every active task first gets ``min_per_task``
     (a task with 0 requests could never progress), the rest is split proportionally to
@@ -67,17 +71,17 @@ def realloc_paper(
     s = _check_estimates("sigma2_hat", sigma2_hat)
     act = _active(len(s), active_mask)
     idx = [i for i in range(len(s)) if act[i]]
-    R_total = int(R_total)
+    total_requests = int(total_requests)
     out = [0] * len(s)
     if not idx:
         return out
-    check_range("R_total", R_total, min_per_task * len(idx))
+    check_range("total_requests", total_requests, min_per_task * len(idx))
     w = [math.sqrt(s[i]) for i in idx]
     if sum(w) <= 0:
         w = [1.0] * len(idx)
     for i in idx:
         out[i] = min_per_task
-    rest = R_total - min_per_task * len(idx)
+    rest = total_requests - min_per_task * len(idx)
     tot = sum(w)
     quotas = [rest * wi / tot for wi in w]
     floors = [int(math.floor(q)) for q in quotas]
@@ -90,7 +94,9 @@ def realloc_paper(
     return out
 
 
-def realloc_official(sigma: Sequence[float], R_total: int, r: int = 32, active_mask=None) -> list:
+def realloc_official(
+    sigma: Sequence[float], total_requests: int, r: int = 32, active_mask=None
+) -> list:
     """Official-code Realloc: quantised in units of ``r`` with a floor of ``r``.
 
     Every active task gets r; residual_m = floor(R_total * sigma_m / sum(sigma)) - r; the rest
@@ -104,21 +110,21 @@ def realloc_official(sigma: Sequence[float], R_total: int, r: int = 32, active_m
     check_range("r", r, 1)
     act = _active(len(s), active_mask)
     idx = [i for i in range(len(s)) if act[i]]
-    R_total = int(R_total)
+    total_requests = int(total_requests)
     out = [0] * len(s)
     if not idx:
         return out
-    check_range("R_total", R_total, len(idx))
-    unit = min(int(r), R_total // len(idx))
+    check_range("total_requests", total_requests, len(idx))
+    unit = min(int(r), total_requests // len(idx))
     sig = [s[i] if act[i] else 0.0 for i in range(len(s))]
     tot = sum(sig)
     if tot <= 0:
         sig = [1.0 if act[i] else 0.0 for i in range(len(s))]
         tot = float(len(idx))
-    resid = {i: int(math.floor(R_total * sig[i] / tot)) - unit for i in idx}
+    resid = {i: int(math.floor(total_requests * sig[i] / tot)) - unit for i in idx}
     for i in idx:
         out[i] = unit
-    left = R_total - unit * len(idx)
+    left = total_requests - unit * len(idx)
 
     def best():
         return max(idx, key=lambda i: (resid[i], -i))
@@ -194,10 +200,10 @@ def normalized_dispersion(updates: Sequence[Any], exclude_bias: bool = False) ->
     Returns inf when the mean update is zero."""
     if len(updates) < 1:
         raise FlkitError("normalized_dispersion needs at least 1 update; got 0")
-    X = np.stack([_flat(u, exclude_bias) for u in updates])
-    mean = X.mean(axis=0)
+    rows = np.stack([_flat(u, exclude_bias) for u in updates])
+    mean = rows.mean(axis=0)
     den = float(mean @ mean) * len(updates)
-    num = float(((X - mean) ** 2).sum())
+    num = float(((rows - mean) ** 2).sum())
     if den == 0.0:
         return math.inf if num > 0 else 0.0
     return num / den

@@ -13,11 +13,11 @@ import torch
 
 from .. import data as _data
 from .. import store
-from ..datasets.identity import cache_key as _data_key
-from ..progress import finish
+from ..data.provenance import cache_key as _data_key
+from ..engine import train_clients
 from ..state import broadcast_state
-from ..train import train_clients
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
+from ..workbook.progress import finish
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
 from .fedast import FedAST
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
-CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches (issue 13)
+CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches
 
 
 def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer | None = None):
@@ -135,7 +135,7 @@ def run(
     sched, trainer = build_schedule(cfg, seed, dev)
     bar = None
     if progress:
-        from ..progress import bar as new_bar
+        from ..workbook.progress import bar as new_bar
 
         total = cfg.max_time if cfg.max_time is not None else None
         label = METHOD_LABELS[cfg.method]

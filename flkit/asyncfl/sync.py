@@ -68,14 +68,14 @@ class SyncST:
         return out
 
     def _assign_ucb(self, n, rnd):
-        cfg, M, N = self.cfg, len(n), self.cfg.num_clients
+        cfg, n_tasks, n_clients = self.cfg, len(n), self.cfg.num_clients
         cand = self.sim.permutation()[: sum(n) + cfg.extra_candidates]
-        is_cand = np.zeros(N, bool)
+        is_cand = np.zeros(n_clients, bool)
         is_cand[cand] = True
-        used = np.zeros(N, bool)
-        out = [[] for _ in range(M)]
-        for i in range(M):
-            m = (rnd + i) % M
+        used = np.zeros(n_clients, bool)
+        out = [[] for _ in range(n_tasks)]
+        for i in range(n_tasks):
+            m = (rnd + i) % n_tasks
             if n[m] == 0:
                 continue
             score = ucb_scores(self.ucb_L[m], self.ucb_N[m], rnd, cfg.ucb_gamma)
@@ -89,25 +89,25 @@ class SyncST:
         return out
 
     def _assign_bayes(self, n):
-        cfg, M, N = self.cfg, len(n), self.cfg.num_clients
+        cfg, n_tasks, n_clients = self.cfg, len(n), self.cfg.num_clients
         cand = self.sim.permutation()[: sum(n) + cfg.extra_candidates].copy()
-        X, options = [], []
+        encodings, options = [], []
         for _ in range(cfg.bods_candidates):
             self.rng_bods.shuffle(cand)
             a = self._assign_random(n, cand)
-            x = np.zeros(M * N)
+            x = np.zeros(n_tasks * n_clients)
             for m, cl in enumerate(a):
-                x[np.asarray(cl, dtype=np.int64) + m * N] = 1.0
-            X.append(x)
+                x[np.asarray(cl, dtype=np.int64) + m * n_clients] = 1.0
+            encodings.append(x)
             options.append(a)
         self.gp.fit(np.vstack(self.bods_X), np.asarray(self.bods_y))
-        mu, sd = self.gp.predict(np.vstack(X), return_std=True)
+        mu, sd = self.gp.predict(np.vstack(encodings), return_std=True)
         ei = expected_improvement(mu, sd, float(np.min(self.bods_y)))
         return options[int(np.argmax(ei))]
 
     def run(self) -> SimResult:
         cfg, sim, specs, trainer = self.cfg, self.sim, self.specs, self.trainer
-        M, N = len(specs), cfg.num_clients
+        n_tasks, n_clients = len(specs), cfg.num_clients
         # weights in client units from the start (official code): a finished task's clients are
         # split in proportion to the others' shares, so identical tasks split them evenly
         weights = client_units([float(t.weight) for t in specs], cfg.n_avail)
@@ -116,15 +116,15 @@ class SyncST:
         history, stats = [], {"train_calls": 0, "trained_requests": 0, "rounds": 0}
         self.trained_ids: list = []
         if cfg.sync_selector == "ucb":
-            self.ucb_N = [np.zeros(N) for _ in range(M)]
-            self.ucb_L = [np.zeros(N) for _ in range(M)]
+            self.ucb_N = [np.zeros(n_clients) for _ in range(n_tasks)]
+            self.ucb_L = [np.zeros(n_clients) for _ in range(n_tasks)]
         if cfg.sync_selector == "bayes":
             from sklearn.gaussian_process import GaussianProcessRegressor
             from sklearn.gaussian_process.kernels import Matern
 
             self.gp = GaussianProcessRegressor(kernel=Matern(), random_state=0)
             self.bods_X, self.bods_y = [], []
-            self.bods_counts = [np.zeros(N) for _ in range(M)]
+            self.bods_counts = [np.zeros(n_clients) for _ in range(n_tasks)]
             self.rng_bods = numpy_rng(self.seed, "bods")
         rnd = 0
         stop_reason = "completed"
@@ -135,11 +135,11 @@ class SyncST:
             if sim.now >= cfg.time_limit:
                 stop_reason = "max_time"
                 break
-            w = [0.0 if finished[m] else weights[m] for m in range(M)]
+            w = [0.0 if finished[m] else weights[m] for m in range(n_tasks)]
             if cfg.sync_selector == "ucb" and rnd == 0:
-                n = [N if w[m] > 0 else 0 for m in range(M)]
+                n = [n_clients if w[m] > 0 else 0 for m in range(n_tasks)]
                 ks = list(n)
-                assign = [list(range(N)) if n[m] else [] for m in range(M)]
+                assign = [list(range(n_clients)) if n[m] else [] for m in range(n_tasks)]
             else:
                 n = sync_shares(w, cfg.n_avail, self.rng)
                 ks = [nm if cfg.sync_k is None else min(cfg.sync_k, nm) for nm in n]
@@ -149,7 +149,7 @@ class SyncST:
                     assign = self._assign_ucb(n, rnd)
                 else:
                     assign = self._assign_bayes(n)
-            groups = [(m, assign[m], ks[m]) for m in range(M) if n[m] > 0]
+            groups = [(m, assign[m], ks[m]) for m in range(n_tasks) if n[m] > 0]
             res = sim.sync_round(groups)
             kept_by_task = {g[0]: kept for g, kept in zip(groups, res.kept)}
             # train only the kept requests: one batch per task
@@ -170,19 +170,19 @@ class SyncST:
                 updates[m] = ups
             # selector statistics
             if cfg.sync_selector == "ucb":
-                for m in range(M):
-                    kept_now = np.zeros(N)
-                    loss_now = np.zeros(N)
+                for m in range(n_tasks):
+                    kept_now = np.zeros(n_clients)
+                    loss_now = np.zeros(n_clients)
                     for r, u in zip(kept_by_task.get(m, []), updates.get(m, [])):
                         kept_now[r.client] = 1.0
                         loss_now[r.client] = float(trainer.loss(self.names[m], u))
                     self.ucb_N[m] = cfg.ucb_gamma * self.ucb_N[m] + kept_now
                     self.ucb_L[m] = cfg.ucb_gamma * self.ucb_L[m] + loss_now
             if cfg.sync_selector == "bayes":
-                x = np.zeros(M * N)
+                x = np.zeros(n_tasks * n_clients)
                 for m, cl in enumerate(assign):
                     if cl:
-                        x[np.asarray(cl, dtype=np.int64) + m * N] = 1.0
+                        x[np.asarray(cl, dtype=np.int64) + m * n_clients] = 1.0
                 for m, kept in kept_by_task.items():
                     for r in kept:
                         self.bods_counts[m][r.client] += 1
@@ -194,7 +194,7 @@ class SyncST:
             rnd += 1
             stats["rounds"] = rnd
             newly_done = []
-            for m in range(M):
+            for m in range(n_tasks):
                 if n[m] == 0 or m not in updates:
                     continue
                 ret = trainer.aggregate(self.names[m], updates[m])
@@ -241,7 +241,7 @@ class SyncST:
                 active = [not f for f in finished]
                 if any(active):
                     shares = redistribute(freed, weights, active, self.rng)
-                    weights = [weights[j] + shares[j] for j in range(M)]
+                    weights = [weights[j] + shares[j] for j in range(n_tasks)]
         stats["stop_reason"] = stop_reason
         stats.update(sim.counts)
         method = {

@@ -6,11 +6,11 @@ The schedules (FedAST S/D, NoBuffer, Sync-ST, Sync-UCB-ST, Sync-Bayes-ST) live i
 
 - per task a dataset (loaded once per dataset even when several tasks use it, kept on the
   device), a partition (image tasks: Dirichlet(alpha) label proportions x 300 samples per client,
-  the fixed-size Dirichlet rule of :func:`flkit.partition.partition`; Shakespeare: one speaking
+  the fixed-size Dirichlet rule of :func:`flkit.data.partition.partition`; Shakespeare: one speaking
   role per client), a model and
   a *version store* ``{version: state}`` from which requests start; versions no request
   references are released;
-- local training through :func:`flkit.train.train_clients`: every request of one
+- local training through :func:`flkit.engine.train_clients`: every request of one
   (task, version) is trained in **one** batched call (all start from that version). Image tasks
   run 3 epochs of batch 32 with drop_last (floor(300/32) x 3 = 27 steps), Shakespeare 27 steps of
   64, momentum 0, coupled weight decay per task;
@@ -40,9 +40,9 @@ import torch
 
 from .. import data as _data
 from .. import models as _models
-from .. import partition as _partition
+from ..data import partition as _partition
+from ..engine import evaluate, train_clients
 from ..state import broadcast_state, param_names
-from ..train import evaluate, train_clients
 from ..utils import FlkitError, check_range, derive_seed, numpy_rng, resolve_device
 from .config import FedASTRun
 from .tasks import TaskConfig
@@ -129,9 +129,16 @@ class EngineTrainer:
         return self._datasets[key]
 
     def _partition(self, t: TaskConfig, ds):
-        N = int(self.cfg.num_clients)
+        n_clients = int(self.cfg.num_clients)
         alpha = t.alpha if t.alpha is not None else t.default("alpha")
-        key = (t.dataset, t.train_subset, alpha, t.samples_per_client, N, self.cfg.data_seed)
+        key = (
+            t.dataset,
+            t.train_subset,
+            alpha,
+            t.samples_per_client,
+            n_clients,
+            self.cfg.data_seed,
+        )
         if key in self._parts:
             return self._parts[key]
         if t.dataset == "shakespeare":
@@ -140,16 +147,16 @@ class EngineTrainer:
             )
             rng = numpy_rng(self.cfg.data_seed, "roles")
             order = rng.permutation(len(roles))
-            if N <= len(roles):
-                pick = order[:N]
+            if n_clients <= len(roles):
+                pick = order[:n_clients]
             else:  # fewer roles than clients: duplicate random roles (official code)
-                pick = np.concatenate([order, rng.choice(len(roles), N - len(roles))])
+                pick = np.concatenate([order, rng.choice(len(roles), n_clients - len(roles))])
             parts = [roles[int(i)] for i in pick]
         else:
             parts = _partition.partition(
                 "dirichlet",
                 ds.y_train,
-                N,
+                n_clients,
                 self.cfg.data_seed,
                 alpha=float(alpha),
                 samples_per_client=int(t.samples_per_client),
@@ -232,39 +239,39 @@ class EngineTrainer:
                 f"version {version} of task {task!r} is not stored (released or never made); "
                 f"stored: {sorted(st.versions)}"
             )
-        K = len(client_ids)
-        if K == 0:
+        n_requests = len(client_ids)
+        if n_requests == 0:
             return []
         if ordinals is None:
             first = st.ordinals.get(version, 0)
-            ordinals = list(range(first, first + K))
-            st.ordinals[version] = first + K
+            ordinals = list(range(first, first + n_requests))
+            st.ordinals[version] = first + n_requests
         seeds = [derive_seed(self.seed, "local", task, int(version), int(o)) for o in ordinals]
-        N = len(st.parts)
+        n_parts = len(st.parts)
         for c in client_ids:
-            if not 0 <= int(c) < N:
-                raise FlkitError(f"client id {c} is outside the accepted range [0, {N - 1}]")
+            if not 0 <= int(c) < n_parts:
+                raise FlkitError(f"client id {c} is outside the accepted range [0, {n_parts - 1}]")
         start_state = st.versions[version]
         t0 = time.perf_counter()
         res = train_clients(
             st.model,
-            broadcast_state(start_state, K),
+            broadcast_state(start_state, n_requests),
             st.data.x_train,
             st.data.y_train,
             [st.parts[int(c)] for c in client_ids],
             st.spec,
             seeds,
             backend=self.backend,
-            chunk_size=min(K, self.max_batch),
+            chunk_size=min(n_requests, self.max_batch),
         )
-        new = torch.cat([res.state[n].reshape(K, -1) for n in st.pnames], dim=1)
+        new = torch.cat([res.state[n].reshape(n_requests, -1) for n in st.pnames], dim=1)
         diffs = new - self._flat(st, start_state).unsqueeze(0)
         self.train_seconds += time.perf_counter() - t0
-        self.trained += K
+        self.trained += n_requests
         self.train_calls += 1
-        self.batch_sizes.append(K)
+        self.batch_sizes.append(n_requests)
         losses = res.train_loss.tolist()
-        return [Update(diffs[j], float(losses[j])) for j in range(K)]
+        return [Update(diffs[j], float(losses[j])) for j in range(n_requests)]
 
     def aggregate(self, task: str, updates: Sequence[Update]) -> int:
         st = self._task(task)
@@ -308,10 +315,10 @@ class EngineTrainer:
     def dispersion(self, task: str, updates: Sequence[Update]) -> float:
         """sum_k ||u_k - mean||^2 / (K ||mean||^2) (bias tensors excluded for the official rule)."""
         st = self._task(task)
-        X = torch.stack([self._row(st, u) for u in updates])
-        mean = X.mean(0)
+        rows = torch.stack([self._row(st, u) for u in updates])
+        mean = rows.mean(0)
         den = float(mean @ mean) * len(updates)
-        num = float(((X - mean) ** 2).sum())
+        num = float(((rows - mean) ** 2).sum())
         if den == 0.0:
             return math.inf if num > 0 else 0.0
         return num / den

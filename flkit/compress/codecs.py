@@ -72,8 +72,8 @@ class Codec:
         """Exact size of a message given what the receiver decodes (no copy is made): an int, or
         with ``stacked=True`` a list of K ints, one per row. Integer tensors count at their native
         width; floating tensors as the codec says (dense: 32 bits per entry from the shape)."""
-        K = _check_message(self.name, decoded, stacked)
-        bits = [0] * K
+        k = _check_message(self.name, decoded, stacked)
+        bits = [0] * k
         for t in decoded.values():
             rows = t if stacked else t.unsqueeze(0)
             if not t.is_floating_point():
@@ -122,20 +122,20 @@ def _check_message(codec: str, tensors, stacked: bool) -> int:
         raise FlkitError(
             f"{codec}.encode expects a dict name -> Tensor, got {type(tensors).__name__}"
         )
-    K = None
+    k = None
     for name, t in tensors.items():
         if not isinstance(t, Tensor):
             raise FlkitError(f"tensor {name!r} is a {type(t).__name__}, not a torch.Tensor")
         if stacked:
             if t.dim() < 1:
                 raise FlkitError(f"stacked=True: tensor {name!r} is 0-d; expected [K, ...]")
-            if K is None:
-                K = t.shape[0]
-            elif t.shape[0] != K:
+            if k is None:
+                k = t.shape[0]
+            elif t.shape[0] != k:
                 raise FlkitError(
-                    f"stacked=True: tensor {name!r} has {t.shape[0]} rows, others have {K}"
+                    f"stacked=True: tensor {name!r} has {t.shape[0]} rows, others have {k}"
                 )
-    return (K or 0) if stacked else 1
+    return (k or 0) if stacked else 1
 
 
 class DenseCodec(Codec):

@@ -4,23 +4,35 @@ Each task runs nbgrader's ``autograde`` and ``generate_feedback`` in a course fo
 (``<root>/work/<student>/<notebook>/``): a copy of the released course's gradebook and instructor
 source plus the one submitted notebook. Parallel tasks therefore never write to the same sqlite
 gradebook (there is no concurrent writer to serialise and no lock to wait on), and a task that
-fails leaves the other tasks' grades intact; the parent collects each task's scores. With
-``jobs > 1`` the tasks run in separate processes (spawned: no forked kernel-manager state);
-``jobs == 1`` runs them in this process, one after another. Both paths run the same
-:func:`grade_one`, and both give the same points (``tests/test_course.py``).
+fails leaves the other tasks' grades intact; the parent collects each task's scores. Every task
+runs in a process of its own (spawned: no forked kernel-manager state), ``jobs`` at a time, with
+a run cache of its own (``FLKIT_RUNS``/``FLKIT_RUNS_DIR`` in its course folder): what one
+submission writes there is never read by another's notebook.
+
+Grading always ends: the kernel of a cell that does not stop at its timeout is killed, and so is
+a notebook's kernel at its total time limit (:mod:`.kernel_limits`). Should a task still run
+``MARGIN`` seconds past that limit (nbgrader itself stuck), its process and its kernel's process
+group are killed and the notebook is recorded as timed out; the other tasks go on.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
 import re
 import shutil
+import signal
+import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .course_dir import ASSIGNMENT, course_api
+from .course_dir import ASSIGNMENT, course_api, environment
+
+#: seconds a task may run past its notebook's time limit (nbgrader's own set-up, the feedback)
+#: before its process is killed
+MARGIN = 120.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,12 @@ class Task:
     student: str
     notebook: str
     cell_timeout: int
+    notebook_timeout: float = 1800.0
+
+    @property
+    def folder(self) -> Path:
+        """The task's own course folder."""
+        return Path(self.root) / "work" / self.student / self.notebook
 
 
 @dataclass
@@ -53,7 +71,7 @@ def grade_one(task: Task) -> Outcome:
     from nbgrader.api import Gradebook, MissingEntry
 
     root = Path(task.root)
-    own = root / "work" / task.student / task.notebook
+    own = task.folder
     sub = own / "submitted" / task.student / ASSIGNMENT
     sub.mkdir(parents=True)
     shutil.copytree(root / "source", own / "source")
@@ -64,8 +82,10 @@ def grade_one(task: Task) -> Outcome:
     with warnings.catch_warnings():
         # nbgrader's gradebook warns about its own session handling on every autograde
         warnings.filterwarnings("ignore", message=".*not in session.*")
-        api = course_api(own, task.cell_timeout)
-        res = api.autograde(ASSIGNMENT, task.student)
+        api = course_api(own, task.cell_timeout, task.notebook_timeout, own / "kernel.pgid")
+        # the kernel inherits a run cache of this task's own
+        with environment(FLKIT_RUNS_DIR=own / "runs", FLKIT_RUNS=own / "runs" / "cache"):
+            res = api.autograde(ASSIGNMENT, task.student)
         if res["success"]:
             api.generate_feedback(ASSIGNMENT, task.student)
         else:
@@ -83,18 +103,57 @@ def grade_one(task: Task) -> Outcome:
     return out
 
 
-def grade_all(tasks: list[Task], jobs: int) -> list[Outcome]:
-    """:func:`grade_one` of every task, ``jobs`` at a time; outcomes in the order of ``tasks``."""
-    if jobs == 1 or len(tasks) <= 1:
-        return [grade_one(t) for t in tasks]
+def _work(task: Task) -> None:
+    """Grade ``task`` in a worker process; its outcome goes to ``outcome.json`` in its folder."""
+    out = grade_one(task)
+    tmp = task.folder / "outcome.json.tmp"
+    tmp.write_text(json.dumps(asdict(out)), encoding="utf-8")
+    os.replace(tmp, task.folder / "outcome.json")
+
+
+def _kill(task: Task, proc) -> None:
+    """Kill a task's process and its kernel's process group (the kernel runs in its own)."""
+    proc.kill()
+    proc.join()
+    try:
+        os.killpg(int((task.folder / "kernel.pgid").read_text(encoding="utf-8")), signal.SIGKILL)
+    except (OSError, ValueError):  # no kernel started, or it is gone already
+        pass
+
+
+def _collect(task: Task, proc) -> Outcome:
+    try:
+        return Outcome(**json.loads((task.folder / "outcome.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        why = f"autograde failed: the grading process ended with exit code {proc.exitcode}"
+        return Outcome(task.student, task.notebook, failure=why)
+
+
+def grade_all(tasks: list[Task], jobs: int, poll: float = 0.2) -> list[Outcome]:
+    """:func:`grade_one` of every task, ``jobs`` at a time, each in a process of its own that is
+    killed ``MARGIN`` seconds after its notebook's time limit; outcomes in the order of
+    ``tasks``."""
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        futures = [pool.submit(grade_one, t) for t in tasks]
-        outcomes = []
-        for t, fut in zip(tasks, futures):
-            try:
-                outcomes.append(fut.result())
-            except Exception as e:  # noqa: BLE001 - the worker died: grade the rest, say why
-                why = f"autograde failed: {type(e).__name__}: {str(e)[:120]}"
-                outcomes.append(Outcome(t.student, t.notebook, failure=why))
-    return outcomes
+    waiting, running, done = list(tasks), {}, {}
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            task = waiting.pop(0)
+            proc = ctx.Process(target=_work, args=(task,), daemon=True)
+            proc.start()
+            running[task] = (proc, time.monotonic() + task.notebook_timeout + MARGIN)
+        for task, (proc, deadline) in list(running.items()):
+            if not proc.is_alive():
+                proc.join()
+                done[task] = _collect(task, proc)
+            elif time.monotonic() > deadline:
+                _kill(task, proc)
+                why = (
+                    f"timed out: grading ran past the notebook's total time limit of "
+                    f"{task.notebook_timeout:g} s and was stopped"
+                )
+                done[task] = Outcome(task.student, task.notebook, failure=why)
+            else:
+                continue
+            del running[task]
+        time.sleep(poll)
+    return [done[t] for t in tasks]

@@ -6,10 +6,13 @@ import argparse
 import csv
 from pathlib import Path
 
+NOTEBOOK_TIMEOUT = 1800  # nbgrader_run.NOTEBOOK_TIMEOUT, without importing nbgrader for --help
+
 _EPILOG = """examples:
   flkit course release course/release           student notebooks (no solutions, no hidden tests)
   flkit course grade course/submissions         grades.csv + feedback/<student>/<notebook>.html
   flkit course grade subs --only 01 --out graded --cell-timeout 60 --jobs 2 --run all
+  flkit course grade subs --notebook-timeout 600  each notebook's grading ends within 10 min
 
 submissions layout: SUBMISSIONS_DIR/<student>/<notebook>.ipynb (the released file names).
 See docs/TEACHING.md."""
@@ -44,7 +47,15 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "--cell-timeout",
         type=int,
         default=120,
-        help="seconds before a cell is interrupted (default: %(default)s)",
+        help="seconds before a cell is interrupted; a cell that does not stop then has its "
+        "kernel killed (default: %(default)s)",
+    )
+    g.add_argument(
+        "--notebook-timeout",
+        type=float,
+        default=NOTEBOOK_TIMEOUT,
+        help="total seconds one notebook's grading may take; its kernel is then killed and the "
+        "exercises not graded by then score 0, 'timed out' (default: %(default)s)",
     )
     g.add_argument(
         "--run",
@@ -95,6 +106,7 @@ def cmd_grade(args) -> int:
         args.cell_timeout,
         args.jobs,
         args.run,
+        args.notebook_timeout,
     )
     with path.open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))

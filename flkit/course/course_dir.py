@@ -19,14 +19,18 @@ from ..utils import FlkitError
 ASSIGNMENT = "flkit"
 
 
-def config(root: Path, cell_timeout: int):
+def config(root: Path, cell_timeout: int, notebook_timeout: float = 0, pid_file: str = ""):
     try:
         import nbgrader  # noqa: F401
     except ImportError as e:
         raise FlkitError(
             "flkit course needs nbgrader: pip install 'flkit[course]' (or nbgrader>=0.9)"
         ) from e
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader import preprocessors as pp
     from traitlets.config import Config
+
+    from .kernel_limits import LimitedExecute
 
     c = Config()
     c.CourseDirectory.root = str(root)
@@ -39,12 +43,29 @@ def config(root: Path, cell_timeout: int):
     c.Execute.iopub_timeout = 60
     c.Execute.raise_on_iopub_timeout = False
     c.OverwriteCells.add_missing_cells = True
+    # nbgrader's autograde steps with its Execute replaced by one that kills a kernel which does
+    # not stop at its cell timeout and bounds the notebook's total time (.kernel_limits)
+    c.Autograde.autograde_preprocessors = [
+        LimitedExecute,
+        pp.IgnorePattern,
+        ClearMetadataPreprocessor,
+        pp.LimitOutput,
+        pp.SaveAutoGrades,
+        pp.AssignLatePenalties,
+        pp.CheckCellMetadata,
+    ]
+    c.LimitedExecute.notebook_timeout = float(notebook_timeout)
+    c.LimitedExecute.pid_file = str(pid_file)
     return c
 
 
-def course_api(root: Path, cell_timeout: int = 120):
-    """nbgrader's API on the course folder ``root``."""
-    c = config(root, cell_timeout)  # first: it says how to install nbgrader when it is missing
+def course_api(root: Path, cell_timeout: int = 120, notebook_timeout: float = 0, pid_file=""):
+    """nbgrader's API on the course folder ``root``: cells interrupted after ``cell_timeout``
+    seconds (their kernel killed if they do not stop), the notebook's kernel killed after
+    ``notebook_timeout`` seconds in all (0: no total limit), its process group in ``pid_file``."""
+    c = config(
+        root, cell_timeout, notebook_timeout, pid_file
+    )  # first: it says how to install nbgrader when it is missing
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 

@@ -12,7 +12,10 @@ a submission is graded as far as possible and said in the ``note`` column of gra
 or unreadable notebook scores 0; deleted test cells are put back from the instructor version
 (nbgrader's ``add_missing_cells``); reordered cells run in the student's order; a cell that raises
 scores 0 for its exercise only; a cell that runs longer than ``cell_timeout`` seconds is
-interrupted (nbgrader's per-cell timeout) and scores 0, the rest of the notebook still runs.
+interrupted (nbgrader's per-cell timeout) and scores 0, the rest of the notebook still runs; a cell
+that does not stop when interrupted has its kernel killed, and so has a notebook that runs longer
+than ``notebook_timeout`` seconds in all: its exercises from that cell on score 0, "timed out"
+(:mod:`.kernel_limits`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import presets
 from ..reproduce import SOURCE_ROOT, discover, match_notebook
 from ..utils import FlkitError, check_choice
+from ..workbook import presets
 from .autograde import Task, grade_all
 from .course_dir import ASSIGNMENT, environment, generate
 from .exercise_cells import skip_unneeded
@@ -36,6 +39,8 @@ from .exercise_cells import skip_unneeded
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "note")
 #: what the grading runs: only the cells the exercises need (:mod:`.exercise_cells`), or all
 RUN = ("exercises", "all")
+#: default total time limit of one notebook's grading, in seconds
+NOTEBOOK_TIMEOUT = 1800
 
 
 def _select(notebooks_dir, only) -> dict[str, Path]:
@@ -108,19 +113,41 @@ def _read(path: Path) -> dict | None:
 
 
 def _cell_errors(path: Path, cell_timeout: int) -> dict[str, str]:
-    """{grade_id: what went wrong} from the autograded notebook's error outputs."""
+    """{grade_id: what went wrong} from the autograded notebook's error outputs.
+
+    A timeout in a cell that is not graded (an answer cell) is the note of the next graded cell:
+    that exercise timed out, whatever its check then raised."""
+    from .kernel_limits import NOT_RUN, TIMEOUT  # imports nbgrader: only once it has graded
+
     nb = _read(path) or {"cells": []}
-    out = {}
+    out, carried = {}, ""
     for c in nb["cells"]:
-        gid = c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        gid, why = meta.get("grade_id"), ""
         for o in c.get("outputs", []):
-            if gid and o.get("output_type") == "error":
-                if o.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
-                    out[gid] = f"interrupted after the {cell_timeout} s cell timeout"
-                elif o.get("ename") == "AssertionError":
-                    out[gid] = "test failed (see the feedback for the hint)"
-                else:
-                    out[gid] = f"raised {o.get('ename')}: {str(o.get('evalue'))[:120]}"
+            if o.get("output_type") != "error":
+                continue
+            ename, evalue = o.get("ename"), str(o.get("evalue") or "")
+            if ename == TIMEOUT and evalue:
+                why = f"timed out: {evalue}"
+            elif ename in (TIMEOUT, "KeyboardInterrupt"):
+                why = why or f"timed out: interrupted after the {cell_timeout} s cell timeout"
+            elif why.startswith("timed out"):
+                continue
+            elif ename == NOT_RUN:
+                why = evalue
+            elif ename == "AssertionError":
+                why = "test failed (see the feedback for the hint)"
+            else:
+                why = f"raised {ename}: {evalue[:120]}"
+        if not meta.get("grade"):
+            carried = why if why.startswith("timed out") else carried
+            continue
+        if carried and not why.startswith("timed out"):
+            why = carried
+        carried = ""
+        if gid and why:
+            out[gid] = why
     return out
 
 
@@ -145,6 +172,7 @@ def grade(
     cell_timeout: int = 120,
     jobs: int | None = None,
     run: str = "exercises",
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
 ) -> Path:
     """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv``,
     ``out/feedback/<student>/<notebook>.html`` and the executed notebooks
@@ -152,7 +180,11 @@ def grade(
 
     ``out`` defaults to ``<submissions>-graded`` beside the submissions folder. The notebooks run
     at ``preset`` (default smoke: the exercises do not depend on the preset, and the other cells
-    then take seconds) with one run cache shared by all students, ``out/run-cache``.
+    then take seconds), each (student, notebook) with an empty run cache of its own.
+
+    A cell is interrupted after ``cell_timeout`` seconds and its kernel killed if it does not
+    stop; a notebook's kernel is killed after ``notebook_timeout`` seconds in all (default 1800);
+    grades.csv says "timed out" for the exercises that lost their points that way.
 
     ``run="exercises"`` (default) skips the workbook's own cells that no exercise needs (its
     figures and tables, the smoke training): the grades are those of ``run="all"``, which runs
@@ -164,8 +196,18 @@ def grade(
     (``FLKIT_THREADS``, unless already set)."""
     submissions = Path(submissions).resolve()
     students = _students(submissions)
-    if int(cell_timeout) < 1:
+    if isinstance(cell_timeout, bool) or not isinstance(cell_timeout, int) or cell_timeout < 1:
         raise FlkitError(f"cell_timeout={cell_timeout!r} must be a whole number of seconds >= 1")
+    if (
+        isinstance(notebook_timeout, bool)
+        or not isinstance(notebook_timeout, (int, float))
+        or not notebook_timeout >= 1
+        or notebook_timeout == float("inf")
+    ):
+        raise FlkitError(
+            f"notebook_timeout={notebook_timeout!r} must be a finite number of seconds >= 1 "
+            f"(default {NOTEBOOK_TIMEOUT})"
+        )
     check_choice("run", run, RUN)
     jobs = (os.cpu_count() or 1) if jobs is None else jobs
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -185,8 +227,6 @@ def grade(
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         env = {
             "FLKIT_PRESET": preset,
-            "FLKIT_RUNS": out / "run-cache",
-            "FLKIT_RUNS_DIR": root / "runs",
             "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(SOURCE_ROOT), *paths])),
         }
         if jobs > 1 and not os.environ.get("FLKIT_THREADS"):
@@ -196,7 +236,7 @@ def grade(
             generate(root, notebooks, cell_timeout)
             notes = {s.name: _submit(root, s, notebooks, instructor, run) for s in students}
             tasks = [
-                Task(str(root), s.name, n, int(cell_timeout))
+                Task(str(root), s.name, n, cell_timeout, float(notebook_timeout))
                 for s in students
                 for n in notebooks
                 if (root / "submitted" / s.name / ASSIGNMENT / f"{n}.ipynb").exists()

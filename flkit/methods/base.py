@@ -1,20 +1,30 @@
 """The pattern every method follows: a client update and a server aggregation around a state.
 
-A method is a subclass of `Method` that overrides a few hooks:
+A method is a subclass of `Method` that declares its hyperparameters (`Params`, a frozen dataclass,
+see flkit.methods.hyperparameters), what its server keeps between rounds (`State`, a dataclass with
+the global model in `model`), and overrides a few hooks:
 
     class FedAvgM(FedAvg):                          # server momentum in a dozen lines
         name = "fedavgm"
-        params = {"beta": 0.9}
+
+        @dataclass(frozen=True)
+        class Params(FedAvg.Params):
+            beta: float = real(0.9, 0.0, 1.0, high_open=True)
+
+        @dataclass
+        class State(ServerState):
+            buf: dict | None = None                 # momentum buffer, none before round 1
+
         def aggregate(self, state, up, rnd):
             avg = weighted_average(up.state, up.weights)
-            buf = state.get("buf")
-            delta = {n: state["model"][n] - avg[n] for n in self.param_names}
-            buf = delta if buf is None else {n: self.beta * buf[n] + delta[n] for n in delta}
-            model = {**avg, **{n: state["model"][n] - buf[n] for n in buf}}
-            return {**state, "model": model, "buf": buf}
+            delta = {n: state.model[n] - avg[n] for n in self.param_names}
+            buf = delta if state.buf is None else {
+                n: self.hp.beta * state.buf[n] + delta[n] for n in delta}
+            model = {**avg, **{n: state.model[n] - buf[n] for n in buf}}
+            return replace(state, model=model, buf=buf)
 
-`state` is a plain dict ("model" holds the global model's state dict) so it checkpoints with
-torch.save and resumes exactly.
+The state holds tensors and plain containers only, so it checkpoints with torch.save and resumes
+exactly.
 
 One round is one call, `Method.round(state, clients, rnd) -> (state, RoundLog)`; the run loop in
 flkit.experiment only selects clients (`select_clients`), calls `round`, and evaluates
@@ -28,15 +38,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import nn
 
 from ..compress import Codec, DenseCodec
+from ..engine import LocalSpec, evaluate, train_clients
 from ..state import broadcast_state, param_names
-from ..train import LocalSpec, evaluate, train_clients
 from ..utils import FlkitError, derive_seed, numpy_rng
+from .hyperparameters import Hyperparameters, LearningRateDecay
 
 
 @dataclass
@@ -83,6 +93,22 @@ class ClientUpdates:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class ServerState:
+    """What the server keeps between rounds: the global model (a state dict). A method with more
+    to keep subclasses this as its ``State`` and names each field."""
+
+    model: dict
+
+
+def sample_clients(seed: int, rnd: int, num_clients: int, m: int) -> list[int]:
+    """Round `rnd`'s participants: `m` of `num_clients` drawn uniformly without replacement from
+    the run seed's stream for that round, sorted."""
+    return sorted(
+        numpy_rng(seed, "sample", rnd).choice(num_clients, size=m, replace=False).tolist()
+    )
+
+
 def weighted_average(stacked: Mapping[str, torch.Tensor], weights: torch.Tensor) -> dict:
     """Data-size weighted mean over clients; integer buffers (BatchNorm counters) take the max."""
     w = weights.double() / weights.double().sum()
@@ -96,38 +122,42 @@ def weighted_average(stacked: Mapping[str, torch.Tensor], weights: torch.Tensor)
 
 
 class Method:
-    """Base class. Subclasses set `name`, `params` (hyperparameters with defaults) and override
-    `aggregate`, and optionally `init_state`, `local_hooks`, `client_update`, `downlink`."""
+    """Base class. Subclasses set `name`, declare `Params` (hyperparameters) and `State` (server
+    state) when they have any, and override `aggregate`, and optionally `init_state`,
+    `local_hooks`, `client_update`, `downlink_bits`."""
 
     name = "base"
-    params: dict[str, Any] = {}
+    Params: type[Hyperparameters] = Hyperparameters
+    State: type[ServerState] = ServerState
     uplink: Codec = DenseCodec()
 
-    def __init__(self, ctx: RunContext, **params):
-        unknown = sorted(set(params) - set(self.params))
-        if unknown:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "params" in vars(cls):  # a dict of defaults would be ignored without a word
             raise FlkitError(
-                f"unknown parameter(s) {unknown} for method {self.name!r}; "
-                f"accepted: {sorted(self.params) or 'none'}"
+                f"{cls.__name__} declares `params`; declare hyperparameters as a frozen dataclass "
+                "`Params` (see flkit.methods.hyperparameters) and read them as self.hp.<name>"
             )
+
+    def __init__(self, ctx: RunContext, **params):
         self.ctx = ctx
-        self.hp = {**self.params, **params}
-        for k, v in self.hp.items():
-            setattr(self, k, v)
+        # checked before any work; unknown names are refused with the accepted ones listed
+        self.hp = self.Params.build(self.name, params)
         self.param_names = param_names(ctx.model)
         self.check_params()
 
     def check_params(self) -> None:
-        """Validate hyperparameters (raise FlkitError naming the value and the accepted range)."""
+        """Checks that need the run context or several hyperparameters together (each value alone
+        is checked by `Params`): raise FlkitError naming the value and what is accepted."""
 
     # -- state
-    def init_state(self, model_state: dict) -> dict:
-        return {"model": model_state}
+    def init_state(self, model_state: dict) -> ServerState:
+        return self.State(model=model_state)
 
     # -- client side
     def local_hooks(self, starts: dict) -> dict:
-        """extra_loss / param_transform / grad_transform for the engine (see flkit.train), given
-        the stacked start states of this round's clients."""
+        """extra_loss / param_transform / grad_transform for the engine (see flkit.engine.train),
+        given the stacked start states of this round's clients."""
         return {}
 
     def train(
@@ -159,39 +189,38 @@ class Method:
     def local_spec(self, rnd: int) -> LocalSpec:
         """Round rnd's local SGD settings: the run's spec, with lr * lr_decay^(rnd-1) for methods
         that take an ``lr_decay`` parameter (a per-round decay, constant inside a round)."""
-        decay = self.hp.get("lr_decay", 1.0)
+        decay = self.hp.lr_decay if isinstance(self.hp, LearningRateDecay) else 1.0
         if decay == 1.0:
             return self.ctx.spec
         return dataclasses.replace(self.ctx.spec, lr=self.ctx.spec.lr * decay ** (rnd - 1))
 
-    def client_update(self, state: dict, clients: list[int], rnd: int) -> ClientUpdates:
-        starts = broadcast_state(state["model"], len(clients))
+    def client_update(self, state: ServerState, clients: list[int], rnd: int) -> ClientUpdates:
+        starts = broadcast_state(state.model, len(clients))
         res = self.train(starts, clients, rnd)
         bits = self.uplink.message_bits(res.state, stacked=True)
         return ClientUpdates(clients, res.state, res.samples.float(), res.train_loss, list(bits))
 
     # -- server side
-    def aggregate(self, state: dict, updates: ClientUpdates, rnd: int) -> dict:
+    def aggregate(self, state: ServerState, updates: ClientUpdates, rnd: int) -> ServerState:
         raise NotImplementedError
 
-    def downlink_bits(self, state: dict, clients: list[int]) -> list[int]:
+    def downlink_bits(self, state: ServerState, clients: list[int]) -> list[int]:
         """Bits each selected client downloads this round (dense global model by default)."""
-        return [DenseCodec().message_bits(state["model"])] * len(clients)
+        return [DenseCodec().message_bits(state.model)] * len(clients)
 
-    def round_metrics(self, state: dict, updates: ClientUpdates) -> dict:
+    def round_metrics(self, state: ServerState, updates: ClientUpdates) -> dict:
         """Extra per-round numbers for the history (e.g. how many clients were projected)."""
         return {}
 
     # -- the three calls of the run loop
-    def select_clients(self, state: dict, rnd: int) -> list[int]:
+    def select_clients(self, state: ServerState, rnd: int) -> list[int]:
         """This round's participants: uniform sampling without replacement (seeded per round)."""
         n = len(self.ctx.parts)
-        m = self.ctx.clients_per_round or n
-        return sorted(
-            numpy_rng(self.ctx.seed, "sample", rnd).choice(n, size=m, replace=False).tolist()
-        )
+        return sample_clients(self.ctx.seed, rnd, n, self.ctx.clients_per_round or n)
 
-    def round(self, state: dict, clients: list[int], rnd: int) -> tuple[dict, RoundLog]:
+    def round(
+        self, state: ServerState, clients: list[int], rnd: int
+    ) -> tuple[ServerState, RoundLog]:
         """Download, local training, upload, aggregation: the new state and what the round cost."""
         down = self.downlink_bits(state, clients)
         updates = self.client_update(state, clients, rnd)
@@ -205,10 +234,12 @@ class Method:
         )
         return new_state, log
 
-    def evaluate(self, state: dict, x: torch.Tensor, y: torch.Tensor, per_class: int | None = None):
+    def evaluate(
+        self, state: ServerState, x: torch.Tensor, y: torch.Tensor, per_class: int | None = None
+    ):
         """Test accuracy and loss of the global model (and per-class accuracy when asked)."""
-        return evaluate(self.ctx.model, state["model"], x, y, per_class=per_class)
+        return evaluate(self.ctx.model, state.model, x, y, per_class=per_class)
 
-    def eval_metrics(self, state: dict, x: torch.Tensor, y: torch.Tensor) -> dict:
+    def eval_metrics(self, state: ServerState, x: torch.Tensor, y: torch.Tensor) -> dict:
         """Extra numbers recorded at each evaluation (e.g. accuracy on one class)."""
         return {}

@@ -15,13 +15,15 @@ own pruning mask, with its own BatchNorm statistics.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..prune import quantise, scaled_grads, supermask_transform
 from ..state import broadcast_state
-from ..utils import check_range
-from .hidenseek import FrozenFeatures, train_once
+from .base import ServerState
+from .hidenseek import FrozenFeatures, FrozenParams, train_once
+from .hyperparameters import real
 from .personal import bits_updates, client_copies, scatter_rows, uniform_latents
 from .registry import register
 
@@ -30,17 +32,17 @@ from .registry import register
 class FedMask(FrozenFeatures):
     name = "fedmask"
     kind = "binary"
-    params = {
-        "local_test_frac": 0.25,
-        "keep_ratio": 0.8,
-        "prune_layers": None,
-        "sparsity": 1e-4,
-        "eps": 1e-6,
-    }
 
-    def check_params(self):
-        self._check_common()
-        check_range("sparsity", self.sparsity, 0)
+    @dataclass(frozen=True)
+    class Params(FrozenParams):
+        sparsity: float = real(1e-4, 0.0)  # weight of the L1 term on sigmoid(score)
+
+    @dataclass
+    class State(ServerState):
+        scores: dict = field(default_factory=dict)  # {name: Tensor} the global latent scores
+        # {name: Tensor[N, ...]} client-held tensors; "prune/<name>": each client's pruning mask
+        client: dict = field(default_factory=dict)
+        pruned: torch.Tensor | None = None  # [N] bool: the client has done its one-shot pruning
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
@@ -61,31 +63,31 @@ class FedMask(FrozenFeatures):
             )
             for n_ in self.prunable
         }
-        return {
-            "model": self._global_model(model_state, scores),
-            "scores": scores,
-            "client": {
+        return self.State(
+            model=self._global_model(model_state, scores),
+            scores=scores,
+            client={
                 **client_copies(model_state, self.buffer_names, n),
                 **{"prune/" + k: v for k, v in prune.items()},
             },
-            "pruned": torch.zeros(n, dtype=torch.bool),
-        }
+            pruned=torch.zeros(n, dtype=torch.bool, device=self.ctx.x.device),
+        )
 
     def _global_model(self, base, scores):
         return {**base, **{n: self.w0[n] * quantise(scores[n], self.kind) for n in self.masked}}
 
     def _prune_masks(self, state, idx):
-        return {n: state["client"]["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
+        return {n: state.client["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
 
     def _hooks(self, prune):
         hooks = {
             "param_transform": supermask_transform(self.w0, None, self.kind, per_client=prune),
             "grad_transform": scaled_grads(self.grad_scales),
         }
-        if self.kind == "binary" and self.sparsity > 0:
-            coef, names = self.sparsity, self.masked
+        if self.kind == "binary" and self.hp.sparsity > 0:
+            coef, names = self.hp.sparsity, self.masked
 
-            def l1(params, ctx):
+            def l1(params, hook_args):
                 return coef * sum(torch.sigmoid(params[n]).flatten(1).sum(1) for n in names)
 
             hooks["extra_loss"] = l1
@@ -98,7 +100,7 @@ class FedMask(FrozenFeatures):
             for n in self.prunable
         }
         flat = torch.cat(list(rank.values()), dim=1)
-        keep = int(round(self.keep_ratio * flat.shape[1]))
+        keep = int(round(self.hp.keep_ratio * flat.shape[1]))
         top = flat.topk(keep, dim=1).indices
         kept = torch.zeros_like(flat, dtype=torch.bool).scatter_(1, top, True)
         sizes = [v.shape[1] for v in rank.values()]
@@ -107,11 +109,11 @@ class FedMask(FrozenFeatures):
     def client_update(self, state, clients, rnd):
         dev = self.ctx.x.device
         idx = torch.as_tensor(clients, device=dev)
-        held = [n for n in state["client"] if not n.startswith("prune/")]
-        starts = broadcast_state({**state["model"], **state["scores"]}, len(clients))
-        starts.update({n: state["client"][n][idx].clone() for n in held})
-        client_state = dict(state["client"])
-        new = [i for i, c in enumerate(clients) if not bool(state["pruned"][c])]
+        held = [n for n in state.client if not n.startswith("prune/")]
+        starts = broadcast_state({**state.model, **state.scores}, len(clients))
+        starts.update({n: state.client[n][idx].clone() for n in held})
+        client_state = dict(state.client)
+        new = [i for i, c in enumerate(clients) if not bool(state.pruned[c])]
         if new:  # first participation: one local epoch, then the one-shot pruning
             sub = {n: v[new] for n, v in starts.items()}
             prune = self._prune_masks(state, idx[new])
@@ -128,7 +130,7 @@ class FedMask(FrozenFeatures):
                 [clients[i] for i in new],
                 {"prune/" + n: kept[n] for n in kept},
             )
-            client_state = {**state["client"], **client_state}
+            client_state = {**state.client, **client_state}
         prune = {n: client_state["prune/" + n][idx].to(self.w0[n].dtype) for n in self.prunable}
         res = train_once(self, starts, clients, rnd, self._hooks(prune), self.ctx.spec, "batches")
         votes = {n: quantise(res.state[n], self.kind) for n in self.masked}
@@ -139,7 +141,7 @@ class FedMask(FrozenFeatures):
                 {n: client_state[n] for n in held}, clients, {n: res.state[n] for n in held}
             ),
         }
-        pruned = state["pruned"].clone()
+        pruned = state.pruned.clone()
         pruned[list(clients)] = True
         kept_entries = [
             self.entries - sum(int((p[i] == 0).sum()) for p in prune.values())
@@ -169,20 +171,20 @@ class FedMask(FrozenFeatures):
             den = (wv * h).sum(0)
             mean = (wv * h * v).sum(0) / den.clamp(min=1e-300)
             if self.kind == "binary":
-                new = torch.logit(mean.clamp(self.eps, 1 - self.eps))
+                new = torch.logit(mean.clamp(self.hp.eps, 1 - self.hp.eps))
             else:
-                new = torch.atanh(mean.clamp(-1 + self.eps, 1 - self.eps))
-            scores[n] = torch.where(den > 0, new, state["scores"][n].double()).to(
-                state["scores"][n].dtype
+                new = torch.atanh(mean.clamp(-1 + self.hp.eps, 1 - self.hp.eps))
+            scores[n] = torch.where(den > 0, new, state.scores[n].double()).to(
+                state.scores[n].dtype
             )
         # the clients' pruning masks and BN statistics are stored back for them, not aggregated
-        return {
-            **state,
-            "scores": scores,
-            "model": self._global_model(state["model"], scores),
-            "client": updates.extra["client"],
-            "pruned": updates.extra["pruned"],
-        }
+        return replace(
+            state,
+            scores=scores,
+            model=self._global_model(state.model, scores),
+            client=updates.extra["client"],
+            pruned=updates.extra["pruned"],
+        )
 
     def downlink_bits(self, state, clients):
         return [8 * self.entries] * len(clients)
@@ -192,10 +194,10 @@ class FedMask(FrozenFeatures):
 
     def client_models(self, state):
         for k in range(len(self.test_parts)):
-            own = {n: v[k] for n, v in state["client"].items() if not n.startswith("prune/")}
-            model = {**state["model"], **own}
+            own = {n: v[k] for n, v in state.client.items() if not n.startswith("prune/")}
+            model = {**state.model, **own}
             for n in self.prunable:
-                model[n] = model[n] * state["client"]["prune/" + n][k].to(model[n].dtype)
+                model[n] = model[n] * state.client["prune/" + n][k].to(model[n].dtype)
             yield k, model
 
 
@@ -203,4 +205,7 @@ class FedMask(FrozenFeatures):
 class Signed(FedMask):
     name = "signed"
     kind = "sign"
-    params = {**FedMask.params, "sparsity": 0.0}
+
+    @dataclass(frozen=True)
+    class Params(FedMask.Params):
+        sparsity: float = real(0.0, 0.0)

@@ -16,9 +16,11 @@ not a per-round cost (see `one_time_bytes`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 import torch
 
-from ..model_zoo.binary import binarize_activations
+from ..models.binary import binarize_activations
 from ..prune import (
     classifier_layer,
     default_prunable,
@@ -31,10 +33,20 @@ from ..prune import (
     weight_layers,
 )
 from ..prune.supermask import SURROGATES, bnn_sign_ste
+from ..prune.synflow import GROUP_SCORES
 from ..state import broadcast_state
-from ..utils import FlkitError, check_choice, check_range
+from ..utils import FlkitError, check_range
+from .base import ServerState
 from .fedavg import FedAvg
-from .personal import LocalSplitMethod, bits_updates, client_copies, scatter_rows, uniform_latents
+from .hyperparameters import anything, choice, integer, real
+from .personal import (
+    LocalSplitMethod,
+    LocalSplitParams,
+    bits_updates,
+    client_copies,
+    scatter_rows,
+    uniform_latents,
+)
 from .registry import register
 
 NORMALIZE = ("sampled", "all")
@@ -64,9 +76,18 @@ def arctanh_aggregate(
     return torch.atanh(mean).to(signs.dtype if signs.is_floating_point() else torch.float32)
 
 
+@dataclass(frozen=True)
+class FrozenParams(LocalSplitParams):
+    keep_ratio: float = real(0.8, 0.0, 1.0, low_open=True)  # fraction kept by the pruning
+    prune_layers: list | None = anything(None)  # layer names; None: the model's default
+    eps: float = real(1e-6, 0.0, 1.0, low_open=True, high_open=True)  # clip of the mean vote
+
+
 class FrozenFeatures(LocalSplitMethod):
     """Names shared by the methods that freeze weights: the classifier (last Linear), the feature
     extractor's weights (every other Conv2d / Linear weight) and the prunable layers."""
+
+    Params = FrozenParams
 
     def _layout(self):
         model = self.ctx.model
@@ -75,13 +96,12 @@ class FrozenFeatures(LocalSplitMethod):
         self.feat = [f"{n}.weight" for n in weight_layers(model) if n != self.head]
         if not self.feat:
             raise FlkitError("the model has no weight layer before its classifier: nothing to mask")
-        layers = self.prune_layers if self.prune_layers is not None else default_prunable(model)
+        chosen = self.hp.prune_layers
+        layers = chosen if chosen is not None else default_prunable(model)
         self.layers = resolve_layers(model, layers)
         self.w0 = {n: model.state_dict()[n].detach().clone() for n in self.feat}
 
-    def _check_common(self):
-        check_range("keep_ratio", self.keep_ratio, 0, 1, low_open=True)
-        check_range("eps", self.eps, 0, 1, low_open=True, high_open=True)
+    def check_params(self):
         if self.ctx.spec.weight_decay:
             raise FlkitError(
                 f"weight_decay={self.ctx.spec.weight_decay!r}: per-tensor learning rates are "
@@ -94,26 +114,19 @@ class HideNseek(FrozenFeatures):
     """RunConfig.lr: the latent scores' learning rate (paper: 10); head_lr: the classifier's."""
 
     name = "hidenseek"
-    params = {
-        "local_test_frac": 0.25,
-        "keep_ratio": 0.8,
-        "prune_layers": None,
-        "prune_iterations": 100,
-        "group_score": "l2",
-        "eps": 1e-6,
-        "normalize": "sampled",
-        "head_lr": 0.01,
-        "surrogate": "tanh",
-    }
 
-    def check_params(self):
-        self._check_common()
-        if isinstance(self.prune_iterations, bool) or not isinstance(self.prune_iterations, int):
-            raise FlkitError(f"prune_iterations={self.prune_iterations!r} must be an integer >= 1")
-        check_range("prune_iterations", self.prune_iterations, 1)
-        check_choice("normalize", self.normalize, NORMALIZE)
-        check_choice("surrogate", self.surrogate, SURROGATES)
-        check_range("head_lr", self.head_lr, 0, None, low_open=True)
+    @dataclass(frozen=True)
+    class Params(FrozenParams):
+        prune_iterations: int = integer(100, 1)  # SynFlow iterations
+        group_score: str = choice("l2", GROUP_SCORES)  # a channel's score from its weights'
+        normalize: str = choice("sampled", NORMALIZE)  # sign votes weighted over which clients
+        head_lr: float = real(0.01, 0.0, low_open=True)  # the classifier's learning rate
+        surrogate: str = choice("tanh", SURROGATES)  # gradient of the sign
+
+    @dataclass
+    class State(ServerState):
+        latent: dict = field(default_factory=dict)  # {name: Tensor} the global latent scores
+        client: dict = field(default_factory=dict)  # {name: Tensor[N, ...]} client-held tensors
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
@@ -121,7 +134,12 @@ class HideNseek(FrozenFeatures):
         model = ctx.model
         shape = tuple(ctx.x.shape[1:])
         self.group_keep = synflow_group_mask(
-            model, shape, self.keep_ratio, self.layers, self.prune_iterations, self.group_score
+            model,
+            shape,
+            self.hp.keep_ratio,
+            self.layers,
+            self.hp.prune_iterations,
+            self.hp.group_score,
         )
         masks = structural_masks(model, self.group_keep, shape)
         self.masks = {n: masks[n].to(self.w0[n].dtype) for n in self.feat if n in masks}
@@ -131,7 +149,7 @@ class HideNseek(FrozenFeatures):
         }
         self.sign_entries = sum(self.kept.values())
         self.client_held = self.head_names + self.buffer_names
-        scale = self.head_lr / ctx.spec.lr
+        scale = self.hp.head_lr / ctx.spec.lr
         self.grad_scales = {
             n: (scale if n in self.head_names else 0.0)
             for n in self.param_names
@@ -162,27 +180,27 @@ class HideNseek(FrozenFeatures):
     def init_state(self, model_state):
         latent = uniform_latents(model_state, self.feat, self.ctx.seed)
         n = len(self.ctx.parts)
-        return {
-            "model": self._global_model(model_state, latent),
-            "latent": latent,
-            "client": client_copies(model_state, self.client_held, n),
-        }
+        return self.State(
+            model=self._global_model(model_state, latent),
+            latent=latent,
+            client=client_copies(model_state, self.client_held, n),
+        )
 
     # -- client side
     def local_hooks(self, starts):
         return {
-            "param_transform": supermask_transform(self.w0, self.masks, "sign", self.surrogate),
+            "param_transform": supermask_transform(self.w0, self.masks, "sign", self.hp.surrogate),
             "grad_transform": scaled_grads(self.grad_scales),
         }
 
     def client_update(self, state, clients, rnd):
         k = len(clients)
         idx = torch.as_tensor(clients, device=self.ctx.x.device)
-        starts = broadcast_state({**state["model"], **state["latent"]}, k)
-        starts.update({n: v[idx].clone() for n, v in state["client"].items()})
+        starts = broadcast_state({**state.model, **state.latent}, k)
+        starts.update({n: v[idx].clone() for n, v in state.client.items()})
         res = self.train(starts, clients, rnd)
         signs = {n: hard_sign(res.state[n]) for n in self.feat}
-        held = scatter_rows(state["client"], clients, {n: res.state[n] for n in self.client_held})
+        held = scatter_rows(state.client, clients, {n: res.state[n] for n in self.client_held})
         return bits_updates(
             clients,
             signs,
@@ -194,18 +212,18 @@ class HideNseek(FrozenFeatures):
 
     # -- server side
     def aggregate(self, state, updates, rnd):
-        total = float(self.sizes.sum()) if self.normalize == "all" else None
+        total = float(self.sizes.sum()) if self.hp.normalize == "all" else None
         latent = {
-            n: arctanh_aggregate(updates.state[n], updates.weights, self.eps, total)
+            n: arctanh_aggregate(updates.state[n], updates.weights, self.hp.eps, total)
             for n in self.feat
         }
         # what clients hold is stored back for them, never averaged or broadcast
-        return {
-            **state,
-            "latent": latent,
-            "model": self._global_model(state["model"], latent),
-            "client": updates.extra["client"],
-        }
+        return replace(
+            state,
+            latent=latent,
+            model=self._global_model(state.model, latent),
+            client=updates.extra["client"],
+        )
 
     def downlink_bits(self, state, clients):
         return [8 * self.sign_entries] * len(clients)
@@ -213,16 +231,13 @@ class HideNseek(FrozenFeatures):
     def round_metrics(self, state, updates):
         return {
             "saturated": float(
-                torch.cat([v.abs().flatten() for v in state["latent"].values()])
-                .ge(7.0)
-                .float()
-                .mean()
+                torch.cat([v.abs().flatten() for v in state.latent.values()]).ge(7.0).float().mean()
             )
         }
 
     def client_models(self, state):
         for k in range(len(self.test_parts)):
-            yield k, {**state["model"], **{n: v[k] for n, v in state["client"].items()}}
+            yield k, {**state.model, **{n: v[k] for n, v in state.client.items()}}
 
 
 @register
@@ -230,7 +245,7 @@ class FedAvgSplit(FedAvg, LocalSplitMethod):
     """FedAvg of the whole model (an upper bound), scored on the clients' local test splits."""
 
     name = "fedavg_split"
-    params = {"local_test_frac": 0.25}
+    Params = LocalSplitParams
 
     def client_update(self, state, clients, rnd):
         up = super().client_update(state, clients, rnd)
@@ -264,7 +279,7 @@ class BNNAvg(FedAvgSplit):
     def local_hooks(self, starts):
         scale = self.scale
 
-        def binarise(params, ctx):
+        def binarise(params, hook_args):
             return {**params, **{n: bnn_sign_ste(params[n]) * scale[n] for n in scale}}
 
         return {"param_transform": binarise}
@@ -280,8 +295,8 @@ class BNNAvg(FedAvgSplit):
 
     def client_models(self, state):
         model = {
-            **state["model"],
-            **{n: hard_sign(state["model"][n]) * self.scale[n] for n in self.bin},
+            **state.model,
+            **{n: hard_sign(state.model[n]) * self.scale[n] for n in self.bin},
         }
         for k in range(len(self.test_parts)):
             yield k, model

@@ -11,36 +11,44 @@ the local test parts. The dataset's global test set is not used.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call
+from torch.nn import functional
 
-from ..partition import local_split
+from ..data.partition import local_split
 from ..state import broadcast_state
-from ..utils import FlkitError, check_range, derive_seed, generator
-from .base import ClientUpdates, Method, RoundLog
+from ..utils import FlkitError, derive_seed, generator
+from .base import ClientUpdates, Method, RoundLog, ServerState
+from .hyperparameters import Hyperparameters, real
+
+
+@dataclass(frozen=True)
+class LocalSplitParams(Hyperparameters):
+    local_test_frac: float = real(0.25, 0.0, 1.0, low_open=True, high_open=True)
 
 
 class LocalSplitMethod(Method):
     """Base: carves the local test splits and evaluates `client_models(state)` on them."""
 
-    params = {"local_test_frac": 0.25}
+    Params = LocalSplitParams
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
-        check_range("local_test_frac", self.local_test_frac, 0, 1, low_open=True, high_open=True)
         ctx.parts, self.test_parts = local_split(
-            ctx.parts, ctx.y, self.local_test_frac, derive_seed(ctx.seed, "local-test")
+            ctx.parts, ctx.y, self.hp.local_test_frac, derive_seed(ctx.seed, "local-test")
         )
-        self.sizes = torch.tensor([len(p) for p in ctx.parts], dtype=torch.float32)
+        self.sizes = torch.tensor(
+            [len(p) for p in ctx.parts], dtype=torch.float32, device=ctx.x.device
+        )
         self.buffer_names = [n for n, _ in ctx.model.named_buffers()]
 
     # -- the model each client is scored with
-    def client_models(self, state: dict):
+    def client_models(self, state: ServerState):
         """Yield (client, {name: tensor}) for every client; default: the global model for all."""
         for k in range(len(self.test_parts)):
-            yield k, state["model"]
+            yield k, state.model
 
     @torch.no_grad()
     def evaluate(self, state, x, y, per_class=None):
@@ -58,7 +66,7 @@ class LocalSplitMethod(Method):
                 out = functional_call(model, dict(tensors), (cx[ix],))
                 pred = out.argmax(1)
                 correct += int((pred == cy[ix]).sum())
-                loss += float(F.cross_entropy(out, cy[ix], reduction="sum"))
+                loss += float(functional.cross_entropy(out, cy[ix], reduction="sum"))
                 n += len(ix)
                 hits.index_add_(0, cy[ix], (pred == cy[ix]).float())
         finally:

@@ -26,15 +26,15 @@ parameters, s as each method's code counts it), summed over the round's clients.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 import torch
-import torch.nn.functional as F
 from torch.func import functional_call
+from torch.nn import functional
 
 from ..compress import DenseCodec, message_size
 from ..prune import (
     apply_mask,
-    check_lambda,
-    check_sparsity,
     cubic_sparsity,
     erk_mask,
     global_magnitude_mask,
@@ -48,9 +48,10 @@ from ..prune import (
 )
 from ..prune.schedules import LAMBDA_VARIANTS
 from ..state import broadcast_state
-from ..utils import FlkitError, check_choice, check_int, check_range, generator
-from .base import ClientUpdates, Method, weighted_average
-from .fedavg import check_lr_decay, proximal_loss
+from ..utils import FlkitError, generator
+from .base import ClientUpdates, Method, ServerState, weighted_average
+from .fedavg import proximal_loss
+from .hyperparameters import LearningRateDecay, anything, choice, integer, real
 from .registry import register
 
 MASK_ORDERS = ("code", "dense")
@@ -71,47 +72,58 @@ def sparse_bits(t: torch.Tensor) -> int:
     return min(dense, message_size("topk", n, k, counter="exact", positions=nz.cpu()).bits)
 
 
+@dataclass(frozen=True)
+class PruningParams(LearningRateDecay):
+    sparsity: float = real(0.9, 0.0, 1.0, high_open=True)  # final sparsity s_p
+    prunable: list | None = anything(None)  # layer names; None: every Conv / Linear weight
+
+
+@dataclass(frozen=True)
+class HorizonParams(PruningParams):
+    horizon: int | None = integer(None, 1, optional=True)  # rounds the schedules span (T)
+
+
+@dataclass(frozen=True)
+class ScheduleParams(HorizonParams):
+    s0: float = real(0.5, 0.0, 1.0, high_open=True)  # initial sparsity of the cubic schedule
+
+
+@dataclass
+class PruningState(ServerState):
+    metrics: dict = field(default_factory=dict)  # numbers of the latest round, for the history
+
+
+@dataclass
+class MaskState(PruningState):
+    mask: dict | None = None  # {name: bool Tensor} the global mask; None: no mask yet
+
+
 def _sum_losses(fns):
-    return lambda params, ctx: sum(f(params, ctx) for f in fns)
+    return lambda params, hook_args: sum(f(params, hook_args) for f in fns)
 
 
 class PruningMethod(Method):
     """Shared parts: hyperparameter checks, schedules, training with hooks and the decayed
     learning rate, client gradients, and both communication accountings."""
 
-    params: dict = {}
+    Params = PruningParams
+    State = PruningState
 
-    # -- parameters
     def check_params(self):
         hp = self.hp
-        if "horizon" in hp:
-            if hp["horizon"] is None:
-                raise FlkitError(
-                    f"method {self.name!r} needs horizon=T, the number of rounds its "
-                    "schedules span (usually RunConfig.rounds); accepted: an integer >= 1"
-                )
-            check_int("horizon", hp["horizon"], 1)
-        self.s_p = check_sparsity("sparsity", hp["sparsity"])
-        self.s_0 = check_sparsity("s0", hp["s0"]) if "s0" in hp else self.s_p
+        if isinstance(hp, HorizonParams) and hp.horizon is None:
+            raise FlkitError(
+                f"method {self.name!r} needs horizon=T, the number of rounds its "
+                "schedules span (usually RunConfig.rounds); accepted: an integer >= 1"
+            )
+        self.s_p = hp.sparsity
+        self.s_0 = hp.s0 if isinstance(hp, ScheduleParams) else self.s_p
         if self.s_0 > self.s_p:
             raise FlkitError(
                 f"s0={self.s_0!r} exceeds sparsity={self.s_p!r}; accepted: s0 <= sparsity"
             )
-        if "R" in hp:
-            check_int("R", hp["R"], 1)
-        if "lambda_max" in hp:
-            check_lambda(hp["lambda_max"], hp["Q"])
-            check_choice("lambda_variant", hp["lambda_variant"], LAMBDA_VARIANTS)
-        if "mask_order" in hp:
-            check_choice("mask_order", hp["mask_order"], MASK_ORDERS)
-        if "round0" in hp:
-            check_choice("round0", hp["round0"], ROUND0_MASKS)
-        for key in ("mu", "coef", "alpha"):
-            if key in hp:
-                check_range(key, hp[key], 0)
-        check_lr_decay(hp.get("lr_decay", 1.0))
         model = self.ctx.model
-        self.prune_names = prunable_names(model, hp.get("prunable"))
+        self.prune_names = prunable_names(model, hp.prunable)
         self.shapes = {
             n: tuple(p.shape) for n, p in model.named_parameters() if n in self.prune_names
         }
@@ -119,16 +131,13 @@ class PruningMethod(Method):
 
     # -- schedules
     def target(self, t: int) -> float:
-        if t >= self.horizon:
+        """s_t of the cubic schedule (methods whose Params are ScheduleParams)."""
+        horizon = self.hp.horizon
+        if t >= horizon:
             raise FlkitError(
-                f"round {t + 1} is past horizon={self.horizon}; accepted: horizon >= rounds"
+                f"round {t + 1} is past horizon={horizon}; accepted: horizon >= rounds"
             )
-        return cubic_sparsity(t, self.horizon, self.s_0, self.s_p)
-
-    def lam(self, t: int) -> float:
-        if not self.hp.get("lambda_max"):
-            return 0.0
-        return incremental_lambda(t, self.horizon, self.lambda_max, self.Q, self.lambda_variant)
+        return cubic_sparsity(t, horizon, self.s_0, self.s_p)
 
     def client_grads(self, stacked: dict, clients, rnd, full: bool) -> dict:
         """Each client's loss gradient at its (masked) model: on all its data (full=True, the mean
@@ -146,7 +155,7 @@ class PruningMethod(Method):
             total = [torch.zeros_like(leaves[n]) for n in names]
             for lo in range(0, len(ix), 4096):
                 b = ix[lo : lo + 4096]
-                loss = F.cross_entropy(
+                loss = functional.cross_entropy(
                     functional_call(ctx.model, leaves, (ctx.x[b],)), ctx.y[b], reduction="sum"
                 ) / len(ix)
                 for acc, g in zip(total, torch.autograd.grad(loss, [leaves[n] for n in names])):
@@ -172,10 +181,10 @@ class PruningMethod(Method):
         return [int(dense[i] + sum(sparse_bits(tensors[n][i]) for n in names)) for i in range(k)]
 
     def downlink_bits(self, state, clients):
-        return [self.exact_bits(state["model"], stacked=False)] * len(clients)
+        return [self.exact_bits(state.model, stacked=False)] * len(clients)
 
     def round_metrics(self, state, updates):
-        return {**state.get("metrics", {}), **updates.extra.get("metrics", {})}
+        return {**state.metrics, **updates.extra.get("metrics", {})}
 
     def _prunable(self, tensors):
         return {n: tensors[n] for n in self.prune_names}
@@ -197,46 +206,57 @@ class FedDIP(PruningMethod):
     regularisation."""
 
     name = "feddip"
-    params = {
-        "horizon": None,
-        "sparsity": 0.9,
-        "s0": 0.5,
-        "R": 5,
-        "lambda_max": 1e-3,
-        "Q": 20,
-        "lambda_variant": "code",
-        "mask_order": "code",
-        "round0": "server",
-        "erk_power": 1.0,
-        "lr_decay": 1.0,
-        "prunable": None,
-    }
+
+    @dataclass(frozen=True)
+    class Params(ScheduleParams):
+        R: int = integer(5, 1)  # rounds between mask reconfigurations
+        lambda_max: float = real(1e-3, 0.0)  # largest regularisation coefficient
+        Q: int = integer(20, 1)  # segments of the incremental lambda schedule
+        lambda_variant: str = choice("code", LAMBDA_VARIANTS)
+        mask_order: str = choice("code", MASK_ORDERS)
+        round0: str = choice("server", ROUND0_MASKS)
+        erk_power: float = real(1.0, 0.0)  # exponent of the ERK layer densities
+
+    @dataclass
+    class State(MaskState):
+        erk: dict | None = None  # the round-0 ERK mask the server draws (round0 "server")
+
+    def proximal_mu(self) -> float:
+        """Coefficient of the proximal term (FedDIP has none)."""
+        return 0.0
+
+    def lam(self, t: int) -> float:
+        """lambda_t of the incremental regularisation schedule (0 when lambda_max is 0)."""
+        hp = self.hp
+        if not hp.lambda_max:
+            return 0.0
+        return incremental_lambda(t, hp.horizon, hp.lambda_max, hp.Q, hp.lambda_variant)
 
     def init_state(self, model_state):
         erk = None
-        if self.s_0 > 0 and self.round0 == "server":
+        if self.s_0 > 0 and self.hp.round0 == "server":
             erk = erk_mask(
                 self.shapes,
                 1.0 - self.s_0,
                 generator(self.ctx.seed, "erk"),
-                self.erk_power,
+                self.hp.erk_power,
                 device=self.ctx.x.device,
             )
-        return {"model": model_state, "mask": None, "erk": erk, "metrics": {}}
+        return self.State(model=model_state, erk=erk)
 
     def _training_mask(self, state, clients):
-        if state["mask"] is not None:
-            return state["mask"]
+        if state.mask is not None:
+            return state.mask
         if self.s_0 == 0:
             return None
-        if self.round0 == "server":
-            return state["erk"]
+        if self.hp.round0 == "server":
+            return state.erk
         per = [
             erk_mask(
                 self.shapes,
                 1.0 - self.s_0,
                 generator(self.ctx.seed, "erk", c),
-                self.erk_power,
+                self.hp.erk_power,
                 device=self.ctx.x.device,
             )
             for c in clients
@@ -251,14 +271,14 @@ class FedDIP(PruningMethod):
             hooks["param_transform"] = straight_through(mask)
         if lam > 0:
             losses.append(layer_l2_penalty(lam, mask, self.prune_names))
-        if self.hp.get("mu", 0) > 0:
-            losses.append(proximal_loss(self.mu))
+        if self.proximal_mu() > 0:
+            losses.append(proximal_loss(self.proximal_mu()))
         if losses:
             hooks["extra_loss"] = _sum_losses(losses)
-        starts = broadcast_state(state["model"], k)
+        starts = broadcast_state(state.model, k)
         res = self.train(starts, clients, rnd, hooks)
         # in the code order the server keeps only w * m, so that is all a client needs to send
-        keep = state["mask"] if self.mask_order == "code" else None
+        keep = state.mask if self.hp.mask_order == "code" else None
         sent = apply_mask(res.state, keep) if keep is not None else res.state
         z = float(zero_fraction(res.state, self.prune_names, stacked=True).mean())
         metrics = {
@@ -279,10 +299,12 @@ class FedDIP(PruningMethod):
         t, k = rnd - 1, len(updates.clients)
         s_t = self.target(t)
         avg = weighted_average(updates.state, updates.weights)
-        old = state["mask"]
+        old = state.mask
         info, regrown = float("nan"), 0
-        if t % self.R == 0:
-            pre = apply_mask(avg, old) if (self.mask_order == "code" and old is not None) else avg
+        if t % self.hp.R == 0:
+            pre = (
+                apply_mask(avg, old) if (self.hp.mask_order == "code" and old is not None) else avg
+            )
             new = global_magnitude_mask(self._prunable(pre), s_t)
             info = information_loss(self._prunable(pre), new)
             if old is not None:
@@ -291,8 +313,8 @@ class FedDIP(PruningMethod):
             new = old
         model = apply_mask(avg, new)
         metrics = self._base_metrics(t, model, new, s_t, k)
-        metrics.update(info_loss=info, reconfig=int(t % self.R == 0), mask_regrown=regrown)
-        return {**state, "model": model, "mask": new, "metrics": metrics}
+        metrics.update(info_loss=info, reconfig=int(t % self.hp.R == 0), mask_regrown=regrown)
+        return replace(state, model=model, mask=new, metrics=metrics)
 
 
 @register
@@ -300,7 +322,10 @@ class FedDP(FedDIP):
     """FedDIP without regularisation (lambda = 0)."""
 
     name = "feddp"
-    params = {**FedDIP.params, "lambda_max": 0.0}
+
+    @dataclass(frozen=True)
+    class Params(FedDIP.Params):
+        lambda_max: float = real(0.0, 0.0)
 
 
 @register
@@ -308,7 +333,11 @@ class DPF(FedDIP):
     """Dynamic pruning with feedback (Lin et al. 2020) in FL: FedDIP with s0 = 0 and lambda = 0."""
 
     name = "dpf"
-    params = {**FedDIP.params, "lambda_max": 0.0, "s0": 0.0}
+
+    @dataclass(frozen=True)
+    class Params(FedDIP.Params):
+        lambda_max: float = real(0.0, 0.0)
+        s0: float = real(0.0, 0.0, 1.0, high_open=True)
 
 
 @register
@@ -317,4 +346,10 @@ class FedDIPProx(FedDIP):
     against the frozen global model the round started from (non-zero after the first step)."""
 
     name = "feddip_prox"
-    params = {**FedDIP.params, "mu": 0.01}
+
+    @dataclass(frozen=True)
+    class Params(FedDIP.Params):
+        mu: float = real(0.01, 0.0)  # proximal coefficient
+
+    def proximal_mu(self) -> float:
+        return self.hp.mu

@@ -17,9 +17,11 @@ authors' code runs them; shared machinery in :mod:`flkit.methods.pruning`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..engine import train_clients
 from ..prune import (
     apply_mask,
     erk_densities,
@@ -33,10 +35,10 @@ from ..prune import (
     prune_and_regrow,
 )
 from ..state import broadcast_state
-from ..train import train_clients
-from ..utils import check_int, derive_seed, generator
+from ..utils import derive_seed, generator
 from .base import ClientUpdates, weighted_average
-from .pruning import PruningMethod
+from .hyperparameters import integer, real
+from .pruning import HorizonParams, MaskState, PruningMethod, PruningState, ScheduleParams
 from .registry import register
 
 POSITION_BITS_PRUNEFL = 4  # the official code's cost of a downloaded mask position
@@ -49,25 +51,21 @@ def _masked_hooks(mask):
 @register
 class PruneFL(PruningMethod):
     name = "prunefl"
-    params = {
-        "horizon": None,
-        "sparsity": 0.9,
-        "s0": 0.5,
-        "R": 20,
-        "init_rounds": 5,
-        "lr_decay": 1.0,
-        "prunable": None,
-    }
 
-    def check_params(self):
-        super().check_params()
-        check_int("init_rounds", self.init_rounds, 0)
+    @dataclass(frozen=True)
+    class Params(ScheduleParams):
+        R: int = integer(20, 1)  # rounds between mask reconfigurations
+        init_rounds: int = integer(5, 0)  # client 0's local rounds of initial pruning
+
+    @dataclass
+    class State(MaskState):
+        official_init_down: float = 0.0  # official-formula bits of the initial mask broadcast
 
     def init_state(self, model_state):
         ctx = self.ctx
         state = broadcast_state(model_state, 1)
         mask = None
-        for r in range(self.init_rounds):
+        for r in range(self.hp.init_rounds):
             hooks = _masked_hooks(mask) if mask else {}
             state = train_clients(
                 ctx.model,
@@ -80,7 +78,7 @@ class PruneFL(PruningMethod):
                 backend=ctx.backend,
                 **hooks,
             ).state
-            if (r + 1) % 5 == 0 or r == self.init_rounds - 1:
+            if (r + 1) % 5 == 0 or r == self.hp.init_rounds - 1:
                 mask, state = self._mask_from_grads(state, self.s_0, r)
         if mask is None:
             mask, state = self._mask_from_grads(state, self.s_0, 0)
@@ -88,7 +86,7 @@ class PruneFL(PruningMethod):
         kept = sum(int(m.sum()) for m in mask.values())
         n = len(ctx.parts)
         init_down = n * (self.official_bits(self.s_0) + POSITION_BITS_PRUNEFL * kept)
-        return {"model": model, "mask": mask, "metrics": {}, "official_init_down": init_down}
+        return self.State(model=model, mask=mask, official_init_down=init_down)
 
     def _mask_from_grads(self, stacked, sparsity, r):
         g2 = {n: v[0] ** 2 for n, v in self.client_grads(stacked, [0], -1 - r, full=False).items()}
@@ -97,13 +95,13 @@ class PruneFL(PruningMethod):
 
     def client_update(self, state, clients, rnd):
         k, t = len(clients), rnd - 1
-        mask = state["mask"]
-        res = self.train(broadcast_state(state["model"], k), clients, rnd, _masked_hooks(mask))
+        mask = state.mask
+        res = self.train(broadcast_state(state.model, k), clients, rnd, _masked_hooks(mask))
         bits = self.exact_bits(res.state, stacked=True)
         s = mask_sparsity(mask)
         up = k * self.official_bits(s)
         extra = {}
-        if (t + 1) % self.R == 0:
+        if (t + 1) % self.hp.R == 0:
             extra["grad_sq"] = {
                 n: g**2 for n, g in self.client_grads(res.state, clients, rnd, full=False).items()
             }
@@ -119,7 +117,7 @@ class PruneFL(PruningMethod):
         t, k = rnd - 1, len(updates.clients)
         s_t = self.target(t)
         avg = weighted_average(updates.state, updates.weights)
-        mask = state["mask"]
+        mask = state.mask
         reconfig = "grad_sq" in updates.extra
         if reconfig:
             g2 = weighted_average(updates.extra["grad_sq"], updates.weights)
@@ -134,22 +132,31 @@ class PruneFL(PruningMethod):
                 k * POSITION_BITS_PRUNEFL * sum(int(m.sum()) for m in mask.values())
             )
         if t == 0:
-            metrics["official_bits_down"] += state["official_init_down"]
-        return {**state, "model": model, "mask": mask, "metrics": metrics}
+            metrics["official_bits_down"] += state.official_init_down
+        return replace(state, model=model, mask=mask, metrics=metrics)
 
 
 @register
 class FedDST(PruningMethod):
     name = "feddst"
-    params = {
-        "horizon": None,
-        "sparsity": 0.9,
-        "R": 20,
-        "alpha": 0.5,
-        "erk_power": 1.0,
-        "lr_decay": 1.0,
-        "prunable": None,
-    }
+
+    @dataclass(frozen=True)
+    class Params(HorizonParams):
+        R: int = integer(20, 1)  # rounds between prune-and-regrow steps
+        alpha: float = real(0.5, 0.0, 1.0)  # largest fraction of active weights moved
+        erk_power: float = real(1.0, 0.0)  # exponent of the ERK layer densities
+
+    @dataclass
+    class State(PruningState):
+        erk: dict = field(default_factory=dict)  # the ERK mask every client starts from
+        client_masks: dict = field(default_factory=dict)  # {client: its own mask}
+
+    def __init__(self, ctx, **params):
+        super().__init__(ctx, **params)
+        # per-layer weight counts the server prunes back to (the ERK densities at s_p)
+        self.counts = keep_counts(
+            self.shapes, erk_densities(self.shapes, 1.0 - self.s_p, self.hp.erk_power)
+        )
 
     def init_state(self, model_state):
         density = 1.0 - self.s_p
@@ -157,29 +164,23 @@ class FedDST(PruningMethod):
             self.shapes,
             density,
             generator(self.ctx.seed, "erk"),
-            self.erk_power,
+            self.hp.erk_power,
             device=self.ctx.x.device,
         )
-        self.counts = keep_counts(self.shapes, erk_densities(self.shapes, density, self.erk_power))
-        return {
-            "model": apply_mask(model_state, mask),
-            "erk": mask,
-            "client_masks": {},
-            "metrics": {},
-        }
+        return self.State(model=apply_mask(model_state, mask), erk=mask)
 
     def drop_fraction(self, t: int) -> float:
         """d_t = (alpha / 2) * (1 + cos(pi t / T))."""
-        return self.alpha / 2 * (1 + math.cos(math.pi * t / self.horizon))
+        return self.hp.alpha / 2 * (1 + math.cos(math.pi * t / self.hp.horizon))
 
     def client_update(self, state, clients, rnd):
         k, t = len(clients), rnd - 1
-        own = [state["client_masks"].get(c, state["erk"]) for c in clients]
+        own = [state.client_masks.get(c, state.erk) for c in clients]
         masks = {n: torch.stack([m[n] for m in own]) for n in self.shapes}
-        starts = apply_mask(broadcast_state(state["model"], k), masks)
+        starts = apply_mask(broadcast_state(state.model, k), masks)
         res = self.train(starts, clients, rnd, _masked_hooks(masks))
         new_masks, moved = own, 0
-        if (t + 1) % self.R == 0:
+        if (t + 1) % self.hp.R == 0:
             grads = self.client_grads(res.state, clients, rnd, full=True)
             frac = self.drop_fraction(t)
             new_masks = []
@@ -208,16 +209,12 @@ class FedDST(PruningMethod):
 
     def aggregate(self, state, updates, rnd):
         t, k = rnd - 1, len(updates.clients)
-        if not hasattr(self, "counts"):
-            self.counts = keep_counts(
-                self.shapes, erk_densities(self.shapes, 1.0 - self.s_p, self.erk_power)
-            )
         avg = weighted_average(updates.state, updates.weights)
         mask = layerwise_magnitude_mask(self._prunable(avg), keep=self.counts)
         model = apply_mask(avg, mask)
-        cm = {**state["client_masks"], **updates.extra["masks"]}
+        cm = {**state.client_masks, **updates.extra["masks"]}
         metrics = self._base_metrics(t, model, mask, self.s_p, k)
         metrics["official_bits_down"] = k * self.official_bits(self.s_p)
         if t == 0:
             metrics["official_bits_down"] += len(self.ctx.parts) * self.official_bits(self.s_p)
-        return {**state, "model": model, "client_masks": cm, "metrics": metrics}
+        return replace(state, model=model, client_masks=cm, metrics=metrics)

@@ -8,6 +8,8 @@ s_t every round). Shared machinery in :mod:`flkit.methods.pruning`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 
 from ..prune import (
@@ -24,7 +26,8 @@ from ..prune import (
 from ..state import broadcast_state
 from ..utils import FlkitError, generator
 from .base import ClientUpdates, weighted_average
-from .pruning import PruningMethod
+from .hyperparameters import real
+from .pruning import MaskState, PruningMethod, ScheduleParams
 from .registry import register
 
 
@@ -36,7 +39,7 @@ class SNIP(PruningMethod):
     training: pruned weights stay exactly zero)."""
 
     name = "snip"
-    params = {"sparsity": 0.9, "lr_decay": 1.0, "prunable": None}
+    State = MaskState
 
     def init_state(self, model_state):
         ctx = self.ctx
@@ -45,12 +48,12 @@ class SNIP(PruningMethod):
         ix = ix[perm[: ctx.spec.batch_size].to(ix.device)]
         scores = snip_scores(ctx.model, model_state, ctx.x[ix], ctx.y[ix], self.prune_names)
         mask = snip_mask(scores, self.s_p)
-        return {"model": apply_mask(model_state, mask), "mask": mask, "metrics": {}}
+        return self.State(model=apply_mask(model_state, mask), mask=mask)
 
     def client_update(self, state, clients, rnd):
-        mask = state["mask"]
+        mask = state.mask
         hooks = {"param_transform": masked(mask), "grad_transform": mask_grads(mask)}
-        res = self.train(broadcast_state(state["model"], len(clients)), clients, rnd, hooks)
+        res = self.train(broadcast_state(state.model, len(clients)), clients, rnd, hooks)
         s = mask_sparsity(mask)
         metrics = {"official_bits_up": len(clients) * self.official_bits(s)}
         return ClientUpdates(
@@ -63,11 +66,11 @@ class SNIP(PruningMethod):
         )
 
     def aggregate(self, state, updates, rnd):
-        mask = state["mask"]
+        mask = state.mask
         model = apply_mask(weighted_average(updates.state, updates.weights), mask)
         s = mask_sparsity(mask)
         metrics = self._base_metrics(rnd - 1, model, mask, s, len(updates.clients))
-        return {**state, "model": model, "metrics": metrics}
+        return replace(state, model=model, metrics=metrics)
 
 
 # --------------------------------------------------------------------------- PruneTrain
@@ -80,14 +83,10 @@ class PruneTrain(PruningMethod):
     global model the same way. s_t follows the cubic schedule from s0."""
 
     name = "prunetrain"
-    params = {
-        "horizon": None,
-        "sparsity": 0.9,
-        "s0": 0.5,
-        "coef": 0.01,
-        "lr_decay": 1.0,
-        "prunable": None,
-    }
+
+    @dataclass(frozen=True)
+    class Params(ScheduleParams):
+        coef: float = real(0.01, 0.0)  # weight of the layer-norm penalty
 
     def check_params(self):
         super().check_params()
@@ -98,15 +97,10 @@ class PruneTrain(PruningMethod):
             )
         self.inner = self.prune_names[1:-1]
 
-    def init_state(self, model_state):
-        return {"model": model_state, "metrics": {}}
-
     def client_update(self, state, clients, rnd):
         k, s_t = len(clients), self.target(rnd - 1)
-        start = apply_mask(
-            state["model"], global_magnitude_mask(self._prunable(state["model"]), s_t)
-        )
-        hooks = {"extra_loss": layer_l2_penalty(self.coef, None, self.inner)}
+        start = apply_mask(state.model, global_magnitude_mask(self._prunable(state.model), s_t))
+        hooks = {"extra_loss": layer_l2_penalty(self.hp.coef, None, self.inner)}
         res = self.train(broadcast_state(start, k), clients, rnd, hooks)
         local = global_magnitude_mask({n: res.state[n] for n in self.inner}, s_t, stacked=True)
         sent = apply_mask(res.state, local)
@@ -127,4 +121,4 @@ class PruneTrain(PruningMethod):
         mask = global_magnitude_mask({n: avg[n] for n in self.inner}, s_t)
         model = apply_mask(avg, mask)
         metrics = self._base_metrics(rnd - 1, model, mask, s_t, len(updates.clients))
-        return {**state, "model": model, "metrics": metrics}
+        return replace(state, model=model, metrics=metrics)

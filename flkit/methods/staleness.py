@@ -21,13 +21,15 @@ Public formulas (students re-implement them in the exercise):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..engine import evaluate
 from ..state import stack_states
-from ..train import evaluate
-from ..utils import FlkitError, check_choice, check_range
-from .base import Method, RoundLog, weighted_average
+from ..utils import FlkitError, check_range
+from .base import Method, RoundLog, ServerState, weighted_average
+from .hyperparameters import Hyperparameters, choice, flag, integer, real
 from .registry import register
 
 PARTICIPATION = ("round_robin", "uniform")
@@ -107,48 +109,50 @@ def round_robin(num_clients: int, m: int, rnd: int) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ the methods
+@dataclass(frozen=True)
+class StalenessParams(Hyperparameters):
+    tau: int = integer(40, 0)  # rounds a stale client's update lags behind
+    affected_class: int = integer(5, 0)  # the class the stale clients hold most of
+    num_stale: int = integer(10, 0)  # how many clients are stale
+    participation: str = choice("round_robin", PARTICIPATION)
+    track_error: bool = flag(False)  # also train the unstale update, to measure errors
+
+
+@dataclass
+class StalenessState(ServerState):
+    fifo: list = field(default_factory=list)  # the last global models, oldest first
+
+
 class StalenessMethod(Method):
     """Shared round of every staleness method; subclasses change `adjust` (and W-Pred the stale
     start, Asyn-Tiers the aggregation). `unstale` is this class with staleness switched off."""
 
     name = "unstale"
-    params = {
-        "tau": 40,
-        "affected_class": 5,
-        "num_stale": 10,
-        "participation": "round_robin",
-        "track_error": False,
-    }
+    Params = StalenessParams
+    State = StalenessState
     stale_enabled = False
     extra_history = 0  # additional global models the FIFO keeps (W-Pred: 1)
 
     def check_params(self):
-        ctx = self.ctx
-        check_range("tau", self.tau, 0)
-        if int(self.tau) != self.tau:
-            raise FlkitError(f"tau={self.tau!r} must be a whole number of rounds")
-        check_range("affected_class", self.affected_class, 0, ctx.num_classes - 1)
-        check_range("num_stale", self.num_stale, 0, len(ctx.parts))
-        check_choice("participation", self.participation, PARTICIPATION)
-        self.stale = set(stale_clients(ctx.parts, ctx.y, self.affected_class, self.num_stale))
-
-    def init_state(self, model_state):
-        return {"model": model_state, "fifo": []}
+        ctx, hp = self.ctx, self.hp
+        check_range("affected_class", hp.affected_class, 0, ctx.num_classes - 1)
+        check_range("num_stale", hp.num_stale, 0, len(ctx.parts))
+        self.stale = set(stale_clients(ctx.parts, ctx.y, hp.affected_class, hp.num_stale))
 
     def select_clients(self, state, rnd):
-        if self.participation == "uniform":
+        if self.hp.participation == "uniform":
             return super().select_clients(state, rnd)
         n = len(self.ctx.parts)
         return round_robin(n, self.ctx.clients_per_round or n, rnd)
 
     def eval_metrics(self, state, x, y):
-        _, _, per = evaluate(self.ctx.model, state["model"], x, y, per_class=self.ctx.num_classes)
-        return {"affected_accuracy": float(per[self.affected_class])}
+        _, _, per = evaluate(self.ctx.model, state.model, x, y, per_class=self.ctx.num_classes)
+        return {"affected_accuracy": float(per[self.hp.affected_class])}
 
     # -- hooks
     def stale_start(self, state, fifo):
         """The model a stale client trains from: w^(t-tau)."""
-        return fifo[-(self.tau + 1)]
+        return fifo[-(self.hp.tau + 1)]
 
     def adjust(self, state, info: dict) -> tuple[dict, dict]:
         """Delta_use for the stale participants ({name: [S, ...]}) and extra round metrics."""
@@ -161,11 +165,11 @@ class StalenessMethod(Method):
 
     # -- the round
     def round(self, state, clients, rnd):
-        t = rnd - 1
-        now = state["model"]
-        keep = self.tau + 1 + self.extra_history
-        fifo = (list(state["fifo"]) + [{n: v.clone() for n, v in now.items()}])[-keep:]
-        lagged = self.stale_enabled and self.tau > 0 and len(fifo) >= self.tau + 1
+        t, tau = rnd - 1, self.hp.tau
+        now = state.model
+        keep = tau + 1 + self.extra_history
+        fifo = (list(state.fifo) + [{n: v.clone() for n, v in now.items()}])[-keep:]
+        lagged = self.stale_enabled and tau > 0 and len(fifo) >= tau + 1
         is_stale = [lagged and c in self.stale for c in clients]
         start_stale = self.stale_start(state, fifo) if any(is_stale) else None
         starts = stack_states([start_stale if s else now for s in is_stale])
@@ -182,13 +186,13 @@ class StalenessMethod(Method):
                 "t": t,
                 "clients": sub,
                 "delta": delta,
-                "then": fifo[-(self.tau + 1)],
+                "then": fifo[-(tau + 1)],
                 "start": start_stale,
                 "now": now,
                 "rnd": rnd,
                 "fifo": fifo,
             }
-            if self.track_error or self.needs_oracle(state, t):
+            if self.hp.track_error or self.needs_oracle(state, t):
                 oracle = self.train(stack_states([now] * len(sub)), sub, rnd)
                 info["true"] = {n: oracle.state[n] - now[n] for n in now}
             use, extra = self.adjust(state, info)
@@ -201,7 +205,7 @@ class StalenessMethod(Method):
         new_model = self.combine(state, models, mask)
         loss = float(res.train_loss.mean())
         bits = [32 * sum(v[0].numel() for v in res.state.values())] * len(clients)
-        new_state = {**state, "model": new_model, "fifo": fifo}
+        new_state = replace(state, model=new_model, fifo=fifo)
         return new_state, RoundLog(bits, self.downlink_bits(state, clients), loss, metrics)
 
     def needs_oracle(self, state, t) -> bool:
@@ -249,17 +253,19 @@ class Weighted(Unweighted):
     """Stale update scaled by s(tau): the sigmoid with a, b (form='sigmoid') or 2^(-tau/20)."""
 
     name = "weighted"
-    params = {**StalenessMethod.params, "a": 0.25, "b": 10.0, "form": "sigmoid"}
 
-    def check_params(self):
-        super().check_params()
-        check_choice("form", self.form, ("sigmoid", "exp"))
+    @dataclass(frozen=True)
+    class Params(StalenessParams):
+        a: float = real(0.25, 0.0)  # slope of the sigmoid
+        b: float = real(10.0, 0.0)  # staleness at which the weight is 1/2
+        form: str = choice("sigmoid", ("sigmoid", "exp"))
 
     def adjust(self, state, info):
+        hp = self.hp
         s = (
-            weighted_factor(self.tau, self.a, self.b)
-            if self.form == "sigmoid"
-            else weighted_factor_exp(self.tau)
+            weighted_factor(hp.tau, hp.a, hp.b)
+            if hp.form == "sigmoid"
+            else weighted_factor_exp(hp.tau)
         )
         return {n: s * v for n, v in info["delta"].items()}, {"stale_weight": s}
 
@@ -273,11 +279,14 @@ class FirstOrder(Unweighted):
     """Taylor (DC-ASGD style) compensation with lambda' (code value 4)."""
 
     name = "first_order"
-    params = {**StalenessMethod.params, "lam": 4.0}
+
+    @dataclass(frozen=True)
+    class Params(StalenessParams):
+        lam: float = real(4.0, 0.0)  # lambda' of the compensation
 
     def adjust(self, state, info):
         return _first_order_all(
-            info["delta"], info["now"], info["then"], self.lam, set(self.param_names)
+            info["delta"], info["now"], info["then"], self.hp.lam, set(self.param_names)
         ), {}
 
 
@@ -291,18 +300,19 @@ class WPred(FirstOrder):
     extra_history = 1
 
     def stale_start(self, state, fifo):
-        then = fifo[-(self.tau + 1)]
-        if len(fifo) < self.tau + 2:
+        tau = self.hp.tau
+        then = fifo[-(tau + 1)]
+        if len(fifo) < tau + 2:
             return then
-        prev = fifo[-(self.tau + 2)]
+        prev = fifo[-(tau + 2)]
         return {
-            n: then[n] + self.tau * (then[n] - prev[n]) if then[n].is_floating_point() else then[n]
+            n: then[n] + tau * (then[n] - prev[n]) if then[n].is_floating_point() else then[n]
             for n in then
         }
 
     def adjust(self, state, info):
         return _first_order_all(
-            info["delta"], info["now"], info["start"], self.lam, set(self.param_names)
+            info["delta"], info["now"], info["start"], self.hp.lam, set(self.param_names)
         ), {}
 
 
@@ -313,7 +323,7 @@ class AsynTiers(Unweighted):
     name = "asyn_tiers"
 
     def combine(self, state, models, stale_mask):
-        now = state["model"]
+        now = state.model
         in_s = torch.tensor([c in self.stale for c in self._clients], device=stale_mask.device)
         tiers_in = [~in_s, in_s]
         n_s = len(self.stale)

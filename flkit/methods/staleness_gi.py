@@ -12,13 +12,17 @@ arrives then) and gamma falls linearly to 0 over `gamma_window` x the rounds bef
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 import torch
 
-from ..inversion import InversionSpec, box_from_data, init_data, invert, unroll
-from ..utils import FlkitError, check_choice, check_range
+from ..inversion import MODEL_MODES, InversionSpec, box_from_data, init_data, invert, unroll
+from ..utils import FlkitError
+from .hyperparameters import choice, flag, integer, real
 from .registry import register
 from .staleness import (
-    StalenessMethod,
+    StalenessParams,
+    StalenessState,
     Unweighted,
     cosine_distance,
     gamma_ramp,
@@ -29,105 +33,98 @@ from .staleness import (
 
 class GIStaleness(Unweighted):
     name = "gi_staleness"
-    params = {
-        **StalenessMethod.params,
-        "gi": True,
-        "gi_size": 64,
-        "gi_iters": 300,
-        "gi_lr": 0.1,
-        "gi_topk": 0.05,
-        "gi_tol": 0.0,
-        "gi_window": 50,
-        "warm_start": True,
-        "model_mode": "eval",
-        "box": "data",
-        "uniqueness": False,
-        "off_diagonal": False,
-        "switch": "paper",
-        "switch_metric": "l1",
-        "switch_margin": 1.0,
-        "switch_delay": None,
-        "switch_at": None,
-        "gamma_window": 0.1,
-    }
+
+    @dataclass(frozen=True)
+    class Params(StalenessParams):
+        gi: bool = flag(True)  # False: Unweighted (the estimate is never made)
+        gi_size: int = integer(64, 1)  # surrogate samples per client (R)
+        gi_iters: int = integer(300, 1)  # inversion iterations (T_GI)
+        gi_lr: float = real(0.1, 0.0, low_open=True)  # the inversion's learning rate
+        gi_topk: float = real(0.05, 0.0, 1.0, low_open=True)  # fraction of the target matched
+        gi_tol: float = real(0.0, 0.0)  # early-stopping tolerance of the inversion
+        gi_window: int = integer(50, 1)  # iterations the tolerance looks back
+        warm_start: bool = flag(True)  # a client's inversion starts from its last surrogate data
+        model_mode: str = choice("eval", MODEL_MODES)
+        box: str = choice("data", ("data", "none"))  # surrogate inputs clipped to the data's range
+        uniqueness: bool = flag(False)  # invert only updates far from the unstale ones (Eq. 8)
+        off_diagonal: bool = flag(False)  # Eq. 8's mean without the zero diagonal
+        switch: str = choice("paper", ("paper", "none"))  # switch back to plain aggregation
+        switch_metric: str = choice("l1", ("l1", "cos"))
+        switch_margin: float = real(1.0, 0.0, low_open=True)
+        switch_delay: int | None = integer(None, 0, optional=True)  # None: tau rounds
+        switch_at: int | None = integer(None, 0, optional=True)  # a fixed switching round
+        gamma_window: float = real(0.1, 0.0)  # ramp length, as a fraction of the switch round
+
+    @dataclass
+    class State(StalenessState):
+        cache: dict = field(default_factory=dict)  # {client: (surrogate x, label logits)}
+        unstale_hist: list = field(default_factory=list)  # flat unstale updates per round
+        switch_detected: int | None = None  # the round the oracle showed the estimate worse
+        switch_round: int | None = None  # the round gamma starts to fall
 
     def check_params(self):
         super().check_params()
+        hp = self.hp
         self.ispec = InversionSpec(
-            size=self.gi_size,
-            iters=self.gi_iters,
-            lr=self.gi_lr,
-            topk=self.gi_topk,
-            tol=self.gi_tol,
-            window=self.gi_window,
-            model_mode=self.model_mode,
+            size=hp.gi_size,
+            iters=hp.gi_iters,
+            lr=hp.gi_lr,
+            topk=hp.gi_topk,
+            tol=hp.gi_tol,
+            window=hp.gi_window,
+            model_mode=hp.model_mode,
         )
-        check_choice("box", self.box, ("data", "none"))
-        check_choice("switch", self.switch, ("paper", "none"))
-        check_choice("switch_metric", self.switch_metric, ("l1", "cos"))
-        check_range("switch_margin", self.switch_margin, 0, None, low_open=True)
-        check_range("gamma_window", self.gamma_window, 0)
-        if self.switch_delay is not None:
-            check_range("switch_delay", self.switch_delay, 0)
-        if self.switch_at is not None:
-            check_range("switch_at", self.switch_at, 0)
         spec, sizes = self.ctx.spec, [len(p) for p in self.ctx.parts]
-        if self.gi and max(sizes) > spec.batch_size:
+        if hp.gi and max(sizes) > spec.batch_size:
             raise FlkitError(
                 f"gi_staleness models full-batch local training: batch_size="
                 f"{spec.batch_size} is smaller than the largest client ({max(sizes)} "
                 "samples); accepted: batch_size >= every client's size"
             )
-        self.data_box = box_from_data(self.ctx.x) if self.box == "data" else None
+        self.data_box = box_from_data(self.ctx.x) if hp.box == "data" else None
 
     def init_state(self, model_state):
-        return {
-            **super().init_state(model_state),
-            "cache": {},
-            "unstale_hist": [],
-            "switch_detected": None,
-            "switch_round": self.switch_at,
-        }
+        return self.State(model=model_state, switch_round=self.hp.switch_at)
 
     def needs_oracle(self, state, t):
-        return self.gi and self.switch == "paper" and state["switch_detected"] is None
+        return self.hp.gi and self.hp.switch == "paper" and state.switch_detected is None
 
     def _flat(self, d):
         return torch.cat([d[n].reshape(d[n].shape[0], -1) for n in self.param_names], 1)
 
     def round(self, state, clients, rnd):
         new_state, log = super().round(state, clients, rnd)
-        sw = new_state["switch_round"]
+        sw = new_state.switch_round
         log.metrics["switch_round"] = float("nan") if sw is None else float(sw)
-        if self.uniqueness:  # this round's unstale updates, the reference tau rounds later
+        if self.hp.uniqueness:  # this round's unstale updates, the reference tau rounds later
             clients_, lagged, trained, starts = self._round_training
             normal = [i for i, s in enumerate(lagged) if not s]
             d = {n: trained[n][normal] - starts[n][normal] for n in self.param_names}
-            hist = list(new_state["unstale_hist"]) + [self._flat(d).detach()]
-            new_state = {**new_state, "unstale_hist": hist[-(self.tau + 1) :]}
+            hist = list(new_state.unstale_hist) + [self._flat(d).detach()]
+            new_state = replace(new_state, unstale_hist=hist[-(self.hp.tau + 1) :])
         return new_state, log
 
     def _unique(self, state, delta_flat):
         """Which stale updates are farther from round t - tau's unstale updates than Eq. 8's
         threshold (mean cosine distance to them); all of them when no reference exists."""
-        hist = state["unstale_hist"]
-        ref = hist[-self.tau] if len(hist) >= self.tau and self.tau > 0 else None
+        hist, tau = state.unstale_hist, self.hp.tau
+        ref = hist[-tau] if len(hist) >= tau and tau > 0 else None
         if ref is None or ref.shape[0] == 0:
             return torch.ones(delta_flat.shape[0], dtype=torch.bool)
-        theta = uniqueness_threshold(ref, self.off_diagonal)
+        theta = uniqueness_threshold(ref, self.hp.off_diagonal)
         dist = cosine_distance(delta_flat.unsqueeze(1), ref.unsqueeze(0)).mean(1)
         return (dist > theta).cpu()
 
     def adjust(self, state, info):
         t, delta = info["t"], info["delta"]
-        gamma = gamma_ramp(t, state["switch_round"], self.gamma_window)
+        gamma = gamma_ramp(t, state.switch_round, self.hp.gamma_window)
         metrics = {"gamma": gamma}
-        if not self.gi or gamma == 0:
+        if not self.hp.gi or gamma == 0:
             return delta, metrics
         names, clients = self.param_names, info["clients"]
         use_gi = (
             self._unique(state, self._flat(delta))
-            if self.uniqueness
+            if self.hp.uniqueness
             else torch.ones(len(clients), dtype=torch.bool)
         )
         metrics["gi_clients"] = int(use_gi.sum())
@@ -146,13 +143,13 @@ class GIStaleness(Unweighted):
             self.ctx.x.shape[1:],
             self.ctx.num_classes,
             self.ctx.seed,
-            [(c, info["rnd"] if not self.warm_start else 0) for c in sub],
+            [(c, info["rnd"] if not self.hp.warm_start else 0) for c in sub],
             dev,
             self.ctx.x.dtype,
         )
-        cache = state["cache"]
+        cache = state.cache
         for j, c in enumerate(sub):
-            if self.warm_start and c in cache:
+            if self.hp.warm_start and c in cache:
                 x0[j], y0[j] = cache[c][0], cache[c][1]
         res = invert(
             self.ctx.model,
@@ -171,7 +168,7 @@ class GIStaleness(Unweighted):
             res.x,
             torch.softmax(res.y, -1),
             self.ctx.spec,
-            train_mode=self.model_mode == "train",
+            train_mode=self.hp.model_mode == "train",
             backend=self.ctx.backend,
         )
         est = {n: v.detach() for n, v in est.items()}
@@ -192,26 +189,26 @@ class GIStaleness(Unweighted):
         return use, metrics
 
     def after_adjust(self, state, info):
-        new = dict(state)
+        hp, new = self.hp, state
         if getattr(self, "_new_cache", None):
-            new["cache"] = {**state["cache"], **self._new_cache} if self.warm_start else {}
+            cache = {**state.cache, **self._new_cache} if hp.warm_start else {}
+            new = replace(new, cache=cache)
             self._new_cache = None
         if (
             "true" in info
             and "estimate" in info
-            and state["switch_detected"] is None
-            and self.switch == "paper"
-            and self.switch_at is None
+            and state.switch_detected is None
+            and hp.switch == "paper"
+            and hp.switch_at is None
         ):
             e1, e2 = self._switch_errors(info)
-            if e1 > self.switch_margin * e2:
-                delay = self.tau if self.switch_delay is None else self.switch_delay
-                new["switch_detected"] = info["t"]
-                new["switch_round"] = info["t"] + delay
+            if e1 > hp.switch_margin * e2:
+                delay = hp.tau if hp.switch_delay is None else hp.switch_delay
+                new = replace(new, switch_detected=info["t"], switch_round=info["t"] + delay)
         return new
 
     def _switch_errors(self, info):
-        f = cosine_distance if self.switch_metric == "cos" else relative_l1
+        f = cosine_distance if self.hp.switch_metric == "cos" else relative_l1
         true = self._flat(info["true"])
         return (
             float(f(self._flat(info["estimate"]), true).mean()),

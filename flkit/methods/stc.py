@@ -17,7 +17,7 @@ All three exchange *pseudo-gradients* g = w_before − w_after (so the server ap
 With α = 1 and τ = 0 STC-PA is exactly STC (every client kept, no external step, rescale factor
 exactly 1). FedAvg stays :class:`flkit.methods.fedavg.FedAvg`.
 
-State (a plain dict, checkpointed by :func:`flkit.experiment.run`)::
+State (:class:`ExchangeState`, checkpointed by :func:`flkit.experiment.run`)::
 
     model              the global model (state dict)
     client_residuals   {client id: {param name: Tensor}} the clients' error-feedback residuals
@@ -44,11 +44,12 @@ data before local training) or ``"during"`` (mean training loss of the local epo
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec, check_p
+from ..compress import COUNTERS, DEFAULT_COUNTER, DenseCodec, ErrorFeedback, STCCodec
+from ..engine import evaluate
 from ..projection import (
     EXTERNAL_VARIANTS,
     keep_count,
@@ -57,9 +58,9 @@ from ..projection import (
     rescale_to_mean_norm,
 )
 from ..state import broadcast_state, flatten, unflatten
-from ..train import evaluate
-from ..utils import FlkitError, check_choice, check_range
-from .base import ClientUpdates, Method, weighted_average
+from ..utils import FlkitError
+from .base import ClientUpdates, Method, ServerState, weighted_average
+from .hyperparameters import Hyperparameters, choice, integer, real
 from .registry import register
 
 __all__ = [
@@ -71,96 +72,71 @@ __all__ = [
     "rescale_to_mean_norm",
     "keep_count",
     "LOSS_MODES",
-    "check_p",
-    "check_alpha",
-    "check_tau",
+    "ExchangeState",
 ]
 
 LOSS_MODES = ("before", "during")
 
 
-# --------------------------------------------------------------------------- validation
-def _is_number(v) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isnan(float(v))
+# --------------------------------------------------------------------------- parameters, state
+@dataclass(frozen=True)
+class CompressionParams(Hyperparameters):
+    p: float = real(0.1, 0.0, 1.0, low_open=True)  # fraction of entries STC keeps
+    counter: str = choice(DEFAULT_COUNTER, COUNTERS)  # how a message's bits are counted
+    residual_dtype: str = choice("float32", ("float32", "float16"))  # error-feedback storage
 
 
-def check_alpha(alpha) -> float:
-    """Fraction of highest-loss clients kept unprojected: a number in [0, 1]."""
-    if not _is_number(alpha):
-        raise FlkitError(f"alpha={alpha!r} must be a number in the accepted range [0, 1]")
-    check_range("alpha", float(alpha), 0.0, 1.0)
-    return float(alpha)
+@dataclass(frozen=True)
+class ProjectionParams(Hyperparameters):
+    alpha: float = real(0.1, 0.0, 1.0)  # fraction of highest-loss clients kept unprojected
+    tau: int = integer(1, 0)  # rounds of history for the external projection
+    external_variant: str = choice("paper", EXTERNAL_VARIANTS)
+    loss: str = choice("before", LOSS_MODES)
 
 
-def check_tau(tau) -> int:
-    """Rounds of history for the external projection: an integer >= 0."""
-    if isinstance(tau, bool) or not (
-        isinstance(tau, int) or (isinstance(tau, float) and tau.is_integer())
-    ):
-        raise FlkitError(f"tau={tau!r} must be an integer >= 0 (rounds of history)")
-    check_range("tau", int(tau), 0)
-    return int(tau)
+@dataclass
+class ExchangeState(ServerState):
+    """The fields are described in this module's docstring."""
+
+    client_residuals: dict = field(default_factory=dict)
+    server_residual: dict = field(default_factory=dict)
+    history: dict = field(default_factory=dict)
+    last_round: dict = field(default_factory=dict)
+    down_bits: int | None = None
+    metrics: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- the family
 class _UpdateExchange(Method):
     """Shared round of STC / FedFV / STC-PA (flags ``compress`` and ``project``)."""
 
-    compress = True
-    project = False
-    params: dict = {}
+    compress = True  # Params are CompressionParams
+    project = False  # Params are ProjectionParams
+    State = ExchangeState
 
-    # -- parameters
     def check_params(self):
-        if "p" in self.hp:
-            self.p = check_p(self.p)
-        if "counter" in self.hp:
-            check_choice("counter", self.counter, COUNTERS)
-        if "alpha" in self.hp:
-            self.alpha = check_alpha(self.alpha)
-        if "tau" in self.hp:
-            self.tau = check_tau(self.tau)
-        if "external_variant" in self.hp:
-            check_choice("external_variant", self.external_variant, EXTERNAL_VARIANTS)
-        if "loss" in self.hp:
-            check_choice("loss", self.loss, LOSS_MODES)
-        check_choice(
-            "residual_dtype", self.hp.get("residual_dtype", "float32"), ("float32", "float16")
-        )
-        self.codec = STCCodec(self.p, self.counter) if self.compress else DenseCodec()
+        self.codec = STCCodec(self.hp.p, self.hp.counter) if self.compress else DenseCodec()
         self.uplink = self.codec
 
     def _ef(self, store: dict) -> ErrorFeedback:
         """An ErrorFeedback whose residuals live in ``store`` (a dict of the method state), so
         they are checkpointed with the state and persist across rounds."""
-        dtype = torch.float16 if self.hp.get("residual_dtype") == "float16" else None
+        dtype = torch.float16 if self.hp.residual_dtype == "float16" else None
         ef = ErrorFeedback(
             device="cpu" if self.ctx.x.device.type == "cpu" else self.ctx.x.device, dtype=dtype
         )
         ef._res = store  # the method state owns the tensors
         return ef
 
-    # -- state
-    def init_state(self, model_state):
-        return {
-            "model": model_state,
-            "client_residuals": {},
-            "server_residual": {},
-            "history": {},
-            "last_round": {},
-            "down_bits": None,
-            "metrics": {},
-        }
-
     # -- client side
     def client_losses(self, state, clients):
         """l_i: loss of the global model on each client's training data (before local training),
-        one batched evaluation per client through flkit.train.evaluate."""
+        one batched evaluation per client through flkit.engine.evaluate."""
         ctx = self.ctx
         out = []
         for c in clients:
             ix = ctx.parts[c]
-            _, loss = evaluate(ctx.model, state["model"], ctx.x[ix], ctx.y[ix])
+            _, loss = evaluate(ctx.model, state.model, ctx.x[ix], ctx.y[ix])
             out.append(loss)
         return torch.tensor(out, dtype=torch.float64)
 
@@ -170,10 +146,10 @@ class _UpdateExchange(Method):
             raise FlkitError("client_update got an empty client set; need at least one client")
         if len(set(clients)) != len(clients):
             raise FlkitError(f"clients must be distinct, got {clients}")
-        K = len(clients)
-        starts = broadcast_state(state["model"], K)
+        n_clients = len(clients)
+        starts = broadcast_state(state.model, n_clients)
         losses = None
-        if self.project and self.loss == "before":
+        if self.project and self.hp.loss == "before":
             losses = self.client_losses(state, clients)
         res = self.train(starts, clients, rnd)
         if losses is None:
@@ -181,12 +157,12 @@ class _UpdateExchange(Method):
         names = self.param_names
         g = {n: starts[n] - res.state[n] for n in names}  # pseudo-gradients [K, ...]
         if self.compress:
-            ef = self._ef(state["client_residuals"])
+            ef = self._ef(state.client_residuals)
             sent = ef.step_stacked(clients, g, self.codec)  # a = g + e; g~ = STC(a); e = a − g~
             bits = list(ef.last_bits)
         else:
             sent, bits = g, list(self.codec.message_bits(g, stacked=True))  # dense: sent as is
-        kept = [int(sum((sent[n][i] != 0).sum().item() for n in names)) for i in range(K)]
+        kept = [int(sum((sent[n][i] != 0).sum().item() for n in names)) for i in range(n_clients)]
         return ClientUpdates(
             clients,
             res.state,
@@ -203,11 +179,11 @@ class _UpdateExchange(Method):
             raise FlkitError("aggregate got no client updates; need at least one client")
         names = self.param_names
         sent = updates.extra["sent"]
-        G = flatten(sent, names)  # [m, d] whole-model rows
-        m = G.shape[0]
+        rows = flatten(sent, names)  # [m, d] whole-model rows
+        m = rows.shape[0]
         metrics = {"clients": m, "up_nonzeros_mean": float(sum(updates.extra["nonzeros"]) / m)}
-        history = dict(state["history"])
-        last_round = dict(state["last_round"])
+        history = dict(state.history)
+        last_round = dict(state.last_round)
         if self.project:
             losses = updates.extra["losses"]
             if len(losses) != m:
@@ -215,14 +191,14 @@ class _UpdateExchange(Method):
                     f"{len(losses)} losses for {m} client updates; give one loss per client"
                 )
             for i, c in enumerate(clients):  # Alg. 4 line 14: GH_i <- (g~_i, t)
-                history[c] = (G[i].detach().clone(), rnd)
+                history[c] = (rows[i].detach().clone(), rnd)
                 last_round[c] = rnd
-            g, info = project_internal(G, losses, self.alpha, return_info=True)
+            g, info = project_internal(rows, losses, self.hp.alpha, return_info=True)
             g, einfo = project_external(
-                g, history, rnd, self.tau, self.external_variant, return_info=True
+                g, history, rnd, self.hp.tau, self.hp.external_variant, return_info=True
             )
-            g = rescale_to_mean_norm(g, G)
-            oldest = rnd + 1 - self.tau  # never visited again
+            g = rescale_to_mean_norm(g, rows)
+            oldest = rnd + 1 - self.hp.tau  # never visited again
             history = {c: v for c, v in history.items() if v[1] >= oldest}
             metrics.update(
                 kept=info.kept,
@@ -231,44 +207,44 @@ class _UpdateExchange(Method):
                 external_conflicts=len(einfo.conflicting_clients),
             )
         else:
-            g = G.mean(dim=0)
+            g = rows.mean(dim=0)
             for c in clients:
                 last_round[c] = rnd
-        g_dict = unflatten(g, state["model"], names)
+        g_dict = unflatten(g, state.model, names)
         if self.compress:
-            ef = self._ef(state["server_residual"])
+            ef = self._ef(state.server_residual)
             down = ef.step("server", g_dict, self.codec)  # a_s = g + e_s; ḡ = STC(a_s)
             down_bits = int(ef.last_bits)
         else:
             down, down_bits = g_dict, None  # dense model download
-        model = dict(state["model"])
+        model = dict(state.model)
         for n in names:
-            model[n] = state["model"][n] - down[n].to(state["model"][n].dtype)
-        others = [n for n, v in state["model"].items() if n not in names and v.is_floating_point()]
+            model[n] = state.model[n] - down[n].to(state.model[n].dtype)
+        others = [n for n, v in state.model.items() if n not in names and v.is_floating_point()]
         if others:  # BN statistics: plain average
             avg = weighted_average({n: updates.state[n] for n in others}, updates.weights)
             model.update(avg)
         metrics["update_norm"] = float(torch.linalg.vector_norm(g))
         if self.compress:
             metrics["down_nonzeros"] = int(sum((down[n] != 0).sum().item() for n in names))
-        return {
-            **state,
-            "model": model,
-            "history": history,
-            "last_round": last_round,
-            "down_bits": down_bits,
-            "metrics": metrics,
-        }
+        return replace(
+            state,
+            model=model,
+            history=history,
+            last_round=last_round,
+            down_bits=down_bits,
+            metrics=metrics,
+        )
 
     def downlink_bits(self, state, clients):
         """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV:
         dense)."""
-        if not self.compress or state.get("down_bits") is None:
+        if not self.compress or state.down_bits is None:
             return super().downlink_bits(state, clients)
-        return [int(state["down_bits"])] * len(clients)
+        return [int(state.down_bits)] * len(clients)
 
     def round_metrics(self, state, updates):
-        return dict(state.get("metrics", {}))
+        return dict(state.metrics)
 
 
 @register
@@ -276,7 +252,7 @@ class STC(_UpdateExchange):
     """Sparse ternary compression both ways with error feedback; plain mean of the g~_i."""
 
     name = "stc"
-    params = {"p": 0.1, "counter": DEFAULT_COUNTER, "residual_dtype": "float32"}
+    Params = CompressionParams
     compress, project = True, False
 
 
@@ -285,7 +261,7 @@ class FedFV(_UpdateExchange):
     """FedFV: conflict projection (internal + external) and norm rescaling, no compression."""
 
     name = "fedfv"
-    params = {"alpha": 0.1, "tau": 1, "external_variant": "paper", "loss": "before"}
+    Params = ProjectionParams
     compress, project = False, True
 
 
@@ -294,13 +270,8 @@ class STCPA(_UpdateExchange):
     """STC-PA (Tian 2022, Algorithm 4): STC up, projection aggregation, STC down."""
 
     name = "stc_pa"
-    params = {
-        "p": 0.1,
-        "counter": DEFAULT_COUNTER,
-        "alpha": 0.1,
-        "tau": 1,
-        "external_variant": "paper",
-        "loss": "before",
-        "residual_dtype": "float32",
-    }
     compress, project = True, True
+
+    @dataclass(frozen=True)
+    class Params(CompressionParams, ProjectionParams):
+        pass

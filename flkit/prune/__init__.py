@@ -8,7 +8,6 @@
 * synflow: data-free iterative SynFlow saliency, structured group scores and masks;
 * supermask: sign / binary supermask transforms and their straight-through estimators.
 """
-# ruff: noqa: F401  (re-exports)
 
 from .hooks import layer_l2_penalty, mask_grads, masked, straight_through
 from .masks import (
@@ -50,3 +49,48 @@ from .synflow import (
     weight_fraction,
     weight_layers,
 )
+
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "LAMBDA_VARIANTS",
+    "apply_mask",
+    "binary_ste",
+    "bnn_sign_ste",
+    "check_lambda",
+    "check_mask",
+    "check_sparsity",
+    "classifier_layer",
+    "cubic_sparsity",
+    "decayed_lr",
+    "default_prunable",
+    "erk_densities",
+    "erk_mask",
+    "global_magnitude_mask",
+    "group_scores",
+    "hard_sign",
+    "incremental_lambda",
+    "information_loss",
+    "keep_counts",
+    "layer_l2_penalty",
+    "layerwise_magnitude_mask",
+    "mask_grads",
+    "mask_sparsity",
+    "masked",
+    "prunable_names",
+    "prune_and_regrow",
+    "quantise",
+    "resolve_layers",
+    "scaled_grads",
+    "sign_ste",
+    "snip_mask",
+    "snip_scores",
+    "straight_through",
+    "strict_keep",
+    "structural_masks",
+    "supermask_transform",
+    "synflow_group_mask",
+    "synflow_scores",
+    "weight_fraction",
+    "weight_layers",
+    "zero_fraction",
+]

@@ -1,7 +1,7 @@
-"""Engine hooks for masked training (pure functions for flkit.train.train_clients).
+"""Engine hooks for masked training (pure functions for flkit.engine.train_clients).
 
 Masks are ``{name: bool Tensor}`` of one model's shapes (shared by all clients) or stacked
-``[K, ...]`` (one per client; the engine's ctx["clients"] selects the rows of the clients in a
+``[K, ...]`` (one per client; the hooks' hook_args["clients"] selects the rows of the clients in a
 step).
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from torch import Tensor
 
 
-def _mask_for(mask: Mapping[str, Tensor], name: str, p: Tensor, ctx) -> Tensor:
+def _mask_for(mask: Mapping[str, Tensor], name: str, p: Tensor, hook_args) -> Tensor:
     m = mask[name]
     if m.dim() == p.dim():  # per-client masks [K_all, ...]
-        m = m[ctx["clients"]]
+        m = m[hook_args["clients"]]
     return m.to(p.dtype)
 
 
@@ -24,11 +24,11 @@ def straight_through(mask: Mapping[str, Tensor]):
     the gradient taken at w * m is applied to the dense w at every position (pruned ones too),
     because w + (w*m - w).detach() has value w*m and derivative 1 with respect to w."""
 
-    def transform(params, ctx):
+    def transform(params, hook_args):
         out = dict(params)
         for n in mask:
             p = params[n]
-            out[n] = p + (p * _mask_for(mask, n, p, ctx) - p).detach()
+            out[n] = p + (p * _mask_for(mask, n, p, hook_args) - p).detach()
         return out
 
     return transform
@@ -38,10 +38,10 @@ def masked(mask: Mapping[str, Tensor]):
     """param_transform for masked training: the forward sees w * m and pruned positions get no
     gradient from the loss (SNIP, PruneFL, FedDST keep pruned weights at exactly zero)."""
 
-    def transform(params, ctx):
+    def transform(params, hook_args):
         out = dict(params)
         for n in mask:
-            out[n] = params[n] * _mask_for(mask, n, params[n], ctx)
+            out[n] = params[n] * _mask_for(mask, n, params[n], hook_args)
         return out
 
     return transform
@@ -51,10 +51,10 @@ def mask_grads(mask: Mapping[str, Tensor]):
     """grad_transform zeroing the gradient at pruned positions (with a zero start and masked
     forward this keeps pruned weights at exactly 0 under weight decay too)."""
 
-    def transform(grads, params, ctx):
+    def transform(grads, params, hook_args):
         out = dict(grads)
         for n in mask:
-            out[n] = grads[n] * _mask_for(mask, n, grads[n], ctx)
+            out[n] = grads[n] * _mask_for(mask, n, grads[n], hook_args)
         return out
 
     return transform
@@ -65,11 +65,11 @@ def layer_l2_penalty(lam: float, mask: Mapping[str, Tensor] | None, names):
     (a group-lasso-like penalty: constant-size shrinkage of each layer), per client [K]."""
     names = list(names)
 
-    def penalty(params, ctx):
+    def penalty(params, hook_args):
         total = 0
         for n in names:
             p = params[n]
-            w = p * _mask_for(mask, n, p, ctx) if mask and n in mask else p
+            w = p * _mask_for(mask, n, p, hook_args) if mask and n in mask else p
             total = total + w.flatten(1).norm(dim=1)
         return lam * total
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
+from torch.nn import functional
 
 from .masks import Mask, global_magnitude_mask
 
@@ -23,7 +23,7 @@ def snip_scores(
     state dict) on the batch (x, y); one tensor per prunable name."""
     names = list(names)
     leaves = {n: params[n].detach().clone().requires_grad_(n in names) for n in params}
-    loss = F.cross_entropy(functional_call(model, leaves, (x,)), y)
+    loss = functional.cross_entropy(functional_call(model, leaves, (x,)), y)
     grads = torch.autograd.grad(loss, [leaves[n] for n in names])
     raw = {n: (g * leaves[n]).abs().detach() for n, g in zip(names, grads)}
     total = sum(float(v.sum()) for v in raw.values())

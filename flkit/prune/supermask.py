@@ -112,14 +112,14 @@ def supermask_transform(
     are replaced by frozen[name] * mask * q(latent); other parameters pass through unchanged.
 
     masks: one mask per name shared by every client; per_client: {name: Tensor[K, ...]} masks of
-    the K clients of this engine call, picked by ctx["clients"] (positions in that call)."""
+    the K clients of this engine call, picked by hook_args["clients"] (positions in that call)."""
     check_choice("supermask kind", kind, tuple(QUANTISERS))
     check_choice("surrogate", surrogate, SURROGATES)
     if masks is not None:  # shared masks fold into the frozen weights once
         frozen = {n: w0 * masks[n] if n in masks else w0 for n, w0 in frozen.items()}
     negative = {n: -w0 for n, w0 in frozen.items()}
 
-    def transform(params, ctx):
+    def transform(params, hook_args):
         out = dict(params)
         pick = None
         for n, w0 in frozen.items():
@@ -130,7 +130,7 @@ def supermask_transform(
             )
             if per_client is not None and n in per_client:
                 if pick is None:
-                    pick = torch.as_tensor(ctx["clients"], device=eff.device)
+                    pick = torch.as_tensor(hook_args["clients"], device=eff.device)
                 eff = eff * per_client[n][pick]
             out[n] = eff
         return out
@@ -143,7 +143,7 @@ def scaled_grads(scales: Mapping[str, float]) -> Callable:
 
     Exact for SGD with momentum, no weight decay: the momentum buffer is linear in the gradient."""
 
-    def transform(grads, params, ctx):
+    def transform(grads, params, hook_args):
         return {n: g * scales[n] if n in scales else g for n, g in grads.items()}
 
     return transform

@@ -9,8 +9,9 @@
 2. executes each (notebook, seed) with papermill (parameters ``preset``, ``seed``
    [, ``device``, overrides])
    in a separate process (``--jobs N`` at a time), with ``FLKIT_REPORT_DIR=<out>/<name>/seed<k>`` so
-   the notebook's ``flkit.report.Report`` writes ``results.json`` and its figures there, beside the
-   executed notebook ``<out>/<name>/seed<k>/<name>.ipynb`` and ``run.json`` (status, time, error);
+   the notebook's ``flkit.workbook.report.Report`` writes ``results.json`` and its figures there,
+   beside the executed notebook ``<out>/<name>/seed<k>/<name>.ipynb`` and ``run.json`` (status,
+   time, error);
 3. continues past a failing notebook (recording the error and the failing cell) and finally writes
    ``<out>/report.md``, ``<out>/report.html`` (figures embedded) and ``<out>/summary.json``.
 

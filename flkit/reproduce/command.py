@@ -7,9 +7,9 @@ import argparse
 import ast
 import sys
 
-from .. import presets
-from ..run_times import RUN_TIMES, sentence
 from ..utils import FlkitError, run_command
+from ..workbook import presets
+from ..workbook.run_times import RUN_TIMES, sentence
 from .execute import reproduce_runs
 from .executors import EXECUTORS
 from .plan import default_notebooks_dir, discover
@@ -43,13 +43,16 @@ def parse_set(items) -> dict:
 
 _DESCRIPTION = """\
 Execute the notebooks with papermill at one preset, for one or more seeds, and write
-<out>/report.md and <out>/report.html: per notebook, a table "paper reports / we measured /
-claim holds?" (mean ± std over seeds for numbers, "k/n seeds" for claims), its figures, run
-time, preset, seeds and package versions. A failing notebook is reported as FAILED with the
+<out>/report.md and <out>/report.html: per notebook, its claims (verdict, evidence, regime),
+its numbers grouped as tables (mean ± std over seeds) and its figures, with run time, preset,
+seeds, commit and package versions. A failing notebook is reported as FAILED with the
 error and the failing cell; the other notebooks still run.
 
 Each run writes <out>/<notebook>/seed<k>/: the executed notebook, results.json (what the
-notebook recorded through flkit.report), its figures and run.json (status, time, error).
+notebook recorded through flkit.workbook.report), its figures and run.json (status, time, error).
+Next to report.md it writes results.md: every claim with its verdict (holds / does not hold /
+outside regime / inconclusive), evidence, regime indicators beside the paper's values, seeds,
+date and commit; --publish copies it into the repository (docs/RESULTS.md).
 All arguments are checked before any notebook starts."""
 
 _EPILOG = """\
@@ -58,6 +61,7 @@ examples:
   flkit reproduce --preset smoke --only 02_feddip  one notebook in seconds
   flkit reproduce --preset paper --seeds 0 1 2 --jobs 3 --out runs/paper
   flkit reproduce --list                           notebooks and their presets
+  flkit reproduce --publish runs/                  copy runs/results.md into docs/RESULTS.md
   flkit reproduce --preset smoke --executor ray --jobs 2          on a local Ray instance
   flkit reproduce --preset paper --executor ray --address HEAD:6379   on a Ray cluster
 
@@ -201,6 +205,15 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="list the notebooks and their presets, then exit (default: off)",
     )
+    p.add_argument(
+        "--publish",
+        default=None,
+        metavar="RUN_DIR",
+        help="run nothing: check the results page of an earlier run's output folder (every run "
+        "recorded at the commit its page claims, the page as generated) and copy it into the "
+        "repository: docs/RESULTS.md, docs/results.json and the README's results column "
+        "(default: off)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
     p.set_defaults(func=run_cli)
     return p
@@ -208,6 +221,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 def run_cli(args) -> int:
     """Handler of ``flkit reproduce``; raises FlkitError for bad arguments."""
+    if getattr(args, "publish", None):
+        from .results_page import publish
+
+        print(f"published {publish(args.publish)}")
+        return 0
     if args.list:
         found = discover(args.notebooks_dir)
         if not found:

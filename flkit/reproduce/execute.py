@@ -132,7 +132,7 @@ def reproduce(
     on the cluster at ``address``, each asking for the preset's resources unless
     ``cpus_per_task`` / ``gpus_per_task`` say otherwise; see :mod:`.ray_executor`);
     allow_reduced_data: let a ``paper`` preset run on a reduced dataset copy (each kernel gets
-    ``FLKIT_ALLOW_REDUCED_DATA=1``; :mod:`flkit.datasets.identity`).
+    ``FLKIT_ALLOW_REDUCED_DATA=1``; :mod:`flkit.data.provenance`).
     All arguments are validated (FlkitError) before any notebook starts."""
     return reproduce_runs(
         preset=preset,

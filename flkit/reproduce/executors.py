@@ -12,6 +12,7 @@ that line while one cell runs for minutes, so a long cell never leaves the drive
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import threading
 import time
@@ -233,6 +234,12 @@ def make_executor(
         )
     from .ray_executor import RayExecutor
 
-    return RayExecutor(
-        address=address, jobs=jobs, **task_resources(preset, cpus_per_task, gpus_per_task)
-    )
+    resources = task_resources(preset, cpus_per_task, gpus_per_task)
+    cores = os.cpu_count() or 1
+    if address is None and cpus_per_task is not None and cpus_per_task > cores:
+        # a Ray started here has this machine's cores only: such a task would never be scheduled
+        raise FlkitError(
+            f"--cpus-per-task {cpus_per_task:g} is more than this machine's {cores} CPUs; "
+            f"accepted without --address: 1..{cores}"
+        )
+    return RayExecutor(address=address, jobs=jobs, **resources)

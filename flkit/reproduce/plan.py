@@ -11,9 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import presets
-from ..presets import unknown_choice
 from ..utils import FlkitError
+from ..workbook import presets
+from ..workbook.presets import unknown_choice
 
 #: the folder holding the flkit package (a source checkout's root): on the kernels' PYTHONPATH
 SOURCE_ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,7 @@
 """Step 3 of ``flkit reproduce``: collect what every run recorded and write ``report.md``,
-``report.html`` (figures embedded) and ``summary.json``."""
+``report.html`` (figures embedded), ``summary.json`` and the results page (``results.md``, see
+:mod:`.results_page`). Each notebook's section reads top-down (:mod:`.sections`): its claims with
+their verdicts and regime, then its numbers grouped as tables, then its figures."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ import math
 import re
 from pathlib import Path
 
-from .. import presets
-from ..datasets.identity import describe as describe_data
-from ..report import versions
-from ..results import claim_counts, load_results, summarize
+from ..data.provenance import describe as describe_data
 from ..store import save_text
+from ..workbook import presets
+from ..workbook.report import source_commit, versions
+from ..workbook.results import claim_counts, load_results, summarize
+from ..workbook.verdict import STYLE, VERDICTS
+from . import results_page
+from . import sections as notebook_parts
 
 __all__ = ["write_reports", "failure_where"]
 
@@ -60,6 +65,7 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
             used = [r for r in failed if r["_results"]]
             partial = bool(used)
         rows = summarize([r["_results"] for r in used]) if used else []
+        page_runs = [(r["seed"], r["_results"]) for r in used] if not partial else []
         figures = []
         if used:
             first = used[0]
@@ -95,6 +101,7 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
                 "claims": claim_counts(rows),
                 "parameters": runs[0]["parameters"] if runs else {},
                 "failures": [{"seed": r["seed"], **(r.get("error") or {})} for r in failed],
+                "_runs": page_runs,
             }
         )
     return sections
@@ -120,14 +127,20 @@ def _data_line(data: list[str] | None) -> str:
     return "Data used: " + ("; ".join(data) if data else "none read (no dataset loaded)")
 
 
-CLAIMS_HEAD = "claims: holds / does not hold / inconclusive"
+CLAIMS_HEAD = "claims: " + " / ".join(VERDICTS)
 
 
 def _claims_cell(counts: dict) -> str:
-    """'2 / 1 / 3' (holds / does not hold / inconclusive), '' when the notebook has no claim."""
+    """'2 / 1 / 0 / 3' (holds / does not hold / outside regime / inconclusive), '' when the
+    notebook has no claim."""
     if not sum(counts.values()):
         return ""
-    return " / ".join(str(counts[k]) for k in ("holds", "does not hold", "inconclusive"))
+    return " / ".join(str(counts.get(k, 0)) for k in VERDICTS)
+
+
+def _seeds_note(s: dict) -> str:
+    n = len(s["seeds_ok"])
+    return f"Numbers are mean ± std over {n} seeds." if n > 1 and not s["partial"] else ""
 
 
 def _md_cell(text) -> str:
@@ -139,16 +152,17 @@ def _anchor(name: str) -> str:
 
 
 def _render_md(head: dict, sections: list[dict]) -> str:
-    L = ["# flkit reproduction report", ""]
-    L.append(
+    md = ["# flkit reproduction report", ""]
+    md.append(
         f"Preset **{head['preset']}** · seeds {', '.join(map(str, head['seeds']))} · "
         f"{head['finished']} · wall time {_fmt_time(head['wall_time_s'])} "
-        f"(jobs {head['jobs']})"
+        f"(jobs {head['jobs']}) · commit `{head['commit'][:10]}`"
+        + (" (with uncommitted changes)" if head.get("dirty") else "")
     )
     if head["overrides"]:
-        L.append("")
-        L.append("Overrides: " + ", ".join(f"`{k}={v!r}`" for k, v in head["overrides"].items()))
-    L += [
+        md.append("")
+        md.append("Overrides: " + ", ".join(f"`{k}={v!r}`" for k, v in head["overrides"].items()))
+    md += [
         "",
         f"| notebook | status | seeds ok | run time | {CLAIMS_HEAD} |",
         "|---|---|---|---|---|",
@@ -157,53 +171,55 @@ def _render_md(head: dict, sections: list[dict]) -> str:
         t = sum(x for x in s["times"] if x) if s["times"] else None
         claims = _claims_cell(s["claims"])
         status = s["status"] if s["status"] == "ok" else f"**{s['status']}**"
-        L.append(
+        md.append(
             f"| [{_md_cell(s['name'])}](#{_anchor(s['name'])}) | {status} | "
             f"{len(s['seeds_ok'])}/{len(s['seeds'])} | {_fmt_time(t)} | {claims} |"
         )
-    L += ["", "Package versions: " + ", ".join(f"{k} {v}" for k, v in head["versions"].items()), ""]
+    md += [
+        "",
+        "Package versions: " + ", ".join(f"{k} {v}" for k, v in head["versions"].items()),
+        "",
+    ]
     for s in sections:
-        L += [f'<a id="{_anchor(s["name"])}"></a>', "", f"## {s['name']}: {s['title']}", ""]
+        md += [f'<a id="{_anchor(s["name"])}"></a>', "", f"## {s['name']}: {s['title']}", ""]
         per_seed = ", ".join(f"seed {sd}: {_fmt_time(t)}" for sd, t in zip(s["seeds"], s["times"]))
-        L.append(
+        md.append(
             f"Status **{s['status']}** · notebook `{s['file']}` · preset {head['preset']} · "
             f"seeds {', '.join(map(str, s['seeds']))} · device {', '.join(s['devices']) or '?'}"
             f" · run time {per_seed}"
         )
-        L += ["", _md_cell(_data_line(s["data"]))]
+        md += ["", _md_cell(_data_line(s["data"]))]
         if s["notebooks"]:
-            L += [
+            md += [
                 "",
                 "Executed notebooks: " + ", ".join(f"[seed {sd}]({p})" for sd, p in s["notebooks"]),
             ]
-        L.append("")
+        md.append("")
         if s["rows"]:
             if s["partial"]:
-                L += ["*Partial results, recorded before the notebook failed:*", ""]
-            elif len(s["seeds_ok"]) > 1:
-                L += [f"Numbers are mean ± std over {len(s['seeds_ok'])} seeds.", ""]
-            L += ["| | paper reports | we measured | claim holds? |", "|---|---|---|---|"]
-            for r in s["rows"]:
-                L.append(
-                    f"| {_md_cell(r['item'])} | {_md_cell(r['paper'])} | "
-                    f"{_md_cell(r['measured'])} | {_md_cell(r['holds'])} |"
-                )
-            L.append("")
+                md += ["*Partial results, recorded before the notebook failed:*", ""]
+            md += notebook_parts.claims_md(s["rows"])
+            md += notebook_parts.numbers_md(s["rows"], _seeds_note(s))
         elif not s["failures"]:
-            L += ["*The notebook recorded no results (no `flkit.report.Report` saved).*", ""]
+            md += [
+                "*The notebook recorded no results (no `flkit.workbook.report.Report` saved).*",
+                "",
+            ]
+        if s["figures"]:
+            md += ["### Figures", ""]
         for fname, rel, seed in s["figures"]:
-            L += [f"![{fname} (seed {seed})]({rel})", ""]
+            md += [f"![{fname} (seed {seed})]({rel})", ""]
         for f in s["failures"]:
             where = failure_where(f)
-            L += [
+            md += [
                 f"**FAILED** seed {f['seed']}{where}: `{_md_cell(f.get('ename', '?'))}: "
                 f"{_md_cell(f.get('evalue', ''))[:500]}`",
                 "",
             ]
             if f.get("cell_source"):
-                L += ["Failing cell:", "", "```python", f["cell_source"].rstrip(), "```", ""]
+                md += ["Failing cell:", "", "```python", f["cell_source"].rstrip(), "```", ""]
             if f.get("traceback"):
-                L += [
+                md += [
                     "<details><summary>traceback</summary>",
                     "",
                     "```",
@@ -213,33 +229,38 @@ def _render_md(head: dict, sections: list[dict]) -> str:
                     "</details>",
                     "",
                 ]
-    return "\n".join(L) + "\n"
+    return "\n".join(md) + "\n"
 
 
 _CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;
 margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:.8em 0}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.ok{color:#1a7f37}
+.verdict{color:#fff;font-weight:bold;padding:.1em .5em;border-radius:.3em;white-space:nowrap}
+.reason,.note{color:#555;font-size:.9em}.regime{font-size:.9em}.legend span{margin-right:1em}
 .failed{color:#c62828;font-weight:bold}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}
 img{max-width:100%;border:1px solid #eee;margin:.4em 0}.meta{color:#555}"""
 
 
 def _render_html(head: dict, sections: list[dict], out: Path) -> str:
     e = html.escape
-    H = [
+    page = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>flkit reproduction report</title>",
         f"<style>{_CSS}</style></head><body><h1>flkit reproduction report</h1>",
         f"<p class='meta'>Preset <b>{e(head['preset'])}</b> · seeds "
         f"{e(', '.join(map(str, head['seeds'])))} · {e(head['finished'])} · wall time "
-        f"{e(_fmt_time(head['wall_time_s']))} (jobs {head['jobs']})</p>",
+        f"{e(_fmt_time(head['wall_time_s']))} (jobs {head['jobs']}) · commit "
+        f"<code>{e(head['commit'][:10])}</code>"
+        + (" (with uncommitted changes)" if head.get("dirty") else "")
+        + "</p>",
     ]
     if head["overrides"]:
-        H.append(
+        page.append(
             "<p>Overrides: "
             + e(", ".join(f"{k}={v!r}" for k, v in head["overrides"].items()))
             + "</p>"
         )
-    H.append(
+    page.append(
         "<table><tr><th>notebook</th><th>status</th><th>seeds ok</th><th>run time</th>"
         f"<th>{CLAIMS_HEAD}</th></tr>"
     )
@@ -247,83 +268,81 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
         t = sum(x for x in s["times"] if x) if s["times"] else None
         cls = "ok" if s["status"] == "ok" else "failed"
         claims = _claims_cell(s["claims"])
-        H.append(
+        page.append(
             f"<tr><td><a href='#{_anchor(s['name'])}'>{e(s['name'])}</a></td>"
             f"<td class='{cls}'>{e(s['status'])}</td><td>{len(s['seeds_ok'])}/{len(s['seeds'])}"
             f"</td><td>{e(_fmt_time(t))}</td><td>{claims}</td></tr>"
         )
-    H.append(
-        "</table><p class='meta'>Package versions: "
+    page.append(
+        "</table><p class='legend'>"
+        + "".join(
+            f"<span class='verdict' style='background:{STYLE[v][0]}'>{e(STYLE[v][1])} {e(v)}</span>"
+            for v in VERDICTS
+        )
+        + "</p><p class='meta'>Package versions: "
         + e(", ".join(f"{k} {v}" for k, v in head["versions"].items()))
         + "</p>"
     )
     for s in sections:
         cls = "ok" if s["status"] == "ok" else "failed"
         per_seed = ", ".join(f"seed {sd}: {_fmt_time(t)}" for sd, t in zip(s["seeds"], s["times"]))
-        H.append(f"<h2 id='{_anchor(s['name'])}'>{e(s['name'])}: {e(s['title'])}</h2>")
-        H.append(
+        page.append(f"<h2 id='{_anchor(s['name'])}'>{e(s['name'])}: {e(s['title'])}</h2>")
+        page.append(
             f"<p class='meta'>Status <span class='{cls}'>{e(s['status'])}</span> · notebook "
             f"<code>{e(s['file'])}</code> · preset {e(head['preset'])} · seeds "
             f"{e(', '.join(map(str, s['seeds'])))} · device "
             f"{e(', '.join(s['devices']) or '?')} · run time {e(per_seed)}</p>"
         )
-        H.append(f"<p class='meta'>{e(_data_line(s['data']))}</p>")
+        page.append(f"<p class='meta'>{e(_data_line(s['data']))}</p>")
         if s["notebooks"]:
-            H.append(
+            page.append(
                 "<p>Executed notebooks: "
                 + ", ".join(f"<a href='{e(p)}'>seed {sd}</a>" for sd, p in s["notebooks"])
                 + "</p>"
             )
         if s["rows"]:
             if s["partial"]:
-                H.append("<p><i>Partial results, recorded before the notebook failed:</i></p>")
-            elif len(s["seeds_ok"]) > 1:
-                H.append(f"<p>Numbers are mean ± std over {len(s['seeds_ok'])} seeds.</p>")
-            H.append(
-                "<table><tr><th></th><th>paper reports</th><th>we measured</th>"
-                "<th>claim holds?</th></tr>"
-            )
-            for r in s["rows"]:
-                H.append(
-                    f"<tr><td>{e(r['item'])}</td><td>{e(str(r['paper']))}</td>"
-                    f"<td>{e(str(r['measured']))}</td><td>{e(str(r['holds']))}</td></tr>"
-                )
-            H.append("</table>")
+                page.append("<p><i>Partial results, recorded before the notebook failed:</i></p>")
+            page += notebook_parts.claims_html(s["rows"])
+            page += notebook_parts.numbers_html(s["rows"], _seeds_note(s))
         elif not s["failures"]:
-            H.append(
-                "<p><i>The notebook recorded no results (no flkit.report.Report saved).</i></p>"
+            page.append(
+                "<p><i>The notebook recorded no results "
+                "(no flkit.workbook.report.Report saved).</i></p>"
             )
+        if s["figures"]:
+            page.append("<h3>Figures</h3>")
         for fname, rel, seed in s["figures"]:
             try:
                 data = base64.b64encode((out / rel).read_bytes()).decode()
-                H.append(
+                page.append(
                     f"<figure><img alt='{e(fname)}' src='data:image/png;base64,{data}'>"
                     f"<figcaption>{e(fname)} (seed {seed})</figcaption></figure>"
                 )
             except OSError:
-                H.append(f"<p><a href='{e(rel)}'>{e(fname)}</a></p>")
+                page.append(f"<p><a href='{e(rel)}'>{e(fname)}</a></p>")
         for f in s["failures"]:
             where = failure_where(f)
-            H.append(
+            page.append(
                 f"<p class='failed'>FAILED seed {f['seed']}{e(where)}: "
                 f"{e(str(f.get('ename', '?')))}: {e(str(f.get('evalue', ''))[:500])}</p>"
             )
             if f.get("cell_source"):
-                H.append(f"<p>Failing cell:</p><pre>{e(f['cell_source'])}</pre>")
+                page.append(f"<p>Failing cell:</p><pre>{e(f['cell_source'])}</pre>")
             if f.get("traceback"):
-                H.append(
+                page.append(
                     "<details><summary>traceback</summary><pre>"
                     + e("\n".join(f["traceback"].splitlines()[-25:]))
                     + "</pre></details>"
                 )
-    H.append("</body></html>")
-    return "\n".join(H) + "\n"
+    page.append("</body></html>")
+    return "\n".join(page) + "\n"
 
 
 def write_reports(plan_: dict, infos: list[dict], wall_time_s: float | None = None) -> Path:
     """Write report.md, report.html and summary.json into the plan's output folder."""
     out: Path = plan_["out"]
-    sections = _collect(plan_, infos)
+    parts = _collect(plan_, infos)
     head = {
         "preset": plan_["preset"],
         "seeds": plan_["seeds"],
@@ -332,9 +351,12 @@ def write_reports(plan_: dict, infos: list[dict], wall_time_s: float | None = No
         "wall_time_s": wall_time_s,
         "versions": versions(),
         "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        **source_commit(),
     }
-    save_text(out / "report.md", _render_md(head, sections))
-    save_text(out / "report.html", _render_html(head, sections, out))
+    save_text(out / "report.md", _render_md(head, parts))
+    save_text(out / "report.html", _render_html(head, parts, out))
+    page_head = {**head, "date": head["finished"]}
+    results_page.write_page(out, [results_page.entry(s, s["_runs"], page_head) for s in parts])
     summary = {
         **head,
         "notebooks_dir": plan_["notebooks_dir"],
@@ -343,9 +365,9 @@ def write_reports(plan_: dict, infos: list[dict], wall_time_s: float | None = No
             for r in infos
         ],
         "notebooks": [
-            {k: v for k, v in s.items() if k != "rows"}
+            {k: v for k, v in s.items() if k != "rows" and not k.startswith("_")}
             | {"rows": [{k: v for k, v in row.items()} for row in s["rows"]]}
-            for s in sections
+            for s in parts
         ],
     }
     save_text(

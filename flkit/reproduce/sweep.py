@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..results import RESULTS_FILE
 from ..utils import FlkitError
+from ..workbook.results import RESULTS_FILE
 from .command import add_executor_arguments, add_kernel_arguments, run_alone, run_kwargs
 from .execute import execute
 from .executors import make_executor
@@ -50,10 +50,15 @@ def parse_grid(items) -> dict[str, list]:
         key = key.strip()
         if not sep or not key.isidentifier():
             raise FlkitError(f"--grid {item!r} is not KEY=V1,V2,...; accepted e.g. tau=10,40,100")
-        parts = [v.strip() for v in values.split(",") if v.strip()]
-        if not parts:
+        parts = [v.strip() for v in values.split(",")]
+        if not any(parts):
             raise FlkitError(
                 f"--grid {item!r} gives no values for {key!r}; accepted: KEY=V1,V2,..."
+            )
+        if not all(parts):
+            raise FlkitError(
+                f"--grid {item!r} has an empty value (two commas, or one at an end); accepted: "
+                "KEY=V1,V2,... with every value given"
             )
         if key in grid:
             raise FlkitError(f"--grid key {key!r} is given twice; accepted: each key once")
@@ -107,7 +112,7 @@ def _check_grid(grid: dict, params: dict, name: str, overrides: dict) -> None:
         if key in overrides:
             raise FlkitError(f"--grid key {key!r} is also given with --set; give it once")
         if key not in params:
-            from ..presets import unknown_choice
+            from ..workbook.presets import unknown_choice
 
             raise FlkitError(
                 unknown_choice("grid key", key, accepted, where=f" for notebook {name!r}")

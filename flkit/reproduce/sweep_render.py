@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from ..store import save_text
+from ..workbook.verdict import HOLDS, verdict_of
 
 __all__ = ["write_sweep_report", "sweep_table"]
 
@@ -44,7 +45,10 @@ def sweep_table(out: Path, points: list[dict]) -> dict:
                 for row in sec.get("rows", [])
                 if row["kind"] == "claim"
                 and row.get("verdicts")
-                and all(v is True for v in row["verdicts"])
+                and all(
+                    verdict_of({"verdict": v} if isinstance(v, str) else v) == HOLDS
+                    for v in row["verdicts"]
+                )
             ]
         )
     return {
@@ -73,10 +77,10 @@ def _head_line(head: dict) -> str:
 
 
 def _render_md(head: dict, t: dict) -> str:
-    L = [f"# flkit sweep: {head['notebook']}", "", _head_line(head), ""]
+    md = [f"# flkit sweep: {head['notebook']}", "", _head_line(head), ""]
     if head["overrides"]:
-        L += ["Fixed: " + ", ".join(f"`{k}={v!r}`" for k, v in head["overrides"].items()), ""]
-    L += [
+        md += ["Fixed: " + ", ".join(f"`{k}={v!r}`" for k, v in head["overrides"].items()), ""]
+    md += [
         "Numbers are mean ± std over the seeds that finished; claims give the seeds in which "
         "they hold. Each grid point's full report (figures, failures) is linked in its column.",
         "",
@@ -85,16 +89,16 @@ def _render_md(head: dict, t: dict) -> str:
         "| status | | " + " | ".join(map(_md, t["status"])) + " |",
     ]
     for _, item, paper, cells in t["items"]:
-        L.append(f"| {_md(item)} | {_md(paper)} | " + " | ".join(map(_md, cells)) + " |")
-    L += ["", "## Claims that hold in every seed", ""]
+        md.append(f"| {_md(item)} | {_md(paper)} | " + " | ".join(map(_md, cells)) + " |")
+    md += ["", "## Claims that hold in every seed", ""]
     for label, claims in zip(t["labels"], t["holding"]):
-        L.append(f"- **{_md(label)}**: " + ("; ".join(claims) if claims else "none"))
-    return "\n".join(L) + "\n"
+        md.append(f"- **{_md(label)}**: " + ("; ".join(claims) if claims else "none"))
+    return "\n".join(md) + "\n"
 
 
 def _render_html(head: dict, t: dict) -> str:
     e = html.escape
-    H = [
+    page = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>flkit sweep: {e(head['notebook'])}</title>",
         "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto}"
@@ -108,16 +112,16 @@ def _render_html(head: dict, t: dict) -> str:
         + "</tr>",
     ]
     for _, item, paper, cells in t["items"]:
-        H.append(
+        page.append(
             f"<tr><td>{e(item)}</td><td>{e(str(paper))}</td>"
             + "".join(f"<td>{e(str(c))}</td>" for c in cells)
             + "</tr>"
         )
-    H.append("</table><h2>Claims that hold in every seed</h2><ul>")
+    page.append("</table><h2>Claims that hold in every seed</h2><ul>")
     for label, claims in zip(t["labels"], t["holding"]):
-        H.append(f"<li><b>{e(label)}</b>: {e('; '.join(claims) if claims else 'none')}</li>")
-    H.append("</ul></body></html>")
-    return "\n".join(H) + "\n"
+        page.append(f"<li><b>{e(label)}</b>: {e('; '.join(claims) if claims else 'none')}</li>")
+    page.append("</ul></body></html>")
+    return "\n".join(page) + "\n"
 
 
 def write_sweep_report(out: Path, head: dict, points: list[dict]) -> Path:

@@ -11,9 +11,9 @@ import re
 import time
 from pathlib import Path
 
-from ..datasets.identity import ENV_ALLOW
-from ..results import RESULTS_FILE
+from ..data.provenance import ENV_ALLOW
 from ..store import save_text
+from ..workbook.results import RESULTS_FILE
 from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells
 
 __all__ = ["run_one", "failed_info", "clean_run_dir", "install_events", "KERNEL_ARGUMENTS"]
@@ -84,7 +84,7 @@ def run_one(run: dict, events=None) -> dict:
     pkg_root = str(SOURCE_ROOT)
     os.environ["FLKIT_REPORT_DIR"] = str(run_dir)
     if run.get("allow_reduced_data"):
-        os.environ[ENV_ALLOW] = "1"  # the kernel inherits it: see flkit.datasets.identity
+        os.environ[ENV_ALLOW] = "1"  # the kernel inherits it: see flkit.data.provenance
     if run.get("threads") and not os.environ.get("FLKIT_THREADS"):
         os.environ["FLKIT_THREADS"] = str(run["threads"])  # the kernel inherits it
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

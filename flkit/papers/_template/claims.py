@@ -3,7 +3,7 @@
 Each function returns ``(holds, evidence)`` or a dict for ``report.claim(**c)``; thresholds are
 named parameters, so a reader sees what "about equal" means here. Test every function on small
 hand-built tables (tests/test_<slug>_claims.py). Do not special-case the smoke preset here:
-``flkit.report.Report.claim`` records verdicts as inconclusive at ``smoke``.
+``flkit.workbook.report.Report.claim`` records verdicts as inconclusive at ``smoke``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Figures of notebook NN_<slug>. They read result tables and never train; each takes
-``ax=None`` and returns the Figure (or Axes), in the house style of ``flkit.plots``."""
+``ax=None`` and returns the Figure (or Axes), in the house style of ``flkit.workbook.plots``."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from flkit import plots
+from flkit.workbook import plots
 
 
 def accuracy_curves(curves: pd.DataFrame, column: str = "test_accuracy"):

@@ -12,24 +12,26 @@ import pandas as pd
 from flkit.experiment import RunConfig, run
 
 
-def config(P: dict, method: str, seed: int, device: str = "auto") -> RunConfig:
+def config(preset: dict, method: str, seed: int, device: str = "auto") -> RunConfig:
     """The RunConfig of one method at the preset ``P``."""
     return RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         method=method,
-        dataset=P["dataset"],
-        rounds=int(P["rounds"]),
-        dataset_kwargs={"train_subset": int(P["train_subset"])} if P["train_subset"] else {},
+        dataset=preset["dataset"],
+        rounds=int(preset["rounds"]),
+        dataset_kwargs={"train_subset": int(preset["train_subset"])}
+        if preset["train_subset"]
+        else {},
         seed=int(seed),
         device=device,
     )
 
 
-def compare(P: dict, methods, seeds, device: str = "auto") -> pd.DataFrame:
+def compare(preset: dict, methods, seeds, device: str = "auto") -> pd.DataFrame:
     """Every method x seed (cached); one history row per round, columns method and seed added."""
     frames = []
     for m in methods:
         for s in seeds:
-            h = run(config(P, m, s, device)).history.copy()
+            h = run(config(preset, m, s, device)).history.copy()
             frames.append(h.assign(method=m, seed=s))
     return pd.concat(frames, ignore_index=True)

@@ -18,16 +18,26 @@ from flkit import metrics
 
 from .tables import curves
 
+#: Fig. 2: "far slower" is more than this factor times Sync-ST's time ...
+FAR_SLOWER = 1.2
+#: ... and "about equal" within this fraction of Sync-ST's time.
+NEAR = 0.3
+#: Figs. 3/13: FedAST and NoBuffer are "about equal" when their mean final accuracies differ by
+#: less than EQUAL_GAP, and NoBuffer "falls behind" by more than MIN_GAP.
+EQUAL_GAP, MIN_GAP = 0.03, 0.01
+#: Figs. 21-26: a "small margin" is a gain of at most this many percent.
+SMALL_GAIN_PCT = 20.0
+
 
 def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) or pd.isna(v) else float(v)
 
 
 def all_done_by_seed(
-    df: pd.DataFrame, method: str, M: int | None = None
+    df: pd.DataFrame, method: str, n_tasks: int | None = None
 ) -> dict[int, float | None]:
     """{seed: time when every task reached its target (None: not reached)} for one method."""
-    g = df[(df.method == method) & ((df.M == M) if M is not None else True)]
+    g = df[(df.method == method) & ((df.M == n_tasks) if n_tasks is not None else True)]
     return {int(s): _num(v) for s, v in zip(g.seed, g.all_done)}
 
 
@@ -41,7 +51,10 @@ def _near(x, y, rel: float) -> bool:
 
 
 def sync_variants(
-    df: pd.DataFrame, seeds: Iterable[int], nomit_factor: float = 1.2, near_rel: float = 0.3
+    df: pd.DataFrame,
+    seeds: Iterable[int],
+    nomit_factor: float = FAR_SLOWER,
+    near_rel: float = NEAR,
 ) -> dict[str, tuple[bool, str]]:
     """Fig. 2 claims: FedAST before Sync-ST; Sync-ST without mitigation > nomit_factor x
     slower; Sync-UCB-ST and Sync-Bayes-ST within near_rel of Sync-ST. Every seed."""
@@ -201,7 +214,7 @@ def heterogeneous(het_df: pd.DataFrame, fedast: dict, easy_task: str) -> dict:
 
 
 def dynamic_vs_static(
-    dvs: pd.DataFrame, max_small_gain: float = 20.0
+    dvs: pd.DataFrame, max_small_gain: float = SMALL_GAIN_PCT
 ) -> tuple[pd.DataFrame, bool, str]:
     """Figs. 21-26 claim: dynamic beats static by a small margin (<= max_small_gain %) that
     grows with target difficulty (levels in the order given, easiest first)."""
@@ -233,7 +246,7 @@ def dynamic_vs_static(
 
 
 def few_vs_many_active(
-    act: pd.DataFrame, equal_tol: float = 0.03, min_gap: float = 0.01
+    act: pd.DataFrame, equal_tol: float = EQUAL_GAP, min_gap: float = MIN_GAP
 ) -> tuple[bool, str, float, float]:
     """Figs. 3/13 claim: FedAST ~ NoBuffer with few active clients (|accuracy gap| < equal_tol at
     the fewest requests), NoBuffer falls behind with many (gap grows and exceeds min_gap at the

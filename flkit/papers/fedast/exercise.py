@@ -59,9 +59,9 @@ def cases(seed: int = 0) -> list[tuple[str, list[torch.Tensor]]]:
 
 def reference_solution(updates):
     """Σ_k ||u_k − ū||² / (K ||ū||²), in float64."""
-    X = torch.stack([u.double().flatten() for u in updates])  # [K, d]
-    mean = X.mean(0)
-    num = float(((X - mean) ** 2).sum())
+    x = torch.stack([u.double().flatten() for u in updates])  # [K, d]
+    mean = x.mean(0)
+    num = float(((x - mean) ** 2).sum())
     den = len(updates) * float(mean @ mean)
     if den == 0.0:
         return math.inf if num > 0 else 0.0
@@ -69,18 +69,18 @@ def reference_solution(updates):
 
 
 def _hint(name: str, got: float, want: float, updates) -> str:
-    K = len(updates)
-    X = torch.stack([u.double().flatten() for u in updates])
-    mean = X.mean(0)
-    num = float(((X - mean) ** 2).sum())
+    k = len(updates)
+    x = torch.stack([u.double().flatten() for u in updates])
+    mean = x.mean(0)
+    num = float(((x - mean) ** 2).sum())
     den = float(mean @ mean)
     if math.isinf(want):
         return "the mean update is zero here: the dispersion is infinite (return math.inf)"
-    if den > 0 and math.isclose(got, num / den, rel_tol=1e-6) and K > 1:
-        return f"off by a factor K = {K}: divide by K · ||ū||², not by ||ū||² alone"
-    if den > 0 and math.isclose(got, math.sqrt(num / (K * den)), rel_tol=1e-6):
+    if den > 0 and math.isclose(got, num / den, rel_tol=1e-6) and k > 1:
+        return f"off by a factor K = {k}: divide by K · ||ū||², not by ||ū||² alone"
+    if den > 0 and math.isclose(got, math.sqrt(num / (k * den)), rel_tol=1e-6):
         return "this is the square root: use squared norms in numerator and denominator"
-    if want > 0 and math.isclose(got, want * K / (K - 1 if K > 1 else 1), rel_tol=1e-6):
+    if want > 0 and math.isclose(got, want * k / (k - 1 if k > 1 else 1), rel_tol=1e-6):
         return "divide by K (all updates), not by K − 1"
     return f"expected {want:.6g}, got {got:.6g}"
 
@@ -153,18 +153,18 @@ GROWTH = {
 
 
 def check_realloc_share(fn, growth, verbose: bool = True) -> Verdict:
-    """``fn(ratio, R_total)``: requests the library's Realloc (realloc_paper) gives task A of two
+    """``fn(ratio, r_total)``: requests the library's Realloc (realloc_paper) gives task A of two
     when sigma²_A = ratio * sigma²_B; ``growth()``: "double", "quadruple" or "same", what 4x
     the dispersion does to the requests (away from the one-request floor)."""
 
     def explain(got, want, args):
-        ratio, R = args
+        ratio, requests = args
         if got == want:
             return None
-        lin = round(R * ratio / (ratio + 1))
+        lin = round(requests * ratio / (ratio + 1))
         if got == lin != want:
             return "that is proportional to sigma² itself; realloc_paper uses sqrt(sigma²)"
-        return "return realloc_paper([ratio, 1.0], R_total)[0], task A's requests"
+        return "return realloc_paper([ratio, 1.0], r_total)[0], task A's requests"
 
     cases = [
         (f"ratio {r}, R = {R}", (r, R), realloc_paper([r, 1.0], R)[0])

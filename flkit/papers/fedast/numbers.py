@@ -110,3 +110,7 @@ NUMBERS: dict = {
     "bods_alpha": 0.25,
     "ucb_gamma": 0.99,  # Sync-Bayes-ST / Sync-UCB-ST baselines
 }
+
+#: The paper's load, active requests per available client: 384 / 300 = 1.28 (Sec. 5). The reduced
+#: presets keep it; the buffer sweep (Fig. 8) has its own, 2 x 175 / 300 = 1.17.
+LOAD = NUMBERS["total_requests_demo"] / NUMBERS["available"]

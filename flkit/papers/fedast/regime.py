@@ -7,7 +7,11 @@ indicators are
 
 - how many rounds Sync-ST needs to reach its target (few rounds: little straggler penalty to save);
 - the staleness of FedAST's updates (mean and 90th percentile: server updates between a request's
-  dispatch and its arrival).
+  dispatch and its arrival);
+- FedAST server updates of one task per Sync-ST round (FedAST's update rate per task times
+  Sync-ST's mean round length): how many asynchronous steps one synchronous round costs. With
+  the buffer growing with R, FedAST's rate hardly depends on the number of tasks while a
+  synchronous round waits for the slowest task, so this is what FedAST's gain is made of.
 
 The paper reports neither. Both depend on timing only (the delay model, N, availability, R, b,
 k): staleness entirely, Sync-ST's round length entirely. :func:`paper_setting` therefore runs the
@@ -15,6 +19,12 @@ simulator *without training* in the paper's heterogeneous setting (four tasks, N
 available, R = 96 and b = 3 per task, first-30 of 100/84/48/68 clients) and reads the staleness
 and the mean Sync-ST round length; the paper's Sync-ST rounds are then its inferred completion
 time (Fig. 7: 619 / (1 - 0.401) = 1033) divided by that round length.
+
+The rule (fixed before any verdict, :func:`paper_indicators`): a claim comparing FedAST with
+Sync-ST on heterogeneous tasks is in the paper's regime when our FedAST updates per Sync-ST round
+are within ``TOLERANCE`` of the paper setting's. Interface (the same in every paper's
+``regime.py``): ``paper_indicators()``, ``measure(...)``, ``readings(ours, keys)``,
+``in_regime(ours)``, ``CLAIMS``.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from flkit import asyncfl as F
+from flkit import asyncfl
+from flkit.workbook.verdict import Indicator, read, within
 
 from .numbers import NUMBERS
 from .tables import staleness
@@ -37,7 +48,20 @@ __all__ = [
     "regime_table",
     "regime_note",
     "ablation_rows",
+    "TOLERANCE",
+    "CLAIMS",
+    "updates_per_sync_round",
+    "paper_indicators",
+    "measure",
+    "readings",
+    "in_regime",
 ]
+
+#: our FedAST updates per Sync-ST round must be within this fraction of the paper setting's
+TOLERANCE = 0.2
+#: which indicators each claim depends on (claim name -> keys): the FedAST-vs-Sync-ST comparisons
+#: on heterogeneous tasks, the setting ``paper_setting`` simulates
+CLAIMS = {"heterogeneous": ("updates_per_sync_round",)}
 
 #: the indicators, in table order, with what each means
 INDICATORS = {
@@ -95,6 +119,23 @@ def indicators(fedast: dict, sync: dict) -> dict:
     }
 
 
+def updates_per_sync_round(fedast: dict, sync: dict) -> float | None:
+    """FedAST server updates of one task per time unit (all updates over the number of tasks,
+    mean over seeds) times Sync-ST's mean round length (over seeds); None when a side has no run
+    or no round."""
+    rates = [
+        len(r.history) / r.total_time / max(1, len(r.tasks))
+        for r in fedast.values()
+        if r.total_time > 0
+    ]
+    lengths = [
+        r.total_time / r.stats["rounds"] for r in sync.values() if r.stats.get("rounds", 0) > 0
+    ]
+    if not rates or not lengths:
+        return None
+    return float(np.mean(rates) * np.mean(lengths))
+
+
 def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
     """The indicators of the paper's heterogeneous setting from a timing-only simulation (see the
     module doc): FedAST option S with R = 96, b = 3 per task for ``horizon`` time units, and
@@ -109,7 +150,7 @@ def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
         max_time=float(horizon),
     )
     fed_tasks = tuple(
-        F.TaskConfig(
+        asyncfl.TaskConfig(
             n,
             dataset=n,
             requests=NUMBERS["requests_per_task_demo"],
@@ -119,15 +160,17 @@ def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
         )
         for n in names
     )
-    fed = F.run_fedast(
-        F.FedASTRun("fedast_s", fed_tasks, **common), TimingTrainer(), seed=int(seed)
+    fed = asyncfl.run_fedast(
+        asyncfl.FedASTRun("fedast_s", fed_tasks, **common), TimingTrainer(), seed=int(seed)
     )
     sync_tasks = tuple(
-        F.TaskConfig(n, dataset=n, target=0.99, weight=float(shares[n]), delay_ratio=ratios[n])
+        asyncfl.TaskConfig(
+            n, dataset=n, target=0.99, weight=float(shares[n]), delay_ratio=ratios[n]
+        )
         for n in names
     )
-    sync = F.run_sync(
-        F.FedASTRun("sync_st", sync_tasks, k=NUMBERS["sync_k"], **common),
+    sync = asyncfl.run_sync(
+        asyncfl.FedASTRun("sync_st", sync_tasks, k=NUMBERS["sync_k"], **common),
         TimingTrainer(),
         seed=int(seed),
     )
@@ -139,7 +182,42 @@ def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
         "sync_round_length": length,
         "staleness_mean": mean,
         "staleness_p90": p90,
+        "updates_per_sync_round": updates_per_sync_round({0: fed}, {0: sync}),
     }
+
+
+def paper_indicators(paper: dict | None = None) -> dict[str, Indicator]:
+    """The indicators that carry a rule, with the paper setting's values (``paper``: the output of
+    :func:`paper_setting`; computed when None, a timing-only simulation of a few seconds)."""
+    paper = paper_setting() if paper is None else paper
+    return {
+        "updates_per_sync_round": Indicator(
+            "updates_per_sync_round",
+            "FedAST updates of one task per Sync-ST round (heterogeneous tasks)",
+            round(float(paper["updates_per_sync_round"]), 1),
+            within(TOLERANCE),
+        )
+    }
+
+
+def measure(fedast: dict, sync: dict) -> dict:
+    """Our indicators of one experiment: :func:`indicators` plus the FedAST updates per Sync-ST
+    round. fedast / sync: {seed: SimResult}."""
+    return {
+        **indicators(fedast, sync),
+        "updates_per_sync_round": updates_per_sync_round(fedast, sync),
+    }
+
+
+def readings(ours: dict, paper: dict | None = None, keys=None) -> list:
+    """Readings for ``report.claim(regime=...)``: ``keys`` (default: every indicator that carries a
+    rule) of ``ours`` (:func:`measure`) against ``paper`` (:func:`paper_setting`)."""
+    ind = paper_indicators(paper)
+    return read(ind, ours, list(ind) if keys is None else keys)
+
+
+def in_regime(ours: dict, paper: dict | None = None) -> bool:
+    return all(r.inside for r in readings(ours, paper))
 
 
 def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:

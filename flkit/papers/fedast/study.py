@@ -1,10 +1,9 @@
 """Sweeps and comparisons behind notebook 03 (FedAST). Every run goes through
 :func:`flkit.asyncfl.run`, so each is cached on disk by its configuration hash.
 
-All functions take the notebook's preset dict ``P`` (``preset.toml`` beside this file) and
-return plain pandas DataFrames (what is read from a finished simulation is in ``tables.py``);
-figures read those frames and never re-run training.
-"""
+All functions take the notebook's preset (``P`` there, ``preset`` here; ``preset.toml`` beside this
+file) and return plain pandas DataFrames (what is read from a finished simulation is in
+``tables.py``); figures read those frames and never re-run training."""
 
 from __future__ import annotations
 
@@ -13,46 +12,95 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
-from flkit import asyncfl as F
+from flkit import asyncfl
 from flkit.utils import FlkitError
 
+from .numbers import LOAD, NUMBERS
 from .tables import final_test_loss, staleness, summarize
 
 __all__ = [
+    "seeds_of",
+    "use_threads",
+    "describe",
     "run_all",
     "base",
     "identical",
     "heterogeneous",
     "compare_methods",
+    "active_config",
     "active_sweep",
+    "largest_active_runs",
+    "centralised",
     "buffer_sweep",
     "buffer_load",
+    "buffer_line",
     "k_sweep",
     "het_compare",
     "fig4_nobuffer",
     "dynamic_vs_static",
     "regime_preset",
+    "ablation_line",
 ]
 
 
+# ------------------------------------------------------------------------------ setup
+def seeds_of(preset, seed: int = 0) -> list[int]:
+    """The Monte Carlo seeds: ``seed``, ``seed + 1``, ... (``preset['num_seeds']`` of them)."""
+    n = int(preset["num_seeds"])
+    if n < 1:
+        raise FlkitError(f"num_seeds={n} in the preset; accepted: an integer >= 1")
+    return [int(seed) + i for i in range(n)]
+
+
+def use_threads(preset) -> int:
+    """Sets torch's intra-op threads to ``preset['threads']`` (0 keeps torch's default); returns the
+    number of threads torch now uses."""
+    if int(preset["threads"]) > 0:
+        torch.set_num_threads(int(preset["threads"]))
+    return torch.get_num_threads()
+
+
+def describe(preset) -> str:
+    """Markdown: what runs at this preset beside the paper's setting."""
+    paper = NUMBERS
+    n_avail = round(preset["availability"] * preset["num_clients"])
+    return (
+        f"**What runs at this preset (`{preset.name}`)** versus the paper: N = "
+        f"{preset['num_clients']} clients (paper {paper['num_clients']}), "
+        f"{preset['availability']:.0%} available → N_avail = {n_avail} (paper "
+        f"{paper['available']}), Σ R = {preset['total_requests']} active requests (paper "
+        f"{paper['total_requests_demo']}; the load Σ R / N_avail ≈ {LOAD:g} is kept), R/b ratio "
+        f"{preset['ratio']} (paper {paper['ratio_code']}), Sync first-k = {preset['k']} (k/N_avail "
+        f"= {preset['k'] / n_avail:.2g}; paper {paper['sync_k']} of {paper['available']}), main "
+        f"dataset `{preset['dataset']}` with target {preset['target']:.2f}, {preset['num_seeds']} "
+        f"Monte Carlo seed(s) (paper {paper['monte_carlo_runs']}). Unchanged: the delay model "
+        "(shifted exponential, per-task ratios, speed groups 25/50/25 % × 1.3/1/0.7, × 27 local "
+        "steps), 27 local steps of batch 32, learning rates, 300 samples per client (Dirichlet α "
+        f"= 0.1). FMNIST model: `{preset['fmnist_model'] or 'lenet5_fedast'}`. Periodic test "
+        f"checks use {preset['eval_subset'] or 'all'} test images; target crossings are confirmed "
+        "on the full test set."
+    )
+
+
 # ------------------------------------------------------------------------------ configs
-def base(P, **changes) -> dict:
+def base(preset, **changes) -> dict:
     """Run-level settings shared by every experiment of a preset."""
     d = dict(
-        num_clients=int(P["num_clients"]),
-        availability=float(P["availability"]),
-        k=int(P["k"]),
-        ratio=int(P["ratio"]),
-        realloc_rule=str(P["realloc_rule"]),
-        eval_subset=int(P["eval_subset"]) if P["eval_subset"] > 0 else None,
-        max_time=float(P["max_time"]),
+        num_clients=int(preset["num_clients"]),
+        availability=float(preset["availability"]),
+        k=int(preset["k"]),
+        ratio=int(preset["ratio"]),
+        realloc_rule=str(preset["realloc_rule"]),
+        eval_subset=int(preset["eval_subset"]) if preset["eval_subset"] > 0 else None,
+        max_time=float(preset["max_time"]),
     )
     d.update(changes)
     return d
 
 
-def _task(P, name, dataset, target, requests, buffer=None, weight=1.0, **kw) -> dict:
+def _task(preset, name, dataset, target, requests, buffer=None, weight=1.0, **kw) -> dict:
     t = dict(
         name=name,
         dataset=dataset,
@@ -61,10 +109,10 @@ def _task(P, name, dataset, target, requests, buffer=None, weight=1.0, **kw) -> 
         buffer=buffer,
         weight=float(weight),
     )
-    sub = P.get(f"{dataset}_train_subset", 0)
+    sub = preset.get(f"{dataset}_train_subset", 0)
     if sub:
         t["train_subset"] = int(sub)
-    model = P.get(f"{dataset}_model", "")
+    model = preset.get(f"{dataset}_model", "")
     if model:
         t["model"] = model
     t.update(kw)
@@ -72,8 +120,8 @@ def _task(P, name, dataset, target, requests, buffer=None, weight=1.0, **kw) -> 
 
 
 def identical(
-    P,
-    M: int,
+    preset,
+    n_tasks: int,
     method: str,
     dataset: str | None = None,
     total_requests: int | None = None,
@@ -81,64 +129,65 @@ def identical(
     **changes,
 ) -> dict:
     """M identical tasks (same dataset and partition), sum R split equally, b = ceil(R / ratio)."""
-    dataset = dataset or P["dataset"]
-    total = int(total_requests if total_requests is not None else P["total_requests"])
-    R = max(1, total // M)
-    tgt = float(P["target"]) if target is None else target
-    tasks = [_task(P, f"{dataset}-{i + 1}", dataset, tgt, R) for i in range(M)]
-    return dict(method=method, tasks=tasks, **base(P, **changes))
+    dataset = dataset or preset["dataset"]
+    total = int(total_requests if total_requests is not None else preset["total_requests"])
+    requests = max(1, total // n_tasks)
+    tgt = float(preset["target"]) if target is None else target
+    tasks = [_task(preset, f"{dataset}-{i + 1}", dataset, tgt, requests) for i in range(n_tasks)]
+    return dict(method=method, tasks=tasks, **base(preset, **changes))
 
 
 def heterogeneous(
-    P, method: str, level: str = "main", datasets: Sequence[str] | None = None, **changes
+    preset, method: str, level: str = "main", datasets: Sequence[str] | None = None, **changes
 ) -> dict:
-    """The heterogeneous run: one task per dataset of ``P['het_datasets']``, sum R split equally,
-    Sync weights from ``P['het_weights']``, targets from ``P['het_targets_<level>']``."""
-    ds = list(datasets or P["het_datasets"])
-    targets = list(P[f"het_targets_{level}"])
-    weights = list(P["het_weights"])
-    R = max(1, int(P["total_requests"]) // len(ds))
+    """The heterogeneous run: one task per dataset of ``preset['het_datasets']``, sum R split
+    equally, Sync weights from ``preset['het_weights']``, targets from
+    ``preset['het_targets_<level>']``."""
+    ds = list(datasets or preset["het_datasets"])
+    targets = list(preset[f"het_targets_{level}"])
+    weights = list(preset["het_weights"])
+    requests = max(1, int(preset["total_requests"]) // len(ds))
     names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
-    ratios = list(P.get("het_delay_ratios", [])) or [None] * len(ds)
+    ratios = list(preset.get("het_delay_ratios", [])) or [None] * len(ds)
     tasks = [
         _task(
-            P,
+            preset,
             names[i],
             d,
             float(targets[i]),
-            R,
+            requests,
             weight=float(weights[i]),
             **({"delay_ratio": float(ratios[i])} if ratios[i] else {}),
         )
         for i, d in enumerate(ds)
     ]
-    return dict(method=method, tasks=tasks, **base(P, **changes))
+    return dict(method=method, tasks=tasks, **base(preset, **changes))
 
 
 # ------------------------------------------------------------------------------ studies
-def run_all(P, items, device="auto", progress=True) -> list:
+def run_all(preset, items, device="auto", progress=True) -> list:
     """The results of ``(config, seed)`` items, in order; the runs not yet cached run in
-    ``P['jobs']`` worker processes (:func:`flkit.asyncfl.run_many`: ``jobs`` changes the wall time,
-    never a number)."""
-    return F.run_many(
+    ``preset['jobs']`` worker processes (:func:`flkit.asyncfl.run_many`: ``jobs`` changes the wall
+    time, never a number)."""
+    return asyncfl.run_many(
         [(c, int(s)) for c, s in items],
-        jobs=int(P["jobs"]),
+        jobs=int(preset["jobs"]),
         device=device,
         progress=progress,
-        threads=int(P["threads"]) or None,
+        threads=int(preset["threads"]) or None,
     )
 
 
-def _runs(P, configs: dict, seeds: Iterable[int], device="auto", progress=True):
+def _runs(preset, configs: dict, seeds: Iterable[int], device="auto", progress=True):
     """[(label, seed, result)] for every config of ``configs`` ({label: config}) and seed."""
     keys = [(label, int(s)) for label in configs for s in seeds]
-    results = run_all(P, [(configs[lab], s) for lab, s in keys], device, progress)
+    results = run_all(preset, [(configs[lab], s) for lab, s in keys], device, progress)
     return [(lab, s, res) for (lab, s), res in zip(keys, results)]
 
 
 def compare_methods(
-    P,
-    Ms: Sequence[int],
+    preset,
+    task_counts: Sequence[int],
     methods: Sequence[str],
     seeds: Sequence[int],
     device="auto",
@@ -150,14 +199,18 @@ def compare_methods(
     Returns (frame with one row per (M, method, seed): all_done, mean_task_time, trained, wall
     seconds; {(M, method, seed): SimResult})."""
     rows, results = [], {}
-    cfgs = {(M, m): identical(P, M, m, dataset=dataset) for M in Ms for m in methods}
-    for (M, label), s, res in _runs(P, cfgs, seeds, device, progress):
+    cfgs = {
+        (n_tasks, m): identical(preset, n_tasks, m, dataset=dataset)
+        for n_tasks in task_counts
+        for m in methods
+    }
+    for (n_tasks, label), s, res in _runs(preset, cfgs, seeds, device, progress):
         sm = summarize(res)
         rows.append(
             {
-                "M": M,
+                "M": n_tasks,
                 "method": label,
-                "label": F.METHOD_LABELS[F.FedASTRun(label, ()).method],
+                "label": asyncfl.METHOD_LABELS[asyncfl.FedASTRun(label, ()).method],
                 "seed": s,
                 "all_done": sm["all_done"],
                 "mean_task_time": sm["mean_task_time"],
@@ -166,88 +219,137 @@ def compare_methods(
                 "final_accuracy": float(np.mean(list(sm["final_accuracy"].values()))),
             }
         )
-        results[(M, label, s)] = res
+        results[(n_tasks, label, s)] = res
     return pd.DataFrame(rows), results
 
 
-def active_config(P, R: int, method: str) -> dict:
-    """Fig. 3 run: ``P['active_tasks']`` identical tasks with R requests each, no target, run for
-    ``P['active_time']``; availability raised with R so the load sum R / N_avail stays <= 1.28."""
-    M = int(P["active_tasks"])
-    avail = min(1.0, max(1, math.ceil(M * R / 1.28)) / int(P["num_clients"]))
+def active_config(preset, requests: int, method: str) -> dict:
+    """Fig. 3 run: ``preset['active_tasks']`` identical tasks with R requests each, no target, run
+    for ``preset['active_time']``; availability raised with R so the load sum R / N_avail stays at
+    most the paper's (:data:`~.numbers.LOAD`)."""
+    n_tasks = int(preset["active_tasks"])
+    avail = min(1.0, max(1, math.ceil(n_tasks * requests / LOAD)) / int(preset["num_clients"]))
     cfg = identical(
-        P, M, method, total_requests=M * R, availability=avail, max_time=float(P["active_time"])
+        preset,
+        n_tasks,
+        method,
+        total_requests=n_tasks * requests,
+        availability=avail,
+        max_time=float(preset["active_time"]),
     )
     cfg["tasks"] = [dict(t, target=None) for t in cfg["tasks"]]
     return cfg
 
 
 def active_sweep(
-    P, requests: Sequence[int], seeds: Sequence[int], device="auto", progress=True
+    preset, requests: Sequence[int], seeds: Sequence[int], device="auto", progress=True
 ) -> pd.DataFrame:
-    """Fig. 3: ``P['active_tasks']`` identical tasks run for ``P['active_time']`` simulated time
-    without a target; final mean test accuracy vs active requests per task, FedAST (b = ceil(R/r))
-    vs NoBuffer (b = 1). Availability is raised with R so the load sum R / N_avail stays <= 1.28."""
-    M = int(P["active_tasks"])
-    cfgs = {(R, m): active_config(P, R, m) for R in requests for m in ("fedast_d", "nobuffer")}
+    """Fig. 3: ``preset['active_tasks']`` identical tasks run for ``preset['active_time']``
+    simulated time without a target; final mean test accuracy vs active requests per task, FedAST (b
+    = ceil(R/r)) vs NoBuffer (b = 1). Availability is raised with R so the load sum R / N_avail
+    stays at most the paper's (:func:`active_config`)."""
+    n_tasks = int(preset["active_tasks"])
+    cfgs = {
+        (per_task, m): active_config(preset, per_task, m)
+        for per_task in requests
+        for m in ("fedast_d", "nobuffer")
+    }
     rows = []
-    for (R, method), s, res in _runs(P, cfgs, seeds, device, progress):
+    for (per_task, method), s, res in _runs(preset, cfgs, seeds, device, progress):
         acc = res.stats.get("final_accuracy", {})
         st = staleness(res)
         rows.append(
             {
-                "requests": R,
-                "active": M * R,
+                "requests": per_task,
+                "active": n_tasks * per_task,
                 "method": method,
-                "label": F.METHOD_LABELS[method],
+                "label": asyncfl.METHOD_LABELS[method],
                 "seed": s,
                 "final_accuracy": float(np.mean(list(acc.values()))),
                 "final_test_loss": final_test_loss(res),
                 "mean_staleness": float(st.staleness.mean()) if len(st) else 0.0,
-                "buffer": 1 if method == "nobuffer" else max(1, -(-R // int(P["ratio"]))),
+                "buffer": 1
+                if method == "nobuffer"
+                else max(1, -(-per_task // int(preset["ratio"]))),
             }
         )
     return pd.DataFrame(rows)
 
 
-def buffer_load(P) -> float:
-    """Load sum R / N_avail of the buffer sweep: two tasks of ``P['buffer_requests']`` on the
+def largest_active_runs(preset, seed: int, device="auto") -> dict:
+    """{method label: result} of FedAST and NoBuffer at the largest R of the Fig. 3 sweep (one
+    seed), for the staleness histogram beside the sweep."""
+    requests = max(preset["active_requests"])
+    return {
+        asyncfl.METHOD_LABELS[m]: asyncfl.run(
+            active_config(preset, requests, m), seed=seed, device=device, progress=False
+        )
+        for m in ("fedast_d", "nobuffer")
+    }
+
+
+def centralised(preset, seed: int, device="auto") -> float:
+    """Fig. 3's reference: test accuracy of one model trained by plain SGD on the pooled client
+    data of the main dataset for ``preset['central_steps']`` steps
+    (:func:`flkit.asyncfl.centralised`)."""
+    task = dict(
+        name="central",
+        dataset=preset["dataset"],
+        model=preset.get(preset["dataset"] + "_model") or None,
+    )
+    return asyncfl.centralised(task, preset["central_steps"], seed=seed, device=device)
+
+
+def buffer_load(preset) -> float:
+    """Load sum R / N_avail of the buffer sweep: two tasks of ``preset['buffer_requests']`` on the
     preset's own available clients (paper: 2 x 175 / 300 = 1.17)."""
-    n_avail = max(1, round(float(P["availability"]) * int(P["num_clients"])))
-    return len(P["buffer_datasets"]) * int(P["buffer_requests"]) / n_avail
+    n_avail = max(1, round(float(preset["availability"]) * int(preset["num_clients"])))
+    return len(preset["buffer_datasets"]) * int(preset["buffer_requests"]) / n_avail
+
+
+def buffer_line(preset) -> str:
+    """The buffer sweep's load and horizon beside the paper's Fig. 8 setting, in one line."""
+    n_avail = round(preset["availability"] * preset["num_clients"])
+    return (
+        f"load {len(preset['buffer_datasets'])} x {preset['buffer_requests']} / {n_avail} "
+        f"available = {buffer_load(preset):.3g} (paper 2 x 175 / 300 = 1.17); horizon t = "
+        f"{preset['buffer_time']:g}"
+    )
 
 
 def buffer_sweep(
-    P, buffers: Sequence[int], seeds: Sequence[int], device="auto", progress=True
+    preset, buffers: Sequence[int], seeds: Sequence[int], device="auto", progress=True
 ) -> pd.DataFrame:
-    """Figs. 8/9: two tasks (``P['buffer_datasets']``), option S, R = ``P['buffer_requests']`` per
-    task on the preset's clients and availability (no rescaling: the paper's fixed setting is
-    N = 1000, 300 available, R = 175, load 1.17), buffer b swept. Each run stops when both tasks
-    reach their targets or at ``P['buffer_time']``; a task that did not reach its target by then
-    has ``reached`` False and no time to target. ``final_accuracy``: at the task's last test."""
-    R = int(P["buffer_requests"])
-    ds = list(P["buffer_datasets"])
-    targets = list(P["buffer_targets"])
-    horizon = float(P["buffer_time"])
+    """Figs. 8/9: two tasks (``preset['buffer_datasets']``), option S, R =
+    ``preset['buffer_requests']`` per task on the preset's clients and availability (no rescaling:
+    the paper's fixed setting is N = 1000, 300 available, R = 175, load 1.17), buffer b swept. Each
+    run stops when both tasks reach their targets or at ``preset['buffer_time']``; a task that did
+    not reach its target by then has ``reached`` False and no time to target. ``final_accuracy``: at
+    the task's last test."""
+    requests = int(preset["buffer_requests"])
+    ds = list(preset["buffer_datasets"])
+    targets = list(preset["buffer_targets"])
+    horizon = float(preset["buffer_time"])
     names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
     cfgs = {
         int(b): dict(
             method="fedast_s",
             tasks=[
-                _task(P, names[i], d, float(targets[i]), R, buffer=int(b)) for i, d in enumerate(ds)
+                _task(preset, names[i], d, float(targets[i]), requests, buffer=int(b))
+                for i, d in enumerate(ds)
             ],
-            **base(P, max_time=horizon),
+            **base(preset, max_time=horizon),
         )
         for b in buffers
     }
     rows = []
-    for b, s, res in _runs(P, cfgs, seeds, device, progress):
+    for b, s, res in _runs(preset, cfgs, seeds, device, progress):
         for name in res.tasks:
             t = res.completion_time[name]
             rows.append(
                 {
                     "buffer": b,
-                    "ratio": R / b,
+                    "ratio": requests / b,
                     "task": name,
                     "seed": s,
                     "reached": t is not None,
@@ -260,17 +362,17 @@ def buffer_sweep(
 
 
 def k_sweep(
-    P, ks: Sequence[int], seeds: Sequence[int], device="auto", progress=True
+    preset, ks: Sequence[int], seeds: Sequence[int], device="auto", progress=True
 ) -> pd.DataFrame:
     """Figs. 10-12: Sync-ST on one task, first-k swept: time and rounds to target, final accuracy
     (accuracy at the end of the run: at the target crossing or at max_time)."""
     cfgs = {}
     for k in ks:
-        cfg = identical(P, 1, "sync_st", k=int(k))
-        cfg["tasks"][0]["name"] = P["dataset"]
+        cfg = identical(preset, 1, "sync_st", k=int(k))
+        cfg["tasks"][0]["name"] = preset["dataset"]
         cfgs[int(k)] = cfg
     rows = []
-    for k, s, res in _runs(P, cfgs, seeds, device, progress):
+    for k, s, res in _runs(preset, cfgs, seeds, device, progress):
         name = res.tasks[0]
         h = pd.DataFrame(res.history)
         t = res.completion_time[name]
@@ -289,7 +391,7 @@ def k_sweep(
 
 
 def het_compare(
-    P,
+    preset,
     seeds: Sequence[int],
     methods=("fedast_d", "sync_st"),
     level: str = "main",
@@ -299,47 +401,64 @@ def het_compare(
 ) -> tuple[pd.DataFrame, dict]:
     """Figs. 6/7: heterogeneous tasks; per-task completion times per method and seed
     (``changes``: run-level settings replaced, e.g. ``max_time``)."""
-    cfgs = {m: heterogeneous(P, m, level, **changes) for m in methods}
+    cfgs = {m: heterogeneous(preset, m, level, **changes) for m in methods}
     rows, results = [], {}
-    for m, s, res in _runs(P, cfgs, seeds, device, progress):
+    for m, s, res in _runs(preset, cfgs, seeds, device, progress):
         results[(m, s)] = res
         for name, t in res.completion_time.items():
             rows.append(
-                {"method": m, "label": F.METHOD_LABELS[m], "seed": s, "task": name, "time": t}
+                {"method": m, "label": asyncfl.METHOD_LABELS[m], "seed": s, "task": name, "time": t}
             )
     return pd.DataFrame(rows), results
 
 
-def fig4_nobuffer(P, seeds: Sequence[int], device="auto", progress=True) -> dict:
+def fig4_nobuffer(preset, seeds: Sequence[int], device="auto", progress=True) -> dict:
     """Fig. 4: {seed: FedAST-NoBuffer on the heterogeneous tasks (main targets)}, run up to
-    ``P['fig4_time']``, a horizon past FedAST's finishing times (both curves span the same time)."""
-    horizon = float(P["fig4_time"])
-    _, res = het_compare(P, seeds, ("nobuffer",), "main", device, progress, max_time=horizon)
+    ``preset['fig4_time']``, a horizon past FedAST's finishing times (both curves span the same
+    time)."""
+    horizon = float(preset["fig4_time"])
+    _, res = het_compare(preset, seeds, ("nobuffer",), "main", device, progress, max_time=horizon)
     return {s: res[("nobuffer", s)] for s in (int(x) for x in seeds)}
 
 
-def regime_preset(P) -> dict:
-    """P with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
+def regime_preset(preset) -> dict:
+    """``preset`` with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
     ablation): N, sum R, the ratio r, Sync first-k and the main targets."""
-    Q = dict(P)
-    Q.update(
-        num_clients=int(P["regime_num_clients"]),
-        total_requests=int(P["regime_total_requests"]),
-        ratio=int(P["regime_ratio"]),
-        k=int(P["regime_k"]),
-        het_targets_main=[float(t) for t in P["regime_het_targets"]],
+    ablated = dict(preset)
+    ablated.update(
+        num_clients=int(preset["regime_num_clients"]),
+        total_requests=int(preset["regime_total_requests"]),
+        ratio=int(preset["regime_ratio"]),
+        k=int(preset["regime_k"]),
+        het_targets_main=[float(t) for t in preset["regime_het_targets"]],
     )
-    return Q
+    return ablated
+
+
+def ablation_line(preset, ablated, paper_regime: dict) -> str:
+    """What the regime ablation's preset ``ablated`` changes from ``preset``, in one line."""
+    keys = ("num_clients", "total_requests", "ratio", "k", "het_targets_main")
+    names = ("N", "sum R", "r", "k", "targets")
+
+    def setting(p):
+        return ", ".join(f"{n} = {p[k]}" for n, k in zip(names, keys))
+
+    return (
+        f"after: {setting(ablated)} (before: {setting(preset)}); paper-setting round length "
+        f"{paper_regime['sync_round_length']:.3g}"
+    )
 
 
 def dynamic_vs_static(
-    P, levels: Sequence[str], seeds: Sequence[int], device="auto", progress=True
+    preset, levels: Sequence[str], seeds: Sequence[int], device="auto", progress=True
 ) -> pd.DataFrame:
     """Figs. 21-26: FedAST(D) vs FedAST(S) (equal R per task) on the heterogeneous tasks at the
     given target levels; one row per (level, method, seed) with the all-done time."""
-    cfgs = {(lv, m): heterogeneous(P, m, lv) for lv in levels for m in ("fedast_d", "fedast_s")}
+    cfgs = {
+        (lv, m): heterogeneous(preset, m, lv) for lv in levels for m in ("fedast_d", "fedast_s")
+    }
     rows = []
-    for (level, m), s, res in _runs(P, cfgs, seeds, device, progress):
+    for (level, m), s, res in _runs(preset, cfgs, seeds, device, progress):
         sm = summarize(res)
         rows.append(
             {
@@ -352,43 +471,3 @@ def dynamic_vs_static(
             }
         )
     return pd.DataFrame(rows)
-
-
-def demo(
-    M: int,
-    requests: int,
-    buffer: int,
-    seed: int = 0,
-    num_clients: int = 100,
-    device="cpu",
-    method: str = "fedast_s",
-):
-    """The interactive demo: M synthetic tasks (logistic regression, delay ratios of MNIST /
-    FMNIST /
-    CIFAR-10 / Shakespeare in turn) with R requests and buffer b each; fast enough for a slider."""
-    ratios = [0.148, 0.24, 0.228, 0.555]
-    n_avail = max(M, math.ceil(M * requests / 1.28))
-    if M * requests > num_clients:
-        raise FlkitError(
-            f"M x requests = {M * requests} is more than the {num_clients} clients can serve"
-        )
-    tasks = [
-        dict(
-            name=f"task {i + 1}",
-            dataset="synthetic",
-            target=0.45,
-            requests=int(requests),
-            buffer=int(buffer),
-            samples_per_client=64,
-            delay_ratio=ratios[i % 4],
-        )
-        for i in range(M)
-    ]
-    cfg = dict(
-        method=method,
-        tasks=tasks,
-        num_clients=num_clients,
-        availability=min(1.0, n_avail / num_clients),
-        max_time=3000.0,
-    )
-    return F.run(cfg, seed=seed, device=device, progress=False)

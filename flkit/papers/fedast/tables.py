@@ -8,7 +8,15 @@ import pandas as pd
 
 from flkit import metrics
 
-__all__ = ["summarize", "events", "staleness", "curves", "final_test_loss", "gain_table"]
+__all__ = [
+    "summarize",
+    "events",
+    "staleness",
+    "curves",
+    "final_test_loss",
+    "gain_table",
+    "buffer_table",
+]
 
 
 # ------------------------------------------------------------------------------ reading results
@@ -100,3 +108,15 @@ def gain_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def buffer_table(buf: pd.DataFrame) -> pd.DataFrame:
+    """Figs. 8/9 as a table: per buffer (rows) and task (columns), the fraction of seeds that
+    reached the target, the mean time to target and the mean final accuracy.
+    ``buf``: ``study.buffer_sweep``'s frame."""
+    g = buf.groupby(["buffer", "task"])
+    return (
+        g.agg(reached=("reached", "mean"), time_to_target=("time_to_target", "mean"))
+        .join(g.final_accuracy.mean())
+        .unstack()
+    )

@@ -1,7 +1,10 @@
 """Claim verdicts of notebook 02 as functions of result tables (thresholds are named parameters).
 
-Each function returns a dict {text, holds, evidence, paper} for ``report.claim(**c)``; ``holds`` is
-True / False, or None when the run cannot judge it (the smoke preset: see :func:`judged`).
+Each function returns a dict {text, holds, evidence, paper, regime, reason} for
+``report.claim(**c)``: ``holds`` is the face-value outcome (True / False, None when the tables
+cannot decide it, with the reason), ``regime`` the readings of the regime indicators the claim
+depends on (``regime.CLAIMS``), from which ``report.claim`` derives "outside regime". The smoke
+preset's rule lives in ``report.claim`` too.
 """
 
 from __future__ import annotations
@@ -9,26 +12,24 @@ from __future__ import annotations
 import pandas as pd
 
 from ...prune import prunable_names
+from . import regime as _regime
 from .study import final_rows
 
 PAPER_WHERE = "abstract and Sections I/VI (result tables not recoverable)"
 
 
-def judged(holds, preset_name: str):
-    """The verdict to record: None at the smoke preset (a few rounds cannot judge a claim)."""
-    return None if preset_name == "smoke" else holds
-
-
-def _claim(text, holds, evidence, preset):
+def _claim(text, holds, evidence, regime=(), reason=""):
     return {
         "text": text,
-        "holds": judged(None if holds is None else bool(holds), preset),
+        "holds": None if holds is None else bool(holds),
         "evidence": evidence,
         "paper": PAPER_WHERE,
+        "regime": list(regime),
+        "reason": reason if holds is None else "",
     }
 
 
-def sparsity_exact(res: dict, preset: str, tol: float = 1e-9) -> dict:
+def sparsity_exact(res: dict, tol: float = 1e-9) -> dict:
     """FedDIP's global mask has exactly the schedule's sparsity at every reconfiguration round
     (checked as |mask_sparsity - s_t| * n_prunable < 0.5, i.e. the same integer count)."""
     worst, n_checked = 0.0, 0
@@ -37,7 +38,7 @@ def sparsity_exact(res: dict, preset: str, tol: float = 1e-9) -> dict:
             continue
         h = r.history
         rec = h[h["reconfig"] == 1]
-        state = r.final_state["model"]
+        state = r.final_state.model
         n = sum(state[k].numel() for k in prunable_names(state))
         diff = ((rec["mask_sparsity"] - rec["sparsity_target"]).abs() * n).max()
         worst = max(worst, float(diff))
@@ -47,11 +48,11 @@ def sparsity_exact(res: dict, preset: str, tol: float = 1e-9) -> dict:
         "FedDIP reaches the prescribed sparsity exactly, following the cubic schedule",
         holds,
         f"{n_checked} reconfiguration rounds checked; largest count difference {worst:.2f} weights",
-        preset,
+        reason="no reconfiguration round to check",
     )
 
 
-def close_to_dense(res: dict, preset: str, max_gap: float = 0.03) -> dict:
+def close_to_dense(res: dict, max_gap: float = 0.03, regime=()) -> dict:
     """FedDIP's mean final accuracy is within max_gap of FedAvg's at every target sparsity."""
     df = final_rows(res)
     dense = df[df.method == "fedavg"].final_acc.mean()
@@ -66,11 +67,11 @@ def close_to_dense(res: dict, preset: str, max_gap: float = 0.03) -> dict:
         f"(gap <= {max_gap * 100:.0f} points)",
         holds,
         ev,
-        preset,
+        regime,
     )
 
 
-def ordering(res: dict, preset: str, tie: float = 0.005) -> dict:
+def ordering(res: dict, tie: float = 0.005, regime=()) -> dict:
     """At the highest sparsity: FedDIP >= FedDP >= SNIP (mean final accuracy, ties within `tie`)."""
     df = final_rows(res)
     s = df[df.method == "feddip"].sparsity.max()
@@ -80,10 +81,10 @@ def ordering(res: dict, preset: str, tie: float = 0.005) -> dict:
     }
     holds = acc["feddip"] >= acc["feddp"] - tie and acc["feddp"] >= acc["snip"] - tie
     ev = ", ".join(f"{m} {v * 100:.1f}%" for m, v in acc.items()) + f" at s={s:g}"
-    return _claim("At the highest sparsity FedDIP >= FedDP >= one-shot SNIP", holds, ev, preset)
+    return _claim("At the highest sparsity FedDIP >= FedDP >= one-shot SNIP", holds, ev, regime)
 
 
-def gap_grows(res: dict, preset: str, tie: float = 0.005) -> dict:
+def gap_grows(res: dict, tie: float = 0.005, regime=()) -> dict:
     """The FedDIP - FedDP gap (incremental regularisation) is larger at the highest sparsity than
     at the lowest (by more than `tie`), and FedDIP does gain there (gap > `tie`): a gap rising from
     negative to zero is no gain."""
@@ -98,10 +99,16 @@ def gap_grows(res: dict, preset: str, tie: float = 0.005) -> dict:
     }
     holds = gap[sp[-1]] > max(gap[sp[0]], 0.0) + tie if len(sp) > 1 else None
     ev = "; ".join(f"s={s:g}: {g * 100:+.1f} pts" for s, g in gap.items())
-    return _claim("The gain of FedDIP over FedDP grows with sparsity", holds, ev, preset)
+    return _claim(
+        "The gain of FedDIP over FedDP grows with sparsity",
+        holds,
+        ev,
+        regime,
+        reason="a single target sparsity: nothing to grow over",
+    )
 
 
-def traffic(res: dict, preset: str, min_saving: float = 0.5, dense_upload: float = 0.9) -> dict:
+def traffic(res: dict, min_saving: float = 0.5, dense_upload: float = 0.9) -> dict:
     """Under exact sparse counting FedDIP's cumulative download is at most (1 - min_saving) of
     FedAvg's at every sparsity, and under the official formula its upload stays >= dense_upload of
     FedAvg's (error feedback keeps the uploaded local models dense)."""
@@ -128,12 +135,11 @@ def traffic(res: dict, preset: str, min_saving: float = 0.5, dense_upload: float
         "under the official accounting stays near dense",
         holds,
         ev,
-        preset,
     )
 
 
 def noniid_close(
-    res: dict, preset: str, max_gap: float = 0.03, column: str = "client_acc_mean"
+    res: dict, max_gap: float = 0.03, column: str = "client_acc_mean", regime=()
 ) -> dict:
     """Non-IID: FedDIP+Prox's mean final accuracy within max_gap of the better of FedAvg/FedProx."""
     df = final_rows(res, column)
@@ -147,18 +153,24 @@ def noniid_close(
         f"(gap <= {max_gap * 100:.0f} points)",
         holds,
         ev,
-        preset,
+        regime,
+        reason="a method of the comparison did not run",
     )
 
 
-def all_claims(grid: dict, noniid: dict, P) -> list[dict]:
-    """Every claim of the paper this notebook checks, in order."""
-    name = getattr(P, "name", "?")
+def all_claims(grid: dict, noniid: dict, preset) -> list[dict]:
+    """Every claim of the paper this notebook checks, in order, each with the readings of the
+    regime indicators it depends on (measured on the main grid, ``regime.measure``)."""
+    ours = _regime.measure(grid, preset["workloads"][0])
+
+    def reg(name):
+        return _regime.readings(ours, _regime.CLAIMS[name])
+
     return [
-        sparsity_exact(grid, name),
-        close_to_dense(grid, name, float(P["max_gap"])),
-        ordering(grid, name, float(P["tie"])),
-        gap_grows(grid, name, float(P["tie"])),
-        traffic(grid, name),
-        noniid_close(noniid, name, float(P["max_gap"])),
+        sparsity_exact(grid),
+        close_to_dense(grid, float(preset["max_gap"]), reg("close_to_dense")),
+        ordering(grid, float(preset["tie"]), reg("ordering")),
+        gap_grows(grid, float(preset["tie"]), reg("gap_grows")),
+        traffic(grid),
+        noniid_close(noniid, float(preset["max_gap"]), regime=reg("noniid_close")),
     ]

@@ -1,25 +1,27 @@
 """Notebook 02's interactive demo: sliders for s0, s_p and lambda_max above :func:`demo_figure`, as
-one :class:`flkit.live.Demo` (the figure is a PNG in an Image widget; papermill never has to
-emulate an Output widget, which once left a cell waiting forever)."""
+one :class:`flkit.workbook.widgets.Demo` (the figure is a PNG in an Image widget; papermill never
+has to emulate an Output widget, which once left a cell waiting forever)."""
 
 from __future__ import annotations
 
-from flkit import live
+from flkit.workbook import widgets
 
 from .figures import demo_figure
 
 
-def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code") -> live.Demo:
+def demo_widget(
+    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code"
+) -> widgets.Demo:
     """First drawn at (s0, s_p, lambda_max); s0 can never exceed s_p: its slider stops at s_p."""
-    import ipywidgets as W
+    import ipywidgets
 
-    sp = W.FloatSlider(
+    sp = ipywidgets.FloatSlider(
         value=s_p, min=0.05, max=0.99, step=0.01, description="s_p", continuous_update=False
     )
-    s0w = W.FloatSlider(
+    s0w = ipywidgets.FloatSlider(
         value=min(s0, s_p), min=0.0, max=s_p, step=0.05, description="s0", continuous_update=False
     )
-    lam = W.FloatLogSlider(
+    lam = ipywidgets.FloatLogSlider(
         value=lambda_max,
         base=10,
         min=-5,
@@ -32,8 +34,10 @@ def demo_widget(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code"
         controls["s0"].max = controls["s_p"].value
 
     def draw(s0, s_p, lambda_max):
-        return demo_figure(demo, pruned_accuracy, T, min(s0, s_p), s_p, lambda_max, Q, variant)
+        return demo_figure(
+            demo, pruned_accuracy, rounds, min(s0, s_p), s_p, lambda_max, segments, variant
+        )
 
     for w in (sp, s0w, lam):
         w.style.description_width = "initial"  # "lambda_max" in full, not "lambda_..."
-    return live.Demo(draw, constrain=cap, s0=s0w, s_p=sp, lambda_max=lam)
+    return widgets.Demo(draw, constrain=cap, s0=s0w, s_p=sp, lambda_max=lam)

@@ -153,18 +153,18 @@ def reference_result() -> str:
 # ------------------------------------------------------------------ (a) the schedule
 def check_schedule(fn, verbose: bool = True) -> Verdict:
     """``fn()``: s_t of eq. 11 at t = 25 of T = 100 rounds, s0 = 0.5, s_p = 0.9."""
-    t, T, s0, sp = 25, 100, 0.5, 0.9
+    t, rounds, s0, sp = 25, 100, 0.5, 0.9
     return check_number(
         fn,
-        cubic_sparsity(t, T, s0, sp),
+        cubic_sparsity(t, rounds, s0, sp),
         "the target sparsity at round 25 of 100",
         rel_tol=1e-4,
         mistakes={
             "that is a linear schedule; eq. 11 has the cube (1 - t/T)^3": sp
-            + (s0 - sp) * (1 - t / T),
-            "use (1 - t/T)^3, not (t/T)^3": sp + (s0 - sp) * (t / T) ** 3,
+            + (s0 - sp) * (1 - t / rounds),
+            "use (1 - t/T)^3, not (t/T)^3": sp + (s0 - sp) * (t / rounds) ** 3,
             "that is the density 1 - s_t; the question asks for the sparsity": 1
-            - cubic_sparsity(t, T, s0, sp),
+            - cubic_sparsity(t, rounds, s0, sp),
         },
         verbose=verbose,
     )

@@ -5,27 +5,27 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ... import plots
 from ...prune import cubic_sparsity, incremental_lambda
+from ...workbook import plots
 from .study import DENSE, LABELS, final_rows
 
 
 def _look(m: str, points: int | None = None) -> dict:
-    """The method's line in the shared style cycle (flkit.plots)."""
+    """The method's line in the shared style cycle (flkit.workbook.plots)."""
     return plots.style_for(LABELS[m], points)
 
 
-def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
+def schedules(ax_s, ax_l, rounds, s0, s_p, lambda_max, segments, variant="code"):
     """s_t (cubic) and lambda_t (step-wise) over the rounds."""
-    t = np.arange(T)
-    ax_s.plot(t, [cubic_sparsity(int(i), T, s0, s_p) for i in t], color="tab:red")
+    t = np.arange(rounds)
+    ax_s.plot(t, [cubic_sparsity(int(i), rounds, s0, s_p) for i in t], color="tab:red")
     ax_s.set(
         xlabel="round t", ylabel="target sparsity $s_t$", ylim=(0, 1), title="sparsity schedule"
     )
     plots.integer_ticks(ax_s)
     ax_l.step(
         t,
-        [incremental_lambda(int(i), T, lambda_max, Q, variant) for i in t],
+        [incremental_lambda(int(i), rounds, lambda_max, segments, variant) for i in t],
         where="post",
         color="tab:green",
         label=f"{variant} variant",
@@ -33,7 +33,7 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
     other = "paper" if variant == "code" else "code"
     ax_l.step(
         t,
-        [incremental_lambda(int(i), T, lambda_max, Q, other) for i in t],
+        [incremental_lambda(int(i), rounds, lambda_max, segments, other) for i in t],
         where="post",
         color="tab:green",
         ls=":",
@@ -44,13 +44,15 @@ def schedules(ax_s, ax_l, T, s0, s_p, lambda_max, Q, variant="code"):
     ax_l.legend(fontsize=8)
 
 
-def demo_figure(demo, pruned_accuracy, T, s0, s_p, lambda_max, Q, variant="code", fig=None):
+def demo_figure(
+    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code", fig=None
+):
     """The slider demo: both schedules, the magnitude mask of the largest layer at s_p, and the
     accuracy of the trained dense model after global magnitude pruning at s_p."""
     fig = fig or plt.figure(figsize=(13, 3.4))
     fig.clf()
     axs = fig.subplots(1, 4)
-    schedules(axs[0], axs[1], T, s0, s_p, lambda_max, Q, variant)
+    schedules(axs[0], axs[1], rounds, s0, s_p, lambda_max, segments, variant)
     acc, mask = pruned_accuracy(demo, s_p)
     m = mask[demo["layer"]].float().cpu()
     axs[2].imshow(

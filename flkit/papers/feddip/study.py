@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import data as data_mod
-from ...datasets.identity import reduced_allowed
+from ...data.provenance import reduced_allowed
 from ...experiment import RunConfig, Setup, run
 from ...utils import FlkitError, check_choice
 
@@ -37,19 +37,19 @@ LABELS = {
 DENSE = ("fedavg", "fedprox")
 
 
-def seeds_of(P: dict, seed: int = 0) -> list[int]:
-    n = int(P["seeds"])
+def seeds_of(preset: dict, seed: int = 0) -> list[int]:
+    n = int(preset["seeds"])
     if n < 1:
         raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
     return [int(seed) + i for i in range(n)]
 
 
-def method_params(P: dict, method: str, sparsity: float, rounds: int, **over) -> dict:
+def method_params(preset: dict, method: str, sparsity: float, rounds: int, **over) -> dict:
     """The method's hyperparameters from the preset (schedules span the run's rounds)."""
     check_choice("method", method, tuple(LABELS))
-    mp = {"lr_decay": float(P["lr_decay"])}
+    mp = {"lr_decay": float(preset["lr_decay"])}
     if method == "fedprox":
-        mp["mu"] = float(P["mu"])
+        mp["mu"] = float(preset["mu"])
     if method in DENSE:
         return {**mp, **over}
     mp["sparsity"] = float(sparsity)
@@ -57,32 +57,34 @@ def method_params(P: dict, method: str, sparsity: float, rounds: int, **over) ->
         mp["horizon"] = int(rounds)
     if method in ("feddip", "feddp", "dpf", "feddip_prox"):
         mp.update(
-            R=int(P["R"]),
-            Q=int(P["Q"]),
-            lambda_variant=P["lambda_variant"],
-            mask_order=P["mask_order"],
-            round0=P["round0"],
+            R=int(preset["R"]),
+            Q=int(preset["Q"]),
+            lambda_variant=preset["lambda_variant"],
+            mask_order=preset["mask_order"],
+            round0=preset["round0"],
         )
         if method != "dpf":
-            mp["s0"] = float(P["s0"])
+            mp["s0"] = float(preset["s0"])
         if method in ("feddip", "feddip_prox"):
-            mp["lambda_max"] = float(P["lambda_max"])
+            mp["lambda_max"] = float(preset["lambda_max"])
         if method == "feddip_prox":
-            mp["mu"] = float(P["mu"])
+            mp["mu"] = float(preset["mu"])
     elif method == "prunetrain":
-        mp.update(s0=float(P["s0"]), coef=float(P["prunetrain_coef"]))
+        mp.update(s0=float(preset["s0"]), coef=float(preset["prunetrain_coef"]))
     elif method == "prunefl":
         mp.update(
-            s0=float(P["s0"]), R=int(P["R_baselines"]), init_rounds=int(P["prunefl_init_rounds"])
+            s0=float(preset["s0"]),
+            R=int(preset["R_baselines"]),
+            init_rounds=int(preset["prunefl_init_rounds"]),
         )
     elif method == "feddst":
-        mp.update(R=int(P["R_baselines"]), alpha=float(P["feddst_alpha"]))
+        mp.update(R=int(preset["R_baselines"]), alpha=float(preset["feddst_alpha"]))
     mp.update(over)
     return mp
 
 
 def config(
-    P: dict,
+    preset: dict,
     workload: str,
     method: str,
     sparsity: float,
@@ -96,29 +98,29 @@ def config(
     dataset, model, ds_kw = WORKLOADS[workload]
     ds_kw = dict(ds_kw)
     for split in ("train", "test"):
-        if int(P[f"{split}_subset"]):
-            ds_kw[f"{split}_subset"] = int(P[f"{split}_subset"])
-    rounds = int(P["noniid_rounds"] if noniid else P["rounds"])
+        if int(preset[f"{split}_subset"]):
+            ds_kw[f"{split}_subset"] = int(preset[f"{split}_subset"])
+    rounds = int(preset["noniid_rounds"] if noniid else preset["rounds"])
     part = (
         dict(partition="classes_per_client", partition_kwargs={"classes": 2})
         if noniid
         else dict(partition="iid")
     )
     return RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         method=method,
         dataset=dataset,
         model=model,
-        num_clients=int(P["clients"]),
-        clients_per_round=int(P["per_round"]),
-        local_epochs=int(P["local_epochs"]),
-        batch_size=int(P["batch_size"]),
-        lr=float(P["lr"]),
-        weight_decay=float(P["weight_decay"]),
+        num_clients=int(preset["clients"]),
+        clients_per_round=int(preset["per_round"]),
+        local_epochs=int(preset["local_epochs"]),
+        batch_size=int(preset["batch_size"]),
+        lr=float(preset["lr"]),
+        weight_decay=float(preset["weight_decay"]),
         rounds=rounds,
-        eval_every=int(P["eval_every"]),
+        eval_every=int(preset["eval_every"]),
         per_client_eval=noniid,
-        method_params=method_params(P, method, sparsity, rounds, **over),
+        method_params=method_params(preset, method, sparsity, rounds, **over),
         dataset_kwargs=ds_kw,
         seed=int(seed),
         device=device,
@@ -126,10 +128,10 @@ def config(
     )
 
 
-def check_data(P, workload: str, device="auto") -> dict:
+def check_data(preset, workload: str, device="auto") -> dict:
     """Which data a workload uses; FlkitError when the preset requires the full training set
     (``require_full_data``) and only a reduced copy is available, unless ``allow_reduced_data``
-    (the preset key, or ``$FLKIT_ALLOW_REDUCED_DATA=1``: :mod:`flkit.datasets.identity`)."""
+    (the preset key, or ``$FLKIT_ALLOW_REDUCED_DATA=1``: :mod:`flkit.data.provenance`)."""
     dataset, _, ds_kw = WORKLOADS[workload]
     ident = data_mod.identity(dataset, **ds_kw)
     info = {
@@ -141,10 +143,10 @@ def check_data(P, workload: str, device="auto") -> dict:
         "source": ident["source"],
         "reduced": ident["reduced"],
     }
-    allowed = P["allow_reduced_data"] or reduced_allowed()
-    if info["reduced"] and P["require_full_data"] and not allowed:
+    allowed = preset["allow_reduced_data"] or reduced_allowed()
+    if info["reduced"] and preset["require_full_data"] and not allowed:
         raise FlkitError(
-            f"preset {getattr(P, 'name', '?')!r} needs the full {dataset} training set "
+            f"preset {getattr(preset, 'name', '?')!r} needs the full {dataset} training set "
             f"({ident['full_train']:,} images) but the copy found has {ident['train']:,} "
             f"({info['source']}); install the full dataset, or pass allow_reduced_data=True "
             "to run on it anyway (the results then record it)"
@@ -162,44 +164,44 @@ def _runs(cfgs, progress, out_dir):
     return out
 
 
-def run_grid(P, workload: str, seeds, device="auto", progress=True, out_dir=None) -> dict:
+def run_grid(preset, workload: str, seeds, device="auto", progress=True, out_dir=None) -> dict:
     """Every method at every target sparsity and seed: {(method, sparsity, seed): RunResult}
     (FedAvg is dense: its key has sparsity 0.0)."""
     cfgs = []
     for seed in seeds:
-        for m in P["methods"]:
-            for s in [0.0] if m in DENSE else P["sparsities"]:
-                cfgs.append(((m, float(s), seed), config(P, workload, m, s, seed, device)))
+        for m in preset["methods"]:
+            for s in [0.0] if m in DENSE else preset["sparsities"]:
+                cfgs.append(((m, float(s), seed), config(preset, workload, m, s, seed, device)))
     return _runs(cfgs, progress, out_dir)
 
 
-def run_noniid(P, seeds, device="auto", progress=True, out_dir=None) -> dict:
+def run_noniid(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
     """FedAvg, FedProx, FedDIP+Prox on 2 classes per client: {(method, sparsity, seed): ...}."""
-    s = float(P["noniid_sparsity"])
+    s = float(preset["noniid_sparsity"])
     cfgs = [
         (
             (m, 0.0 if m in DENSE else s, seed),
-            config(P, P["workloads"][0], m, s, seed, device, noniid=True),
+            config(preset, preset["workloads"][0], m, s, seed, device, noniid=True),
         )
         for seed in seeds
-        for m in P["noniid_methods"]
+        for m in preset["noniid_methods"]
     ]
     return _runs(cfgs, progress, out_dir)
 
 
-def run_ablations(P, seeds, device="auto", progress=True, out_dir=None) -> dict:
+def run_ablations(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
     """FedDIP at the most extreme sparsity with R in ``ablation_R`` and both mask orders:
     {(label, seed): RunResult} (s0 and lambda ablations come from the main grid)."""
-    s, w = max(P["sparsities"]), P["workloads"][0]
+    s, w = max(preset["sparsities"]), preset["workloads"][0]
     cfgs = []
     for seed in seeds:
-        for r in P["ablation_R"]:
-            cfgs.append(((f"R={r}", seed), config(P, w, "feddip", s, seed, device, R=int(r))))
-        other = "dense" if P["mask_order"] == "code" else "code"
+        for r in preset["ablation_R"]:
+            cfgs.append(((f"R={r}", seed), config(preset, w, "feddip", s, seed, device, R=int(r))))
+        other = "dense" if preset["mask_order"] == "code" else "code"
         cfgs.append(
             (
                 (f"mask from {other} average", seed),
-                config(P, w, "feddip", s, seed, device, mask_order=other),
+                config(preset, w, "feddip", s, seed, device, mask_order=other),
             )
         )
     return _runs(cfgs, progress, out_dir)
@@ -271,35 +273,36 @@ def mean_final(
     return float(g.final_acc.mean())
 
 
-def describe(P, seeds, info: dict) -> str:
+def describe(preset, seeds, info: dict) -> str:
     """Markdown: what this preset runs and which data it used."""
     return (
-        f"**Preset `{getattr(P, 'name', '?')}`**: seeds {list(seeds)}; {P['clients']} clients, "
-        f"{P['per_round']} per round, {P['rounds']} rounds, {P['local_epochs']} local epoch(s), "
-        f"batch {P['batch_size']}, lr {P['lr']} x {P['lr_decay']}^t, weight decay "
-        f"{P['weight_decay']}; s0 = {P['s0']}, R = {P['R']}, lambda_max = {P['lambda_max']}, "
-        f"Q = {P['Q']} ({P['lambda_variant']} variant), mask order `{P['mask_order']}`, round-0 "
-        f"mask `{P['round0']}`. Data: {info['dataset']} with {info['train_images']:,} of "
-        f"{info['full_train_images']:,} training images available"
-        f"{' (reduced copy)' if info['reduced'] else ''}, training subset "
-        f"{P['train_subset'] or 'all'}, test subset {P['test_subset'] or 'all'}."
+        f"**Preset `{getattr(preset, 'name', '?')}`**: seeds {list(seeds)}; {preset['clients']} "
+        f"clients, {preset['per_round']} per round, {preset['rounds']} rounds, "
+        f"{preset['local_epochs']} local epoch(s), batch {preset['batch_size']}, lr {preset['lr']} "
+        f"x {preset['lr_decay']}^t, weight decay {preset['weight_decay']}; s0 = {preset['s0']}, R "
+        f"= {preset['R']}, lambda_max = {preset['lambda_max']}, Q = {preset['Q']} "
+        f"({preset['lambda_variant']} variant), mask order `{preset['mask_order']}`, round-0 mask "
+        f"`{preset['round0']}`. Data: {info['dataset']} with {info['train_images']:,} of "
+        f"{info['full_train_images']:,} training images "
+        f"available{' (reduced copy)' if info['reduced'] else ''}, training subset "
+        f"{preset['train_subset'] or 'all'}, test subset {preset['test_subset'] or 'all'}."
     )
 
 
 # --------------------------------------------------------------------------- interactive demo
 def demo_inputs(
-    P, seed: int, device="auto", n_test: int = 1000, progress=True, out_dir=None
+    preset, seed: int, device="auto", n_test: int = 1000, progress=True, out_dir=None
 ) -> dict:
     """What the slider demo needs: the dense FedAvg model of the first workload trained at the
     preset (the same cached run the comparison uses), its prunable tensors and a fixed test batch
     (the accuracy of a pruned copy then takes milliseconds)."""
+    from ...engine import evaluate
     from ...prune import prunable_names
-    from ...train import evaluate
 
-    cfg = config(P, P["workloads"][0], "fedavg", 0.0, seed, device)
+    cfg = config(preset, preset["workloads"][0], "fedavg", 0.0, seed, device)
     su = Setup.build(cfg)
     r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
-    state = {k: v.to(su.device) for k, v in r.final_state["model"].items()}
+    state = {k: v.to(su.device) for k, v in r.final_state.model.items()}
     names = prunable_names(su.model)
     x, y = su.data.x_test[:n_test], su.data.y_test[:n_test]
     return {
@@ -316,20 +319,20 @@ def demo_inputs(
 def pruned_accuracy(demo: dict, sparsity: float) -> tuple[float, dict]:
     """Test accuracy of the demo model after global magnitude pruning at `sparsity`, and the
     mask."""
+    from ...engine import evaluate
     from ...prune import apply_mask, global_magnitude_mask
-    from ...train import evaluate
 
     mask = global_magnitude_mask({n: demo["state"][n] for n in demo["names"]}, sparsity)
     acc, _ = evaluate(demo["model"], apply_mask(demo["state"], mask), demo["x"], demo["y"])
     return acc, mask
 
 
-def ablation_rows(P, ablations: dict, grid: dict) -> pd.DataFrame:
+def ablation_rows(preset, ablations: dict, grid: dict) -> pd.DataFrame:
     """Final accuracies of the ablation runs beside FedDIP's default from the grid."""
-    s = max(P["sparsities"])
+    s = max(preset["sparsities"])
     rows = [
         {
-            "label": f"R={P['R']}, mask from {P['mask_order']} average (default)",
+            "label": f"R={preset['R']}, mask from {preset['mask_order']} average (default)",
             "seed": seed,
             "final_acc": r.final(),
         }

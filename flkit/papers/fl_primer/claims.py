@@ -3,7 +3,7 @@
 Each returns a dict ``text, holds, evidence, paper, judge_at_smoke`` that goes straight into
 ``report.claim(**c)``. ``judge_at_smoke`` is true for the two drift claims: they measure one
 round of local training from a given model, which does not need a long run, so they are judged
-at every preset; the accuracy claim needs the full run (``flkit.report`` records it as
+at every preset; the accuracy claim needs the full run (``flkit.workbook.report`` records it as
 inconclusive at ``smoke``).
 """
 
@@ -15,10 +15,18 @@ __all__ = ["noniid_slows_fedavg", "noniid_drifts_apart", "prox_reduces_drift"]
 
 
 def noniid_slows_fedavg(
-    final: pd.Series, iid: str, noniid: str, alpha: float, rounds: int, min_gap: float = 0.0
+    final: pd.Series,
+    iid: str,
+    noniid: str,
+    alpha: float,
+    rounds: int,
+    min_gap: float = 0.0,
+    regime=(),
 ) -> dict:
     """FedAvg on Dirichlet(alpha) data ends below FedAvg on IID data: final accuracy gap (IID
-    minus non-IID, a fraction) > ``min_gap``. ``final``: `study.final_accuracy` (by run label)."""
+    minus non-IID, a fraction) > ``min_gap``. ``final``: `study.final_accuracy` (by run label);
+    ``regime``: the readings of ``regime.CLAIMS["noniid_slows_fedavg"]`` (a run that did not
+    train, or a mild split, is outside the paper's regime)."""
     gap = float(final[iid] - final[noniid])
     return dict(
         text=f"Non-IID data (Dir({alpha:g})) slows FedAvg: lower accuracy than IID after "
@@ -28,6 +36,7 @@ def noniid_slows_fedavg(
         f"(gap {100 * gap:.1f} points)",
         paper="McMahan et al. 2017, Sec. 3",
         judge_at_smoke=False,
+        regime=list(regime),
     )
 
 

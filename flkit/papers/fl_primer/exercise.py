@@ -19,14 +19,15 @@ The checker compares with `flkit.methods.weighted_average` on random client stat
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
 from flkit import models
 from flkit.course.checks import Verdict, check_number, not_attempted
-from flkit.methods import FedAvg, weighted_average
+from flkit.engine import LocalSpec
+from flkit.methods import FedAvg, ServerState, real, weighted_average
 from flkit.methods.base import ClientUpdates, RunContext
-from flkit.train import LocalSpec
 
 __all__ = [
     "reference_solution",
@@ -269,15 +270,22 @@ class FedAvgMReference(FedAvg):
     """Server momentum (Hsu et al. 2019): buf = beta * buf + (w - avg); w <- w - buf."""
 
     name = "fedavgm_reference"
-    params = {"beta": 0.9, "lr_decay": 1.0}
+
+    @dataclass(frozen=True)
+    class Params(FedAvg.Params):
+        beta: float = real(0.9, 0.0, 1.0, high_open=True)  # server momentum
+
+    @dataclass
+    class State(ServerState):
+        buf: dict | None = None  # the momentum buffer; None before the first round
 
     def aggregate(self, state, updates, rnd):
         avg = weighted_average(updates.state, updates.weights)
-        buf = state.get("buf")
-        delta = {n: state["model"][n] - avg[n] for n in self.param_names}
-        buf = delta if buf is None else {n: self.beta * buf[n] + delta[n] for n in delta}
-        model = {**avg, **{n: state["model"][n] - buf[n] for n in buf}}
-        return {**state, "model": model, "buf": buf}
+        delta = {n: state.model[n] - avg[n] for n in self.param_names}
+        beta = self.hp.beta
+        buf = delta if state.buf is None else {n: beta * state.buf[n] + delta[n] for n in delta}
+        model = {**avg, **{n: state.model[n] - buf[n] for n in buf}}
+        return replace(state, model=model, buf=buf)
 
 
 def _tiny_context() -> RunContext:
@@ -299,7 +307,7 @@ def _rounds(method, n_rounds: int = 4, seed: int = 0) -> list[dict]:
         w = torch.tensor([10.0, 30.0, 60.0])
         up = ClientUpdates([0, 1, 2], stacked, w, torch.zeros(3), [0, 0, 0])
         state = method.aggregate(state, up, rnd)
-        out.append({n: state["model"][n].detach().clone() for n in model})
+        out.append({n: state.model[n].detach().clone() for n in model})
     return out
 
 
@@ -367,7 +375,7 @@ def _fedavgm_verdict(cls) -> Verdict:
         else:
             hint = (
                 f"round {bad} differs: the buffer must be carried in the returned state "
-                "(state['buf']) and decay by beta"
+                "(its buf field) and decay by beta"
             )
         return Verdict(False, lines + [f"wrong at beta = {beta}: {hint}"])
     return Verdict(True, lines)

@@ -1,4 +1,5 @@
-"""Figures of the FL primer notebook, in the house style (flkit.plots). They read results only."""
+"""Figures of the FL primer notebook, in the house style (flkit.workbook.plots). They read results
+only."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from flkit import plots
+from flkit.workbook import plots
 
 
 def _series(curves: pd.DataFrame, label: str, column: str) -> pd.Series:

@@ -15,15 +15,15 @@ TARGET = 0.9  # the accuracy the "rounds to" rows count to (a fraction)
 __all__ = ["record_numbers", "record_same_curve", "TARGET"]
 
 
-def record_numbers(report, P, curves, results: dict, drift_data, drift_mu) -> None:
+def record_numbers(report, preset, curves, results: dict, drift_data, drift_mu) -> None:
     """Final accuracy and rounds to ``TARGET`` of every run, the clients' drift from the global
     model and from their average under each partition, and the drift under each FedProx mu."""
-    for label, acc in final_accuracy(curves, P["last"]).items():
+    for label, acc in final_accuracy(curves, preset["last"]).items():
         report.number(
             f"final test accuracy, {label}",
             100 * acc,
             unit="%",
-            note=f"mean of the last {P['last']} evaluations of {P['rounds']} rounds",
+            note=f"mean of the last {preset['last']} evaluations of {preset['rounds']} rounds",
         )
     for label, res in results.items():
         reached = res.rounds_to(TARGET)
@@ -31,7 +31,7 @@ def record_numbers(report, P, curves, results: dict, drift_data, drift_mu) -> No
             f"rounds to {TARGET:.0%} test accuracy, {label}",
             reached,
             unit="rounds",
-            note=f"not reached in {P['rounds']} rounds" if reached is None else "",
+            note=f"not reached in {preset['rounds']} rounds" if reached is None else "",
         )
     by_data = drift_summary(drift_data, "data")
     for name, row in by_data.iterrows():

@@ -8,7 +8,7 @@
     setup = primer.setup_for(cfgs["FedAvg, Dir(0.1)"], ds)
     drift = primer.client_drift(setup, results[...].final_state, clients)
 
-Nothing here trains by itself: local training is `flkit.train.train_clients` through the
+Nothing here trains by itself: local training is `flkit.engine.train_clients` through the
 method's own `client_update` (flkit.methods), whole runs are `flkit.experiment.run`.
 """
 
@@ -21,8 +21,9 @@ import torch
 
 from flkit import data as data_mod
 from flkit import methods
-from flkit import partition as part_mod
-from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder, sample_clients
+from flkit.data import partition as part_mod
+from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder
+from flkit.methods import sample_clients
 from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
 
@@ -49,10 +50,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ settings
-def load_data(P: Mapping, device="auto"):
+def load_data(preset: Mapping, device="auto"):
     """The preset's dataset on `device` (train_subset/test_subset 0 = the whole split)."""
-    kw = {k: int(P[k]) for k in ("train_subset", "test_subset") if int(P.get(k, 0) or 0) > 0}
-    return data_mod.load(P["dataset"], device=device, **kw)
+    kw = {
+        k: int(preset[k]) for k in ("train_subset", "test_subset") if int(preset.get(k, 0) or 0) > 0
+    }
+    return data_mod.load(preset["dataset"], device=device, **kw)
 
 
 def label_iid() -> str:
@@ -67,35 +70,37 @@ def label_fedprox(mu: float, alpha: float) -> str:
     return f"FedProx mu={mu:g}, Dir({alpha:g})"
 
 
-def configs(P: Mapping, seed: int = 0, device: str = "auto") -> dict[str, RunConfig]:
+def configs(preset: Mapping, seed: int = 0, device: str = "auto") -> dict[str, RunConfig]:
     """The primer's runs: FedAvg on IID and Dirichlet(alpha) data, FedProx for each mu in P["mus"].
 
     Dataset subsets are part of the config (dataset_kwargs) so the run cache keys on them."""
-    dkw = {k: int(P[k]) for k in ("train_subset", "test_subset") if int(P.get(k, 0) or 0) > 0}
+    dkw = {
+        k: int(preset[k]) for k in ("train_subset", "test_subset") if int(preset.get(k, 0) or 0) > 0
+    }
     base = RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         method="fedavg",
-        dataset=P["dataset"],
-        model=P["model"],
-        num_clients=P["num_clients"],
+        dataset=preset["dataset"],
+        model=preset["model"],
+        num_clients=preset["num_clients"],
         partition="iid",
-        clients_per_round=P["clients_per_round"],
-        local_epochs=P["local_epochs"],
-        batch_size=P["batch_size"],
-        lr=P["lr"],
-        rounds=P["rounds"],
-        eval_every=P["eval_every"],
+        clients_per_round=preset["clients_per_round"],
+        local_epochs=preset["local_epochs"],
+        batch_size=preset["batch_size"],
+        lr=preset["lr"],
+        rounds=preset["rounds"],
+        eval_every=preset["eval_every"],
         dataset_kwargs=dkw,
         seed=seed,
         device=device,
     )
     noniid = base.replace(
         partition="dirichlet",
-        partition_kwargs={"alpha": P["alpha"], "min_samples": P["min_samples"]},
+        partition_kwargs={"alpha": preset["alpha"], "min_samples": preset["min_samples"]},
     )
-    out = {label_iid(): base, label_noniid(P["alpha"]): noniid}
-    for mu in P["mus"]:
-        out[label_fedprox(mu, P["alpha"])] = noniid.replace(
+    out = {label_iid(): base, label_noniid(preset["alpha"]): noniid}
+    for mu in preset["mus"]:
+        out[label_fedprox(mu, preset["alpha"])] = noniid.replace(
             method="fedprox", method_params={"mu": float(mu)}
         )
     return out
@@ -169,12 +174,12 @@ def client_drift(
 ) -> pd.DataFrame:
     """Train `clients` for one round from the global model `state`; how far does each one move?
 
-    state: the global model's state dict (or a method state {"model": ...}, e.g.
-    RunResult.final_state). spec: the local training (flkit.train.LocalSpec; default the setup's
+    state: the global model's state dict (or a method's server state, e.g.
+    RunResult.final_state). spec: the local training (flkit.engine.LocalSpec; default the setup's
     config). method/method_params: whose local objective the clients minimise (e.g. "fedprox",
     {"mu": 0.1}); the training itself is the
-    method's `client_update`, i.e. flkit.train.train_clients. rnd fixes the batch order (default the
-    round after the config's last).
+    method's `client_update`, i.e. flkit.engine.train_clients. rnd fixes the batch order (default
+    the round after the config's last).
 
     Returns one row per client: client, samples, dist_global = ||w_k - w||_2 (trainable parameters)
     and dist_avg = ||w_k - w_avg||_2, w_avg the data-size weighted average of the K client models
@@ -184,7 +189,7 @@ def client_drift(
     bad = [c for c in clients if not 0 <= int(c) < len(setup.parts)]
     if bad:
         raise FlkitError(f"client ids {bad} are out of range; accepted: 0..{len(setup.parts) - 1}")
-    glob = dict(state["model"]) if "model" in state else dict(state)
+    glob = dict(state.model) if isinstance(state, methods.ServerState) else dict(state)
     glob = {n: v.to(setup.device) for n, v in glob.items()}
     cfg = setup.config
     spec = spec if spec is not None else cfg.local_spec()
@@ -200,7 +205,7 @@ def client_drift(
         cfg.backend,
     )
     m = methods.get(method)(ctx, **dict(method_params or {}))
-    up = m.client_update({"model": glob}, list(int(c) for c in clients), rnd)
+    up = m.client_update(m.init_state(glob), list(int(c) for c in clients), rnd)
     names = param_names(setup.model)
     local = flatten(up.state, names).double()  # [K, d]
     g = flatten({n: glob[n].unsqueeze(0) for n in names}, names).double()[0]  # [d]
@@ -287,7 +292,7 @@ def draw_partition(
     colorbar: bool = True,
 ):
     """Label heat map (share of each class in every client's data) of a Dirichlet(alpha) split."""
-    from flkit import plots
+    from flkit.workbook import plots
 
     parts, _, s = repartition(labels, num_clients, alpha, seed, num_classes)
     shown = min(len(parts), max_clients or len(parts))
@@ -317,13 +322,13 @@ def alpha_explorer(
     max_clients: int | None = 50,
 ):
     """A slider over alpha = 0.01, 0.03, ..., 100 (and ``alpha``) above the label heat map
-    (:class:`flkit.live.Demo`: one figure, redrawn in place, every stop drawn ahead; display it
-    as the cell's last expression). Without a live kernel (papermill, nbval) it shows its
+    (:class:`flkit.workbook.widgets.Demo`: one figure, redrawn in place, every stop drawn ahead;
+    display it as the cell's last expression). Without a live kernel (papermill, nbval) it shows its
     initial state."""
-    import ipywidgets as W
+    import ipywidgets
     import matplotlib.pyplot as plt
 
-    from flkit import live, plots
+    from flkit.workbook import plots, widgets
 
     labels = torch.as_tensor(labels).detach().cpu()
 
@@ -335,13 +340,13 @@ def alpha_explorer(
             )
         return fig
 
-    slider = W.SelectionSlider(
-        options=live.log_stops(alpha, 0.01, 100.0),
+    slider = ipywidgets.SelectionSlider(
+        options=widgets.log_stops(alpha, 0.01, 100.0),
         value=float(alpha),
         description="alpha",
         continuous_update=False,
     )
-    demo = live.Demo(draw, alpha=slider)
+    demo = widgets.Demo(draw, alpha=slider)
     demo.precompute()  # nine settings: every move then only swaps the picture
     return demo
 

@@ -138,14 +138,14 @@ def check_clip_value(fn, verbose: bool = True) -> Verdict:
 
 
 # ------------------------------------------------------------------ (c) votes and latents
-def votes_needed_reference(K: int, threshold: float, eps: float = 1e-6) -> int:
+def votes_needed_reference(k: int, threshold: float, eps: float = 1e-6) -> int:
     """Fewest +1 votes of K equal-size clients whose aggregate latent exceeds ``threshold``
     (K + 1 when even a unanimous vote does not)."""
-    for a in range(K + 1):
-        signs = torch.tensor([[1.0]] * a + [[-1.0]] * (K - a), dtype=torch.float64)
-        if float(arctanh_aggregate(signs, torch.ones(K, dtype=torch.float64), eps)) > threshold:
+    for a in range(k + 1):
+        signs = torch.tensor([[1.0]] * a + [[-1.0]] * (k - a), dtype=torch.float64)
+        if float(arctanh_aggregate(signs, torch.ones(k, dtype=torch.float64), eps)) > threshold:
             return a
-    return K + 1
+    return k + 1
 
 
 STEEP = {

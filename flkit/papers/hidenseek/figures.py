@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from flkit import plots
+from flkit.workbook import plots
 
 ORDER = ("FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek")
 

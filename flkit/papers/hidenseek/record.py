@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import numbers as N
-from .study import relative_to
+from . import claims, numbers, regime
+from .study import relative_to, tasks
 
 __all__ = [
     "record_accuracy",
@@ -20,27 +20,28 @@ __all__ = [
     "record_active",
     "record_keep_ratio",
     "record_eps",
+    "record_claims",
 ]
 
 
-def _scale(P, task: str) -> str:
+def _scale(preset, task: str) -> str:
     """Our scale beside the paper's, in words, for one task."""
     if task == "har":
-        ours = (P["har_clients"], P["har_per_round"], P["har_rounds"])
-        paper = N.SETTINGS["har"]
+        ours = (preset["har_clients"], preset["har_per_round"], preset["har_rounds"])
+        paper = numbers.SETTINGS["har"]
     elif task == "femnist":
-        ours = (P["femnist_clients"], P["femnist_per_round"], P["femnist_rounds"])
-        paper = N.SETTINGS["emnist"]
+        ours = (preset["femnist_clients"], preset["femnist_per_round"], preset["femnist_rounds"])
+        paper = numbers.SETTINGS["emnist"]
     else:
-        ours = (P["mnist_clients"], P["mnist_per_round"], P["mnist_rounds"])
-        paper = N.SETTINGS["mnist"]
+        ours = (preset["mnist_clients"], preset["mnist_per_round"], preset["mnist_rounds"])
+        paper = numbers.SETTINGS["mnist"]
     return (
         f"ours {ours[0]} clients, {ours[1]} per round, {ours[2]} rounds; paper "
         f"{paper['clients']}, {paper['per_round']}, {paper['rounds']}"
     )
 
 
-def record_accuracy(report, P, acc: pd.DataFrame) -> None:
+def record_accuracy(report, preset, acc: pd.DataFrame) -> None:
     """Final accuracy of every method and task (the notebook's table) and HideNseek minus FedMask
     beside the paper's text (Sec. 5.1)."""
     for _, r in acc.iterrows():
@@ -59,15 +60,15 @@ def record_accuracy(report, P, acc: pd.DataFrame) -> None:
         report.number(
             f"HideNseek - FedMask accuracy, {task}",
             g,
-            paper=N.accuracy_gain_text(task),
+            paper=numbers.accuracy_gain_text(task),
             unit="points",
             note="paper: text of Sec. 5.1 (Table 1 not recoverable; points assumed); "
-            + _scale(P, task)
+            + _scale(preset, task)
             + data,
         )
 
 
-def record_cost(report, P, byt: pd.DataFrame, tim: pd.DataFrame) -> None:
+def record_cost(report, preset, byt: pd.DataFrame, tim: pd.DataFrame) -> None:
     """Traffic and local-training time of every method and task, and HideNseek's savings vs
     FedMask beside the paper's ranges (Secs. 5.2, 5.3)."""
     for _, r in byt.iterrows():
@@ -90,7 +91,7 @@ def record_cost(report, P, byt: pd.DataFrame, tim: pd.DataFrame) -> None:
         report.number(
             f"traffic saving vs FedMask, {task}",
             saving[task],
-            paper=N.range_text(N.COMM_SAVING_RANGE),
+            paper=numbers.range_text(numbers.COMM_SAVING_RANGE),
             unit="%",
             note="paper: the range over its tasks of total traffic; ours: this task, per round "
             "(the same ratio: both methods run the same rounds and clients)",
@@ -98,25 +99,25 @@ def record_cost(report, P, byt: pd.DataFrame, tim: pd.DataFrame) -> None:
         report.number(
             f"training-time saving vs FedMask, {task}",
             time_saving[task],
-            paper=N.range_text(N.TIME_SAVING_RANGE),
+            paper=numbers.range_text(numbers.TIME_SAVING_RANGE),
             unit="%",
             note="paper: the range over its tasks, on an RTX 3090; ours: this task, local "
             "training seconds on a shared CPU",
         )
 
 
-def record_one_time(report, P, once: pd.DataFrame) -> None:
+def record_one_time(report, preset, once: pd.DataFrame) -> None:
     """What HideNseek's pruning keeps at the preset's keep ratio (sent once, not per round)."""
     for _, r in once.iterrows():
         report.number(
-            f"weights kept in the pruned layers, {r.model}, p_r = {P['keep_ratio']}",
+            f"weights kept in the pruned layers, {r.model}, p_r = {preset['keep_ratio']}",
             100 * r.weight_fraction,
             unit="%",
             note=f"{100 * r.groups_kept:.1f} % of channels / nodes kept",
         )
 
 
-def record_active(report, P, act: pd.DataFrame) -> None:
+def record_active(report, preset, act: pd.DataFrame) -> None:
     """Table 4: accuracy per number of active clients, and HideNseek's change from the fewest to
     the most, beside the paper's drop from 10 to 40 (Sec. 5.4)."""
     for _, r in act.iterrows():
@@ -128,25 +129,25 @@ def record_active(report, P, act: pd.DataFrame) -> None:
     hs = act[act.method == "HideNseek"].set_index("active")["mean"].sort_index()
     if len(hs) > 1:
         lo, hi = int(hs.index[0]), int(hs.index[-1])
-        paper_counts = N.SETTINGS["active_clients"]
+        paper_counts = numbers.SETTINGS["active_clients"]
         same = (lo, hi) == (paper_counts[0], paper_counts[-1])
         report.number(
             f"HideNseek accuracy drop from {lo} to {hi} active clients, MNIST alpha=1",
             float(hs.iloc[0] - hs.iloc[-1]),
-            paper=N.ACTIVE_DROP_10_TO_40,
+            paper=numbers.ACTIVE_DROP_10_TO_40,
             unit="points",
             note="positive = fewer clients is better; "
             + (
                 "the paper's counts"
                 if same
                 else f"paper: from {paper_counts[0]} to {paper_counts[-1]} of "
-                f"{N.SETTINGS['mnist']['clients']} clients; ours: {lo} to {hi} of "
-                f"{P['mnist_clients']}"
+                f"{numbers.SETTINGS['mnist']['clients']} clients; ours: {lo} to {hi} of "
+                f"{preset['mnist_clients']}"
             ),
         )
 
 
-def record_keep_ratio(report, P, kr: pd.DataFrame) -> None:
+def record_keep_ratio(report, preset, kr: pd.DataFrame) -> None:
     """Fig. 4: HideNseek's accuracy at each keep ratio p_r on each MNIST split."""
     for _, r in kr.iterrows():
         report.number(
@@ -154,7 +155,67 @@ def record_keep_ratio(report, P, kr: pd.DataFrame) -> None:
         )
 
 
-def record_eps(report, P, eps_acc: pd.DataFrame) -> None:
+def record_eps(report, preset, eps_acc: pd.DataFrame) -> None:
     """HideNseek on HAR at each clip eps of the arctanh aggregation."""
     for _, r in eps_acc.iterrows():
         report.number(f"final accuracy, HideNseek, {r.task}, eps = {r.eps:g}", r["mean"], unit="%")
+
+
+def record_claims(report, preset, runs, acc, byt, tim, kr, act) -> pd.DataFrame:
+    """Every claim of the notebook with its verdict; the accuracy claims carry the readings of the
+    regime indicators (``regime.measure`` on the main runs), so a comparison of frozen or
+    near-chance supermasks is recorded as outside the paper's regime. Returns the claims as a
+    DataFrame (claim, verdict)."""
+    ours = regime.measure(runs, acc)
+
+    def reg(name):
+        return regime.readings(ours, regime.CLAIMS[name])
+
+    mild = ["har"] + [t for t in tasks(preset) if t in ("mnist_a1", "mnist_a10")]
+    above, below, ev = claims.beats_baselines(acc, mild)
+    out = {}
+
+    def claim(text, holds, evidence, paper, name=None):
+        out[text] = report.claim(text, holds, evidence, paper, regime=reg(name) if name else ())
+
+    claim(
+        "HideNseek ends above FedMask, Signed and BNNAvg on HAR and mild MNIST",
+        above,
+        ev,
+        "Sec. 5.1, Table 1",
+        "beats_baselines",
+    )
+    claim("FedAvg (whole model) stays above HideNseek", below, ev, "Sec. 5.1", "beats_baselines")
+    if {"mnist_a0.1", "mnist_a1"} <= set(acc.task):
+        ok, ev = claims.margin_narrows(acc)
+        claim(
+            "HideNseek's lead narrows at alpha = 0.1", ok, ev, "Sec. 5.1, Fig. 3", "margin_narrows"
+        )
+    ok, ev = claims.traffic_order(byt)
+    claim(
+        "Traffic: HideNseek < FedMask = Signed < BNNAvg < FedAvg = 4 x BNNAvg",
+        ok,
+        ev,
+        "Sec. 5.2, Table 2",
+    )
+    ok, ev = claims.time_order(tim)
+    claim("Time per round: FedAvg < HideNseek < FedMask, Signed", ok, ev, "Sec. 5.3, Table 3")
+    ok, ev = claims.small_keep_ratio_harmless(
+        kr, [t for t in kr.task.unique() if t != "mnist_a0.1"]
+    )
+    claim(
+        "p_r 0.2 instead of 0.8 barely hurts mild MNIST",
+        ok,
+        ev,
+        "Sec. 5.5, Fig. 4",
+        "small_keep_ratio_harmless",
+    )
+    ok, ev = claims.more_clients_no_help(act)
+    claim(
+        "More active clients do not help HideNseek",
+        ok,
+        ev,
+        "Sec. 5.4, Table 4",
+        "more_clients_no_help",
+    )
+    return pd.DataFrame({"claim": list(out), "verdict": list(out.values())})

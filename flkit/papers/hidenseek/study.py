@@ -40,13 +40,13 @@ LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
 MIB = 2**20
 
 
-def tasks(P) -> list[str]:
+def tasks(preset) -> list[str]:
     """Task names of Table 1: har, femnist, mnist_a<alpha>."""
-    return ["har", "femnist"] + [f"mnist_a{a:g}" for a in P["alphas"]]
+    return ["har", "femnist"] + [f"mnist_a{a:g}" for a in preset["alphas"]]
 
 
 def config(
-    P,
+    preset,
     task: str,
     method: str,
     seed: int,
@@ -60,59 +60,59 @@ def config(
     check_choice("task", family, tuple(LOCAL_TEST))
     mp = {"local_test_frac": LOCAL_TEST[family]}
     if method in ("hidenseek", "fedmask", "signed"):
-        mp.update(keep_ratio=float(P["keep_ratio"]), eps=float(P["eps"]))
+        mp.update(keep_ratio=float(preset["keep_ratio"]), eps=float(preset["eps"]))
     if method == "hidenseek":
-        mp.update(prune_iterations=int(P["prune_iterations"]))
+        mp.update(prune_iterations=int(preset["prune_iterations"]))
     mp.update(method_over)
-    epochs = int(P["har_epochs"] if family == "har" else P["local_epochs"])
+    epochs = int(preset["har_epochs"] if family == "har" else preset["local_epochs"])
     common = dict(
         method=method,
         lr=LR[method],
         momentum=0.9,
         local_epochs=epochs,
-        batch_size=int(P["batch_size"]),
-        eval_every=int(P["eval_every"]),
+        batch_size=int(preset["batch_size"]),
+        eval_every=int(preset["eval_every"]),
         seed=seed,
         device=device,
         method_params=mp,
     )
     if family == "har":
         return RunConfig(
-            backend=P["backend"],
+            backend=preset["backend"],
             dataset="har",
             model="mlp_har",
             partition="natural",
-            num_clients=P["har_clients"],
-            clients_per_round=clients_per_round or P["har_per_round"],
-            rounds=P["har_rounds"],
+            num_clients=preset["har_clients"],
+            clients_per_round=clients_per_round or preset["har_per_round"],
+            rounds=preset["har_rounds"],
             dataset_kwargs={"flatten": True, "split": "pooled"},
             **common,
         )
-    vgg = {"width": float(P["vgg_width"])}
+    vgg = {"width": float(preset["vgg_width"])}
     if family == "femnist":
         return RunConfig(
-            backend=P["backend"],
+            backend=preset["backend"],
             dataset="femnist",
             model="vgg9",
             partition="natural",
             model_kwargs=vgg,
-            num_clients=P["femnist_clients"],
-            rounds=P["femnist_rounds"],
-            clients_per_round=clients_per_round or P["femnist_per_round"],
+            num_clients=preset["femnist_clients"],
+            rounds=preset["femnist_rounds"],
+            clients_per_round=clients_per_round or preset["femnist_per_round"],
             **common,
         )
     alpha = float(task.split("_a")[1])
-    ds = {"train_subset": int(P["mnist_subset"])} if P["mnist_subset"] else {}
+    ds = {"train_subset": int(preset["mnist_subset"])} if preset["mnist_subset"] else {}
     return RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         dataset="mnist",
         model="vgg9",
         partition="dirichlet",
         model_kwargs=vgg,
         partition_kwargs={"alpha": alpha, "min_samples": 20},
-        num_clients=P["mnist_clients"],
-        clients_per_round=clients_per_round or P["mnist_per_round"],
-        rounds=P["mnist_rounds"],
+        num_clients=preset["mnist_clients"],
+        clients_per_round=clients_per_round or preset["mnist_per_round"],
+        rounds=preset["mnist_rounds"],
         dataset_kwargs=ds,
         **common,
     )
@@ -126,59 +126,64 @@ def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
     return h
 
 
-def collect(P, jobs, device="auto", progress=True) -> pd.DataFrame:
+def collect(preset, jobs, device="auto", progress=True) -> pd.DataFrame:
     """Run (or load from the cache) every job (task, method, seed, extra columns, config kwargs)."""
-    if P["threads"]:
-        configure_threads(int(P["threads"]))
+    if preset["threads"]:
+        configure_threads(int(preset["threads"]))
     frames = []
     for task, method, seed, cols, kw in jobs:
-        h = _history(config(P, task, method, seed, device, **kw), progress)
+        h = _history(config(preset, task, method, seed, device, **kw), progress)
         for k, v in {"task": task, "method": LABELS[method], "seed": seed, **cols}.items():
             h[k] = v
         frames.append(h)
     return pd.concat(frames, ignore_index=True)
 
 
-def seeds(P, first: int = 0) -> list[int]:
-    return [first + i for i in range(int(P["seeds"]))]
+def seeds(preset, first: int = 0) -> list[int]:
+    return [first + i for i in range(int(preset["seeds"]))]
 
 
-def main_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+def main_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Every method on every task and seed (Table 1, Figs. 2-3, Tables 2-3)."""
-    jobs = [(t, m, s, {}, {}) for t in tasks(P) for m in P["methods"] for s in seeds(P, seed)]
-    return collect(P, jobs, device, progress)
+    jobs = [
+        (t, m, s, {}, {})
+        for t in tasks(preset)
+        for m in preset["methods"]
+        for s in seeds(preset, seed)
+    ]
+    return collect(preset, jobs, device, progress)
 
 
-def active_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+def active_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
     jobs = [
         ("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
         for m in ("hidenseek", "fedmask")
-        for k in P["active_clients"]
-        for s in seeds(P, seed)
+        for k in preset["active_clients"]
+        for s in seeds(preset, seed)
     ]
-    return collect(P, jobs, device, progress)
+    return collect(preset, jobs, device, progress)
 
 
-def keep_ratio_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+def keep_ratio_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
     jobs = [
         (f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
-        for a in P["alphas"]
-        for r in (P["small_keep_ratio"], P["keep_ratio"])
-        for s in seeds(P, seed)
+        for a in preset["alphas"]
+        for r in (preset["small_keep_ratio"], preset["keep_ratio"])
+        for s in seeds(preset, seed)
     ]
-    return collect(P, jobs, device, progress)
+    return collect(preset, jobs, device, progress)
 
 
-def eps_runs(P, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+def eps_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
     """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation."""
     jobs = [
         ("har", "hidenseek", s, {"eps": e}, {"eps": e})
-        for e in [P["eps"], *P["eps_grid"]]
-        for s in seeds(P, seed)
+        for e in [preset["eps"], *preset["eps_grid"]]
+        for s in seeds(preset, seed)
     ]
-    return collect(P, jobs, device, progress)
+    return collect(preset, jobs, device, progress)
 
 
 # --------------------------------------------------------------------------- tables
@@ -233,16 +238,18 @@ def relative_to(
 
 
 # --------------------------------------------------------------------------- demos
-def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.DataFrame:
+def pruning_grid(preset, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.DataFrame:
     """Server pruning of the preset's VGG9 at several keep ratios: channels kept per pruned layer
     and the realised weight fraction (precomputed so the interactive slider only looks them up)."""
     torch.manual_seed(derive_seed(seed, "init"))
-    model = models.build("vgg9", num_classes=num_classes, width=float(P["vgg_width"]))
+    model = models.build("vgg9", num_classes=num_classes, width=float(preset["vgg_width"]))
     layers = default_prunable(model)
     mods = weight_layers(model)
     rows = []
-    for r in ratios or P["demo_ratios"]:
-        keep = synflow_group_mask(model, (1, 28, 28), float(r), layers, int(P["demo_iterations"]))
+    for r in ratios or preset["demo_ratios"]:
+        keep = synflow_group_mask(
+            model, (1, 28, 28), float(r), layers, int(preset["demo_iterations"])
+        )
         masks = structural_masks(model, keep, (1, 28, 28))
         total = sum(mods[n].weight.numel() for n in layers)
         kept_w = sum(
@@ -262,20 +269,20 @@ def pruning_grid(P, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def one_time_costs(P, seed: int = 0) -> pd.DataFrame:
+def one_time_costs(preset, seed: int = 0) -> pd.DataFrame:
     """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
     client regenerate them) and HideNseek's structural mask (1 byte per channel / node); with the
     channels kept and the realised fraction of the pruned layers' weights at the preset's p_r."""
     rows = []
     for name, kw, shape in (
         ("mlp_har", {}, (1152,)),
-        ("vgg9", {"num_classes": 10, "width": float(P["vgg_width"])}, (1, 28, 28)),
+        ("vgg9", {"num_classes": 10, "width": float(preset["vgg_width"])}, (1, 28, 28)),
     ):
         torch.manual_seed(derive_seed(seed, "init"))
         model = models.build(name, **kw)
         layers = default_prunable(model)
         keep = synflow_group_mask(
-            model, shape, float(P["keep_ratio"]), layers, int(P["prune_iterations"])
+            model, shape, float(preset["keep_ratio"]), layers, int(preset["prune_iterations"])
         )
         masks = structural_masks(model, keep, shape)
         rows.append(

@@ -1,10 +1,10 @@
 """Notebook 05's interactive demo: sliders for the stale client and the staleness above one panel
 (a short inversion of that client's stale update, :func:`.estimation.demo`), as a
-:class:`flkit.live.Demo`."""
+:class:`flkit.workbook.widgets.Demo`."""
 
 from __future__ import annotations
 
-from flkit import live
+from flkit.workbook import widgets
 
 from . import estimation
 from .figures import demo_panel
@@ -16,26 +16,26 @@ def staleness_values(tau: int, rounds: int) -> list[int]:
     return sorted({v for v in (1, tau // 4, tau // 2, tau, 2 * tau) if 1 <= v <= rounds} | {tau})
 
 
-def demo_widget(P, tr: estimation.Trajectory, precompute: bool = True) -> live.Demo:
+def demo_widget(preset, tr: estimation.Trajectory, precompute: bool = True) -> widgets.Demo:
     """First drawn for the first stale client at the preset's staleness tau; with ``precompute``
     every (client, staleness) setting is inverted now."""
-    import ipywidgets as W
+    import ipywidgets
 
     def draw(client, staleness):
-        return demo_panel(*estimation.demo(P, tr, client, staleness))
+        return demo_panel(*estimation.demo(preset, tr, client, staleness))
 
     rounds = len(tr.models) - 1
-    client = W.IntSlider(
+    client = ipywidgets.IntSlider(
         value=0, min=0, max=len(tr.stale) - 1, description="client", continuous_update=False
     )
-    stops = staleness_values(P["tau"], rounds)
-    staleness = W.SelectionSlider(
+    stops = staleness_values(preset["tau"], rounds)
+    staleness = ipywidgets.SelectionSlider(
         options=stops,
-        value=max(1, min(int(P["tau"]), rounds)),
+        value=max(1, min(int(preset["tau"]), rounds)),
         description="staleness",
         continuous_update=False,
     )
-    demo = live.Demo(draw, client=client, staleness=staleness)
+    demo = widgets.Demo(draw, client=client, staleness=staleness)
     if precompute:
         demo.precompute()
     return demo

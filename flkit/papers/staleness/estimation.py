@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 
 from ... import methods
+from ...data.partition import partition
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
 from ...methods.staleness import (
     cosine_distance,
@@ -18,7 +19,6 @@ from ...methods.staleness import (
     round_robin,
     uniqueness_threshold,
 )
-from ...partition import partition
 from ...state import model_state, stack_states
 from ...utils import derive_seed
 from .study import config, fresh_setup
@@ -27,9 +27,9 @@ from .study import config, fresh_setup
 class Trajectory:
     """Global models w^0..w^T of an Unstale run (kept in memory) and what re-training needs."""
 
-    def __init__(self, P, seed: int, rounds: int | None = None, progress: bool = False):
-        cfg = config(P, "unstale", seed)
-        self.P, self.setup = P, fresh_setup(cfg)
+    def __init__(self, preset, seed: int, rounds: int | None = None, progress: bool = False):
+        cfg = config(preset, "unstale", seed)
+        self.P, self.setup = preset, fresh_setup(cfg)
         s = self.setup
         ctx = methods.RunContext(
             s.model,
@@ -44,10 +44,10 @@ class Trajectory:
         )
         self.method = methods.get("unstale")(ctx, **cfg.method_params)
         state = self.method.init_state(model_state(s.model))
-        self.models = [state["model"]]
-        for rnd in range(1, (rounds or P["traj_rounds"]) + 1):
+        self.models = [state.model]
+        for rnd in range(1, (rounds or preset["traj_rounds"]) + 1):
             state, _ = self.method.round(state, self.method.select_clients(state, rnd), rnd)
-            self.models.append(state["model"])
+            self.models.append(state.model)
         self.stale = sorted(self.method.stale)
         self.box = box_from_data(s.data.x_train)
         self.names = self.method.param_names
@@ -131,18 +131,18 @@ def _errors(tr: Trajectory, est: dict, true: dict) -> tuple[float, float]:
     return float(cosine_distance(a, b).mean()), float(relative_l1(a, b).mean())
 
 
-def estimation_error(P, tr: Trajectory) -> pd.DataFrame:
+def estimation_error(preset, tr: Trajectory) -> pd.DataFrame:
     """Fig. 4: error of the stale update, 1st-Order and the GI estimate vs the unstale update,
     for each staleness, at the trajectory's last round, mean over `est_clients` stale clients."""
     t = len(tr.models) - 1
-    now, clients = tr.models[t], tr.stale[: P["est_clients"]]
+    now, clients = tr.models[t], tr.stale[: preset["est_clients"]]
     true = tr.update(now, clients)
     rows = []
-    for tau in [x for x in P["est_taus"] if x <= t]:
+    for tau in [x for x in preset["est_taus"] if x <= t]:
         then = tr.models[t - tau]
         stale = tr.update(then, clients)
         fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
-        res = tr.invert(then, stale, P["est_size"], P["est_iters"], P["gi_topk"])
+        res = tr.invert(then, stale, preset["est_size"], preset["est_iters"], preset["gi_topk"])
         gi = tr.estimate(now, res)
         for name, est in (("stale", stale), ("1st-Order", fo), ("GI", gi)):
             cos, l1 = _errors(tr, est, true)
@@ -167,22 +167,22 @@ def _rows(res, lo: int, hi: int):
     )
 
 
-def sparsification(P, tr: Trajectory) -> pd.DataFrame:
+def sparsification(preset, tr: Trajectory) -> pd.DataFrame:
     """Table 4: GI iterations to the stopping tolerance and estimation error per top-K fraction
     (every fraction's inversions in one batched computation, each client from the same init)."""
     t = len(tr.models) - 1
-    tau = min(int(P["tau"]), t)
-    now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: P["est_clients"]]
+    tau = min(int(preset["tau"]), t)
+    now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: preset["est_clients"]]
     true, stale = tr.update(now, clients), tr.update(then, clients)
-    nc, fracs = len(clients), list(P["topk_fracs"])
+    nc, fracs = len(clients), list(preset["topk_fracs"])
     res = tr.invert(
         then,
         _repeat(stale, len(fracs)),
-        P["est_size"],
-        P["stop_iters"],
+        preset["est_size"],
+        preset["stop_iters"],
         [f for f in fracs for _ in range(nc)],
-        P["stop_tol"],
-        P["stop_window"],
+        preset["stop_tol"],
+        preset["stop_window"],
         keys=list(range(nc)) * len(fracs),
     )
     rows = []
@@ -201,25 +201,31 @@ def sparsification(P, tr: Trajectory) -> pd.DataFrame:
     return df
 
 
-def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
+def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     """Table 5: iterations to the stopping tolerance of the next inversion of the same clients,
     warm-started from the previous surrogate data vs random, when a fraction of their data
     changed (changed samples are drawn at random from the whole training set). The cold and warm
     inversions of every change run as one batched computation."""
     t = len(tr.models) - 1
-    gap = gap or max(1, P["num_clients"] // P["per_round"])
-    tau = min(int(P["tau"]), t - gap)
-    clients = tr.stale[: P["est_clients"]]
+    gap = gap or max(1, preset["num_clients"] // preset["per_round"])
+    tau = min(int(preset["tau"]), t - gap)
+    clients = tr.stale[: preset["est_clients"]]
     nc = len(clients)
     t1 = t - gap
-    stop = (P["est_size"], P["stop_iters"], P["gi_topk"], P["stop_tol"], P["stop_window"])
+    stop = (
+        preset["est_size"],
+        preset["stop_iters"],
+        preset["gi_topk"],
+        preset["stop_tol"],
+        preset["stop_window"],
+    )
     first = tr.invert(tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients), *stop)
     n_train = len(tr.setup.data.y_train)
     then = tr.models[t - tau]
     targets, xs, ys = [], [], []
     x = tr.setup.data.x_train
-    cold_spec = InversionSpec(size=P["est_size"])
-    for change in P["warm_changes"]:
+    cold_spec = InversionSpec(size=preset["est_size"])
+    for change in preset["warm_changes"]:
         parts = list(tr.method.ctx.parts)
         g = torch.Generator().manual_seed(int(1000 * change) + 7)
         for c in clients:
@@ -245,7 +251,7 @@ def warm_start(P, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     target = {n: torch.cat([d[n] for d in targets]) for n in targets[0]}
     res = tr.invert(then, target, *stop, init=(torch.cat(xs), torch.cat(ys)))
     rows = []
-    for j, change in enumerate(P["warm_changes"]):
+    for j, change in enumerate(preset["warm_changes"]):
         cold = res.iters[2 * j * nc : (2 * j + 1) * nc]
         warm = res.iters[(2 * j + 1) * nc : (2 * j + 2) * nc]
         ic, iw = float(cold.float().mean()), float(warm.float().mean())
@@ -268,7 +274,7 @@ def switching(hist: pd.DataFrame, seed: int) -> pd.DataFrame:
     return g[cols].dropna(subset=[c for c in cols if c.startswith("err_gi")] or None)
 
 
-def demo(P, tr: Trajectory, client_pos: int, tau: int):
+def demo(preset, tr: Trajectory, client_pos: int, tau: int):
     """The interactive demo: a short inversion of one stale client's update at the trajectory's
     last round; returns the Disparity curve, the three estimates' cosine distances to the
     unstale update, and a few surrogate samples."""
@@ -277,7 +283,7 @@ def demo(P, tr: Trajectory, client_pos: int, tau: int):
     c = tr.stale[client_pos % len(tr.stale)]
     now, then = tr.models[t], tr.models[t - tau]
     true, stale = tr.update(now, [c]), tr.update(then, [c])
-    res = tr.invert(then, stale, P["demo_size"], P["demo_iters"], P["gi_topk"])
+    res = tr.invert(then, stale, preset["demo_size"], preset["demo_iters"], preset["gi_topk"])
     fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
     errors = {
         name: _errors(tr, est, true)[0]
@@ -286,18 +292,18 @@ def demo(P, tr: Trajectory, client_pos: int, tau: int):
     return res.losses[:, 0].numpy(), errors, res.x[0].detach().cpu().numpy()
 
 
-def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.DataFrame:
+def uniqueness_detection(preset, tr: Trajectory, rounds=None, seed: int = 0) -> pd.DataFrame:
     """Table 8 / Fig. 9: accuracy of the uniqueness test when every client holds one class.
     At each round t of the trajectory, a round-robin block of clients is the unstale set S; every
     other client's update (from w^t) is called unique when its mean cosine distance to S exceeds
     Eq. 8's threshold; it truly is unique when no client of S holds its class."""
     y = tr.setup.data.y_train
     parts = partition(
-        "classes_per_client", y, P["num_clients"], derive_seed(seed, "one-class"), classes=1
+        "classes_per_client", y, preset["num_clients"], derive_seed(seed, "one-class"), classes=1
     )
     parts = [p.to(y.device) for p in parts]
     cls = torch.stack([y[p].mode().values for p in parts]).cpu()
-    n, m = len(parts), P["per_round"]
+    n, m = len(parts), preset["per_round"]
     everyone = list(range(n))
     rows = []
     for t in rounds or range(0, len(tr.models), max(1, (len(tr.models) - 1) // 4)):
@@ -319,7 +325,7 @@ def uniqueness_detection(P, tr: Trajectory, rounds=None, seed: int = 0) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def loss_landscape(P, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: int = 0):
+def loss_landscape(preset, tr: Trajectory, steps: int = 11, span: float = 1.0, seed: int = 0):
     """Fig. 3: the training loss around w^(t-tau) on the surrogate data of the last inversion of
     `estimation_error` and on the stale client's real data, over a 2-D slice spanned by two
     filter-normalised random directions; plus the cosine similarity of the two gradients at w."""

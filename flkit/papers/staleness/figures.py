@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from flkit import plots
+from flkit.workbook import plots
 
 from . import numbers
 from .study import NAMES

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ...engine import LocalSpec
 from ...inversion import InversionSpec, init_data, invert, unroll
-from ...train import LocalSpec
 
 
 def _pixels(x, meta):
@@ -20,17 +20,19 @@ def _pixels(x, meta):
     return (x * s + m).clamp(0, 1)
 
 
-def recovery(P, tr, fracs=None, noise_var: float = 0.0, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+def recovery(
+    preset, tr, fracs=None, noise_var: float = 0.0, seed: int = 0
+) -> tuple[pd.DataFrame, dict]:
     """Recover `privacy_samples` test images from their one-step updates at the trajectory's last
     global model, for each sparsification rate; MSE/PSNR in pixel space [0, 1], accuracy of the
     trained model on the recovered images, label recovery (argmax of the learned soft label)."""
     data, model = tr.setup.data, tr.setup.model
     now = tr.models[-1]
-    n = P["privacy_samples"]
+    n = preset["privacy_samples"]
     g = torch.Generator().manual_seed(seed)
     pick = torch.randperm(len(data.y_test), generator=g)[:n].to(data.x_test.device)
     x, y = data.x_test[pick], data.y_test[pick]
-    local = LocalSpec(lr=P["lr"], batch_size=1, steps=1)
+    local = LocalSpec(lr=preset["lr"], batch_size=1, steps=1)
     starts = {k: v.unsqueeze(0).expand(n, *v.shape) for k, v in now.items()}
     onehot = torch.nn.functional.one_hot(y, data.num_classes).to(x.dtype).unsqueeze(1)
     target = unroll(model, starts, x.unsqueeze(1), onehot, local)
@@ -41,9 +43,9 @@ def recovery(P, tr, fracs=None, noise_var: float = 0.0, seed: int = 0) -> tuple[
         }
     rows, images = [], {}
     truth = _pixels(x, data.meta)
-    fracs = list(fracs if fracs is not None else P["privacy_fracs"])
+    fracs = list(fracs if fracs is not None else preset["privacy_fracs"])
     # every sparsification rate's inversions in one batch: sample i of rate j is client j n + i
-    spec = InversionSpec(size=1, iters=P["privacy_iters"], lr=P["gi_lr"])
+    spec = InversionSpec(size=1, iters=preset["privacy_iters"], lr=preset["gi_lr"])
     x0, y0 = init_data(
         n, spec, x.shape[1:], data.num_classes, seed, list(range(n)), x.device, x.dtype
     )

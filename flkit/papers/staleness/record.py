@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from . import numbers
+from . import claims, numbers, regime
 from .study import NAMES
 
 __all__ = [
@@ -26,15 +26,16 @@ __all__ = [
     "record_gi_cost",
     "record_privacy",
     "record_detection",
+    "record_claims",
 ]
 
 PAPER_ALPHA, PAPER_TAU, PAPER_ROUNDS = 0.1, 40, 800  # Tables 9 and 10's MNIST setting
 
 
-def _setting(P) -> tuple[bool, str]:
+def _setting(preset) -> tuple[bool, str]:
     """Whether our main run has the paper's Table 10 setting, and the difference in words."""
-    same = float(P["alpha"]) == PAPER_ALPHA and int(P["tau"]) == PAPER_TAU
-    ours = f"ours: tau={P['tau']}, alpha={P['alpha']:g}, {P['rounds']} rounds"
+    same = float(preset["alpha"]) == PAPER_ALPHA and int(preset["tau"]) == PAPER_TAU
+    ours = f"ours: tau={preset['tau']}, alpha={preset['alpha']:g}, {preset['rounds']} rounds"
     paper = f"paper: tau={PAPER_TAU}, alpha={PAPER_ALPHA:g}, {PAPER_ROUNDS} rounds (Table 10)"
     return same, f"{ours}; {paper}"
 
@@ -58,23 +59,27 @@ def _acc_time(report, acc: pd.DataFrame, paper: dict, alike: bool, where: str, s
             )
 
 
-def record_accuracy(report, P, acc: pd.DataFrame) -> None:
+def record_accuracy(report, preset, acc: pd.DataFrame) -> None:
     """Affected-class accuracy and Time of each method beside Table 10 (MNIST, alpha = 0.1,
     tau = 40). At another tau or alpha the paper's cell is left empty and the note gives the
     paper's value at its own setting, so different staleness is never compared as if alike."""
-    same, where = _setting(P)
+    same, where = _setting(preset)
     _acc_time(report, acc, numbers.TABLE10[PAPER_ALPHA], same, where)
 
 
-def record_sweep(report, P, which: str, table: pd.DataFrame) -> None:
+def record_sweep(report, preset, which: str, table: pd.DataFrame) -> None:
     """Tables 10/11: accuracy and Time at each alpha (at our tau) or tau (at our alpha); the
     paper's value only where its other setting is ours too (Table 10 is at tau = 40, Table 11 at
     alpha = 0.1), else in the note."""
     paper_table = numbers.TABLE10 if which == "alpha" else numbers.TABLE11
     if which == "alpha":
-        fixed, other, paper_other = int(P["tau"]) == PAPER_TAU, f"tau={P['tau']}", "tau=40"
+        fixed, other, paper_other = (
+            int(preset["tau"]) == PAPER_TAU,
+            f"tau={preset['tau']}",
+            "tau=40",
+        )
     else:
-        fixed, other = float(P["alpha"]) == PAPER_ALPHA, f"alpha={P['alpha']:g}"
+        fixed, other = float(preset["alpha"]) == PAPER_ALPHA, f"alpha={preset['alpha']:g}"
         paper_other = f"alpha={PAPER_ALPHA:g}"
     table_no = 10 if which == "alpha" else 11
     for group in dict.fromkeys(table.columns.get_level_values(0)):
@@ -84,10 +89,10 @@ def record_sweep(report, P, which: str, table: pd.DataFrame) -> None:
         _acc_time(report, table[group], ref, fixed, where, f", {group}")
 
 
-def record_estimation(report, P, err: pd.DataFrame) -> None:
+def record_estimation(report, preset, err: pd.DataFrame) -> None:
     """Fig. 4: cosine distance of each estimate to the unstale update at each staleness; the
     paper's Table 1 values (1st-Order, a disaster-image setting) beside ours at the same tau."""
-    rounds = P["traj_rounds"]
+    rounds = preset["traj_rounds"]
     table1 = dict(zip(numbers.TABLE1["staleness"], numbers.TABLE1["cos"]))
     for _, r in err.iterrows():
         tau = int(r.tau)
@@ -112,7 +117,7 @@ def record_estimation(report, P, err: pd.DataFrame) -> None:
         )
 
 
-def record_switching(report, P, sw: pd.DataFrame) -> None:
+def record_switching(report, preset, sw: pd.DataFrame) -> None:
     """Fig. 5 / Table 2: the round where the switch back to the stale update begins."""
     first = None
     if "gamma" in sw and sw["gamma"].lt(1).any():
@@ -122,17 +127,18 @@ def record_switching(report, P, sw: pd.DataFrame) -> None:
         first,
         paper=numbers.TABLE2_CROSSING,
         unit="rounds",
-        note=f"of {P['rounds']} rounds at tau={P['tau']}; paper: E1 > E2 first at round "
+        note=f"of {preset['rounds']} rounds at tau={preset['tau']}; paper: E1 > E2 first at round "
         f"{numbers.TABLE2_CROSSING} of {PAPER_ROUNDS}, tau={PAPER_TAU}"
-        + ("" if first is not None else f"; ours: no switch in {P['rounds']} rounds"),
+        + ("" if first is not None else f"; ours: no switch in {preset['rounds']} rounds"),
     )
 
 
-def record_gi_cost(report, P, sparse: pd.DataFrame, warm: pd.DataFrame) -> None:
+def record_gi_cost(report, preset, sparse: pd.DataFrame, warm: pd.DataFrame) -> None:
     """Tables 4-5: GI iterations saved by top-k masking and by warm start, and the error."""
     ours = (
-        f"ours: {P['model']}, {P['est_clients']} stale clients, {P['est_size']} surrogate "
-        f"samples, stop after {P['stop_window']} flat iterations or {P['stop_iters']}"
+        f"ours: {preset['model']}, {preset['est_clients']} stale clients, {preset['est_size']} "
+        f"surrogate samples, stop after {preset['stop_window']} flat iterations or "
+        f"{preset['stop_iters']}"
     )
     for _, r in sparse.iterrows():
         s = round(float(r.sparsification), 2)
@@ -163,12 +169,15 @@ def record_gi_cost(report, P, sparse: pd.DataFrame, warm: pd.DataFrame) -> None:
         )
 
 
-def record_privacy(report, P, priv: pd.DataFrame, labels: dict) -> None:
+def record_privacy(report, preset, priv: pd.DataFrame, labels: dict) -> None:
     """Tables 6-7: single-sample recovery by sparsification, and label recovery under the
     protections. The paper's MSE and PSNR use another pixel scale than ours (its random-noise
     MSE is 1.12; ours on [0, 1] pixels cannot exceed 1), so they go in the note, not beside ours;
     the recovered images' classifier accuracy and the label recovery are comparable."""
-    ours = f"ours: {P['model']}, {P['privacy_samples']} samples, {P['privacy_iters']} iterations"
+    ours = (
+        f"ours: {preset['model']}, {preset['privacy_samples']} samples, {preset['privacy_iters']} "
+        "iterations"
+    )
     table6 = numbers.TABLE6_LENET
     where = dict(zip(table6["sparsification"], range(len(table6["sparsification"]))))
     for _, r in priv.iterrows():
@@ -201,7 +210,7 @@ def record_privacy(report, P, priv: pd.DataFrame, labels: dict) -> None:
         )
 
 
-def record_detection(report, P, det: pd.DataFrame) -> None:
+def record_detection(report, preset, det: pd.DataFrame) -> None:
     """Table 8: uniqueness-detection accuracy by round; the paper's value only at its rounds."""
     for _, r in det.iterrows():
         rnd = int(r["round"])
@@ -213,3 +222,75 @@ def record_detection(report, P, det: pd.DataFrame) -> None:
             note="paper (Table 8) at rounds "
             + ", ".join(f"{k}: {v:g} %" for k, v in numbers.TABLE8.items()),
         )
+
+
+def record_claims(report, acc, hist, err, sw, sparse, warm, priv, det) -> pd.DataFrame:
+    """Every claim of the notebook with its verdict. The accuracy claims carry the readings of the
+    regime indicators (``regime.measure`` on the main comparison: the staleness gap, accuracy
+    still rising), so a compensation judged where staleness costs nothing is recorded as outside
+    the paper's regime. Returns the claims as a DataFrame (claim, verdict)."""
+    ours = regime.measure(acc, hist)
+    checks = [
+        (
+            "Staleness hurts the affected class (Unstale > Unweighted)",
+            claims.staleness_hurts(acc),
+            "Tables 9-11",
+            "staleness_hurts",
+        ),
+        (
+            "Weighted is clearly the worst at large staleness",
+            claims.weighted_worst(acc),
+            "Tables 9-11",
+            "weighted_worst",
+        ),
+        (
+            "1st-Order and W-Pred track Unweighted",
+            claims.compensations_track_unweighted(acc),
+            "Tables 9-11",
+            "compensations_track_unweighted",
+        ),
+        (
+            "GI beats Unweighted on the affected class, in fewer rounds",
+            claims.gi_beats_unweighted(acc),
+            "Tables 9-11",
+            "gi_beats_unweighted",
+        ),
+        (
+            "GI error is lower than stale/1st-Order at large staleness",
+            claims.gi_error_lower_at_large_tau(err),
+            "Fig. 4",
+            None,
+        ),
+        (
+            "E2 shrinks and falls below E1 late in training",
+            claims.e2_falls_below_e1(sw),
+            "Fig. 5, Table 2",
+            None,
+        ),
+        (
+            "Top-K masking and warm start save GI iterations",
+            claims.efficiency_devices(sparse, warm),
+            "Tables 4-5",
+            None,
+        ),
+        (
+            "Single-sample recovery degrades with sparsification",
+            claims.privacy_degrades(priv),
+            "Table 6, Fig. 8",
+            None,
+        ),
+        (
+            "The uniqueness test detects unique updates well after training starts",
+            claims.detection_accurate(det),
+            "Table 8, Fig. 9",
+            None,
+        ),
+    ]
+    out = {}
+    for text, (holds, evidence), where, name in checks:
+        reg = regime.readings(ours, regime.CLAIMS[name]) if name else ()
+        reason = evidence if holds is None else ""
+        out[text] = report.claim(
+            text, None if holds is None else bool(holds), evidence, where, regime=reg, reason=reason
+        )
+    return pd.DataFrame({"claim": list(out), "verdict": list(out.values())})

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from ...data.partition import label_counts, partition
 from ...experiment import RunConfig, Setup, run
-from ...partition import label_counts, partition
 from ...state import model_state
 from ...utils import derive_seed
 
@@ -25,45 +25,45 @@ _SETUPS: dict = {}
 
 
 def config(
-    P, method: str, seed: int, alpha: float | None = None, tau: int | None = None, **extra
+    preset, method: str, seed: int, alpha: float | None = None, tau: int | None = None, **extra
 ) -> RunConfig:
     """The RunConfig of one method at the preset's setting (alpha, tau overridable)."""
     mp = {
-        "tau": int(P["tau"] if tau is None else tau),
-        "affected_class": P["affected_class"],
-        "num_stale": P["num_stale"],
+        "tau": int(preset["tau"] if tau is None else tau),
+        "affected_class": preset["affected_class"],
+        "num_stale": preset["num_stale"],
     }
     if method == "gi_staleness":
         mp.update(
-            gi_size=P["gi_size"],
-            gi_iters=P["gi_iters"],
-            gi_lr=P["gi_lr"],
-            gi_topk=P["gi_topk"],
-            warm_start=P["warm_start"],
+            gi_size=preset["gi_size"],
+            gi_iters=preset["gi_iters"],
+            gi_lr=preset["gi_lr"],
+            gi_topk=preset["gi_topk"],
+            warm_start=preset["warm_start"],
             track_error=True,
         )
     mp.update(extra)
-    ds = {k: P[f"{k}"] for k in ("train_subset", "test_subset") if P[k]}
+    ds = {k: preset[f"{k}"] for k in ("train_subset", "test_subset") if preset[k]}
     return RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         method=method,
-        dataset=P["dataset"],
-        model=P["model"],
-        num_clients=P["num_clients"],
+        dataset=preset["dataset"],
+        model=preset["model"],
+        num_clients=preset["num_clients"],
         partition="dirichlet",
         partition_kwargs={
-            "alpha": float(P["alpha"] if alpha is None else alpha),
-            "samples_per_client": P["samples_per_client"],
+            "alpha": float(preset["alpha"] if alpha is None else alpha),
+            "samples_per_client": preset["samples_per_client"],
             "rounding": "floor",
         },
-        clients_per_round=P["per_round"],
+        clients_per_round=preset["per_round"],
         local_epochs=None,
-        local_steps=P["local_steps"],
-        batch_size=P["samples_per_client"] + 50,
-        lr=P["lr"],
-        momentum=P["momentum"],
-        rounds=P["rounds"],
-        eval_every=P["eval_every"],
+        local_steps=preset["local_steps"],
+        batch_size=preset["samples_per_client"] + 50,
+        lr=preset["lr"],
+        momentum=preset["momentum"],
+        rounds=preset["rounds"],
+        eval_every=preset["eval_every"],
         method_params=mp,
         dataset_kwargs=ds,
         seed=seed,
@@ -85,13 +85,19 @@ def fresh_setup(cfg: RunConfig) -> Setup:
 
 
 def compare(
-    P, seed: int, alpha=None, tau=None, seeds: int | None = None, names=None, progress: bool = True
+    preset,
+    seed: int,
+    alpha=None,
+    tau=None,
+    seeds: int | None = None,
+    names=None,
+    progress: bool = True,
 ) -> pd.DataFrame:
     """Histories of every method over `seeds` consecutive seeds, one long frame."""
     frames = []
-    for s in range(seed, seed + (seeds or P["seeds"])):
-        for m in names or P["methods"]:
-            cfg = config(P, m, s, alpha, tau)
+    for s in range(seed, seed + (seeds or preset["seeds"])):
+        for m in names or preset["methods"]:
+            cfg = config(preset, m, s, alpha, tau)
             h = run(cfg, setup=fresh_setup(cfg), progress=progress).history.copy()
             h["method"], h["seed"] = m, s
             h["alpha"] = cfg.partition_kwargs["alpha"]
@@ -138,34 +144,36 @@ def accuracy_table(
     return df.loc[order]
 
 
-def sweep(P, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
+def sweep(preset, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
     """Tables 10/11: accuracy and Time for each alpha (at the main tau) or tau (main alpha)."""
     values = (
-        sorted({float(P["alpha"]), *map(float, P["sweep_alphas"])}, reverse=True)
+        sorted({float(preset["alpha"]), *map(float, preset["sweep_alphas"])}, reverse=True)
         if which == "alpha"
-        else sorted({int(P["tau"]), *map(int, P["sweep_taus"])})
+        else sorted({int(preset["tau"]), *map(int, preset["sweep_taus"])})
     )
     parts = []
     for v in values:
         kw = {"alpha": v} if which == "alpha" else {"tau": v}
-        t = accuracy_table(compare(P, seed, seeds=P["sweep_seeds"], progress=progress, **kw))
+        t = accuracy_table(
+            compare(preset, seed, seeds=preset["sweep_seeds"], progress=progress, **kw)
+        )
         t.columns = pd.MultiIndex.from_product([[f"{which}={v:g}"], t.columns])
         parts.append(t)
     return pd.concat(parts, axis=1)
 
 
-def dirichlet_counts(P, seed: int) -> dict:
+def dirichlet_counts(preset, seed: int) -> dict:
     """Fig. 10: clients x classes sample counts of the Dirichlet partition for each alpha."""
-    y = fresh_setup(config(P, "unstale", seed)).data.y_train
+    y = fresh_setup(config(preset, "unstale", seed)).data.y_train
     out = {}
-    for a in P["heat_alphas"]:
+    for a in preset["heat_alphas"]:
         parts = partition(
             "dirichlet",
             y,
-            P["num_clients"],
+            preset["num_clients"],
             derive_seed(seed, "partition"),
             alpha=float(a),
-            samples_per_client=P["samples_per_client"],
+            samples_per_client=preset["samples_per_client"],
             rounding="floor",
         )
         out[float(a)] = label_counts(parts, y, 10).cpu().numpy()

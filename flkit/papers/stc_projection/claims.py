@@ -4,14 +4,12 @@ A claim holds only when it holds for every seed; the evidence lists the per-seed
 verdict is a function of the table with its thresholds as named parameters::
 
     tab = tables.summary(results, target)
-    for c in claims.verdicts(tab, "mnist", model="cnn3_mnist"):
-        report.claim(c["text"], c["holds"], c["evidence"], c["paper"],
-                     judge_at_smoke=c["exact"])
-    # or, the same in one call, with the CIFAR-10 "qualitative run" rule:
+    claims.record(report, tab, "mnist", model="cnn3_mnist", regime=regime.readings(tab))
+    # with the CIFAR-10 "qualitative run" rule:
     claims.record(report, tab, "cifar10", qualitative="a short run")
 
 ``exact`` marks the traffic claim: byte counts follow from the model's shapes, so that verdict is
-judged at every preset (``flkit.report`` makes the others inconclusive at ``smoke``).
+judged at every preset (``flkit.workbook.report`` makes the others inconclusive at ``smoke``).
 """
 
 from __future__ import annotations
@@ -80,8 +78,11 @@ def rounds(tab: pd.DataFrame, part: str) -> dict:
         if all(_missing(r[m]) for m in PAPER_METHODS):
             verdicts_.append(None)
         else:
-            R = {m: math.inf if _missing(r[m]) else r[m] for m in PAPER_METHODS}
-            verdicts_.append(R["stc_pa"] < R["stc"] and R["stc_pa"] <= R["fedavg"])
+            rounds_of = {m: math.inf if _missing(r[m]) else r[m] for m in PAPER_METHODS}
+            verdicts_.append(
+                rounds_of["stc_pa"] < rounds_of["stc"]
+                and rounds_of["stc_pa"] <= rounds_of["fedavg"]
+            )
     holds = None if all(v is None for v in verdicts_) else all(bool(v) for v in verdicts_)
     reason = "" if holds is not None else f"; no method reached {target:.0%} at this scale"
     return dict(
@@ -157,35 +158,48 @@ def record(
     model: str | None = None,
     qualitative: str = "",
     tolerance: float = 0.10,
-    regime: str = "",
+    regime=(),
 ) -> pd.DataFrame:
-    """Every verdict of one dataset into ``report``; returns them as a DataFrame.
+    """Every verdict of one dataset into ``report``; returns them as a DataFrame (claim, verdict,
+    evidence, paper, regime).
 
-    ``regime``: the regime indicators beside the paper's (``regime.describe(tab)``, MNIST), added
-    to the evidence of every claim about training and as the frame's ``regime`` column, so each
-    verdict is read with the setting it was obtained in.
+    ``regime``: the readings of the regime indicators (``regime.readings(tab)``, MNIST) that
+    every claim about training depends on: ``report.claim`` records such a claim as "outside
+    regime" when FedAvg's rounds to the target are not where the paper's are. The traffic claim
+    follows from the model's shapes and carries none.
 
     ``qualitative``: a reason why this dataset's run is too short to judge training claims at
     this preset (the CIFAR-10 part of ``cpu``); then every verdict except the exact traffic one
-    is recorded as None with the reason and the face-value verdict."""
+    is recorded as inconclusive with that reason and the face-value outcome."""
     rows = []
     for c in verdicts(tab, part, model, tolerance):
-        holds, ev = c["holds"], c["evidence"]
+        holds, reason = c["holds"], ""
         if qualitative and not c["exact"]:
             face = {
                 True: "it holds",
                 False: "it does not hold",
                 None: "it cannot be judged either",
             }[holds]
-            holds = None
-            ev += f" — inconclusive at this preset ({qualitative}); at face value {face}"
-        reg = "" if c["exact"] else regime
-        if reg:
-            ev += f" — {reg}"
-        holds = report.claim(
-            c["text"], holds, evidence=ev, paper=c["paper"], judge_at_smoke=c["exact"]
+            holds, reason = None, f"too short at this preset ({qualitative}); at face value {face}"
+        elif holds is None:
+            reason = "no method reached the target at this scale"
+        reg = [] if c["exact"] else list(regime)
+        verdict = report.claim(
+            c["text"],
+            holds,
+            evidence=c["evidence"],
+            paper=c["paper"],
+            judge_at_smoke=c["exact"],
+            regime=reg,
+            reason=reason,
         )
         rows.append(
-            {"claim": c["text"], "holds": holds, "evidence": ev, "paper": c["paper"], "regime": reg}
+            {
+                "claim": c["text"],
+                "verdict": verdict,
+                "evidence": c["evidence"],
+                "paper": c["paper"],
+                "regime": "; ".join(r.describe() for r in reg),
+            }
         )
     return pd.DataFrame(rows)

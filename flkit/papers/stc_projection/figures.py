@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from flkit import compress, plots
+from flkit import compress
+from flkit.workbook import plots
 
 LABELS = {"fedavg": "FedAvg", "stc": "STC", "fedfv": "FedFV", "stc_pa": "STC-PA"}
 

@@ -14,7 +14,14 @@ whether a verdict was obtained in the paper's regime::
 
 The regime rule is fixed before looking at any verdict (``in_regime``): FedAvg reaches the target
 in every seed and needs at least ``min_fraction`` of the run's rounds to do so (paper:
-197 / 200 = 0.985). The variance indicator has no paper value: Fig. 4 prints no legible scale.
+197 / 200 = 0.985). The variance indicator has no paper value: Fig. 4 prints no legible scale, so
+it is shown, never ruled on.
+
+Interface (the same in every paper's ``regime.py``): ``paper_indicators()`` (here the constant
+``INDICATORS``), ``measure(tab)``, ``readings(ours, keys)``, ``in_regime(ours or tab)``,
+``CLAIMS``. The one indicator with a rule, ``fedavg_share``, is the smallest share over seeds (a
+seed where FedAvg never reaches the target is outside the regime), so ``in_regime`` on it is the
+rule above.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ import math
 
 import pandas as pd
 
-from flkit.results import readable
 from flkit.utils import FlkitError, check_range
+from flkit.workbook.results import readable
+from flkit.workbook.verdict import Indicator, at_least, read
 
 from . import claims
 from .numbers import NUMBERS as PAPER
@@ -34,6 +42,49 @@ PAPER_ROUNDS = PAPER["rounds_to_target"]["mnist"]  # FedAvg 197, STC 157, STC-PA
 PAPER_RUN_ROUNDS = 200  # Figs. 3/4 run to about round 200
 MIN_FRACTION = 0.75  # FedAvg must spend at least this share of the run climbing to the target
 FORMER_CPU_TARGET = 0.9  # the `cpu` MNIST target before the regime was measured (the "before")
+
+
+def _share_indicator(min_fraction: float) -> Indicator:
+    return Indicator(
+        "fedavg_share",
+        "FedAvg: share of the run's rounds spent reaching the target (smallest over seeds)",
+        round(PAPER_ROUNDS["fedavg"] / PAPER_RUN_ROUNDS, 3),
+        at_least(min_fraction, missing="outside"),
+    )
+
+
+INDICATORS = {"fedavg_share": _share_indicator(MIN_FRACTION)}
+#: which indicators each claim depends on (claim function of ``claims`` -> keys): every claim
+#: about training; the traffic claim follows from the model's shapes
+CLAIMS = {
+    "rounds": ("fedavg_share",),
+    "variance": ("fedavg_share",),
+    "oscillation": ("fedavg_share",),
+}
+
+
+def paper_indicators() -> dict:
+    return INDICATORS
+
+
+def measure(tab: pd.DataFrame) -> dict:
+    """Our indicators of one ``tables.summary`` table: ``fedavg_share``, the smallest over seeds
+    of FedAvg's rounds to the table's target over the run's rounds (None: a seed never reached
+    it, or the table has no FedAvg row)."""
+    runs = int(tab["rounds"].max())
+    seeds = _per_seed(tab, "fedavg", "rounds_to_target")
+    share = None
+    if seeds and all(r is not None for r in seeds):
+        share = min(r / runs for r in seeds)
+    return {"fedavg_share": share}
+
+
+def readings(ours, keys=None) -> list:
+    """Readings for ``report.claim(regime=...)``; ``ours``: :func:`measure`, or the summary table
+    it reads."""
+    if isinstance(ours, pd.DataFrame):
+        ours = measure(ours)
+    return read(INDICATORS, ours, keys)
 
 
 def _per_seed(tab: pd.DataFrame, method: str, column: str) -> list:
@@ -96,13 +147,13 @@ def indicators(tab: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, dtype=object)  # object: a target not reached stays None, not NaN
 
 
-def in_regime(tab: pd.DataFrame, min_fraction: float = MIN_FRACTION) -> bool:
+def in_regime(tab, min_fraction: float = MIN_FRACTION) -> bool:
     """The paper's regime: FedAvg reaches the table's target in every seed, after at least
-    ``min_fraction`` of the run's rounds (paper: 197 of 200)."""
+    ``min_fraction`` of the run's rounds (paper: 197 of 200). ``tab``: a ``tables.summary`` table
+    or its :func:`measure`."""
     check_range("min_fraction", min_fraction, 0.0, 1.0)
-    runs = int(tab["rounds"].max())
-    seeds = _per_seed(tab, "fedavg", "rounds_to_target")
-    return bool(seeds) and all(r is not None and r / runs >= min_fraction for r in seeds)
+    ours = measure(tab) if isinstance(tab, pd.DataFrame) else tab
+    return bool(_share_indicator(min_fraction).read(ours["fedavg_share"]).inside)
 
 
 def describe(tab: pd.DataFrame) -> str:

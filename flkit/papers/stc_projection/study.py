@@ -24,78 +24,78 @@ PAPER_METHODS = ("fedavg", "stc", "stc_pa")
 
 
 # --------------------------------------------------------------------------- configs and runs
-def method_params(P: dict, method: str, **over) -> dict:
+def method_params(preset: dict, method: str, **over) -> dict:
     """The method's hyperparameters from the preset (p, counter, alpha, tau, loss, variant)."""
     check_choice("method", method, tuple(METHOD_LABELS))
     mp = {}
     if method in ("stc", "stc_pa"):
-        mp.update(p=float(P["p"]), counter=P["counter"])
+        mp.update(p=float(preset["p"]), counter=preset["counter"])
     if method in ("fedfv", "stc_pa"):
         mp.update(
-            alpha=float(P["alpha"]),
-            tau=int(P["tau"]),
-            loss=P["loss"],
-            external_variant=P["external_variant"],
+            alpha=float(preset["alpha"]),
+            tau=int(preset["tau"]),
+            loss=preset["loss"],
+            external_variant=preset["external_variant"],
         )
     mp.update(over)
     return mp
 
 
 def config(
-    P: dict, part: str, method: str, seed: int, device: str = "auto", **method_over
+    preset: dict, part: str, method: str, seed: int, device: str = "auto", **method_over
 ) -> RunConfig:
     """RunConfig of one method on one dataset part ("mnist" or "cifar10") of the preset."""
     check_choice("part", part, PARTS)
-    D = part_settings(P, part)
+    d = part_settings(preset, part)
     ds_kw = {}
-    if D["train_subset"]:
-        ds_kw["train_subset"] = int(D["train_subset"])
-    if D["test_subset"]:
-        ds_kw["test_subset"] = int(D["test_subset"])
+    if d["train_subset"]:
+        ds_kw["train_subset"] = int(d["train_subset"])
+    if d["test_subset"]:
+        ds_kw["test_subset"] = int(d["test_subset"])
     return RunConfig(
-        backend=P["backend"],
+        backend=preset["backend"],
         method=method,
         dataset=part,
-        model=D["model"],
-        num_clients=int(D["clients"]),
+        model=d["model"],
+        num_clients=int(d["clients"]),
         partition="shards",
         partition_kwargs={"shards_per_client": 2},
-        clients_per_round=int(D["per_round"]),
-        local_epochs=int(D["epochs"]),
-        batch_size=int(D["batch_size"]),
-        lr=float(D["lr"]),
-        weight_decay=float(D["weight_decay"]),
-        rounds=int(D["rounds"]),
+        clients_per_round=int(d["per_round"]),
+        local_epochs=int(d["epochs"]),
+        batch_size=int(d["batch_size"]),
+        lr=float(d["lr"]),
+        weight_decay=float(d["weight_decay"]),
+        rounds=int(d["rounds"]),
         per_client_eval=True,
-        method_params=method_params(P, method, **method_over),
+        method_params=method_params(preset, method, **method_over),
         dataset_kwargs=ds_kw,
         seed=int(seed),
         device=device,
     )
 
 
-def part_settings(P: dict, part: str) -> dict:
+def part_settings(preset: dict, part: str) -> dict:
     """The preset keys of one dataset part without their prefix ("mnist_rounds" -> "rounds")."""
     check_choice("part", part, PARTS)
     pre = part + "_"
-    return {k[len(pre) :]: v for k, v in P.items() if k.startswith(pre)}
+    return {k[len(pre) :]: v for k, v in preset.items() if k.startswith(pre)}
 
 
-def seeds_of(P: dict, seed: int = 0) -> list[int]:
+def seeds_of(preset: dict, seed: int = 0) -> list[int]:
     """The preset's ``seeds`` consecutive seeds starting at the notebook's ``seed``."""
-    n = int(P["seeds"])
+    n = int(preset["seeds"])
     if n < 1:
         raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
     return [int(seed) + i for i in range(n)]
 
 
-def setup(P: dict, part: str, seed: int, device: str = "auto") -> Setup:
+def setup(preset: dict, part: str, seed: int, device: str = "auto") -> Setup:
     """Data, partition and initial model of a part at a seed (shared by all methods)."""
-    return Setup.build(config(P, part, "fedavg", seed, device))
+    return Setup.build(config(preset, part, "fedavg", seed, device))
 
 
 def run_comparison(
-    P: dict,
+    preset: dict,
     part: str,
     seeds,
     methods=None,
@@ -104,14 +104,14 @@ def run_comparison(
     out_dir=None,
 ) -> dict:
     """Run every method × seed (cached); returns {(method, seed): RunResult}."""
-    methods = list(methods or P["methods"])
+    methods = list(methods or preset["methods"])
     if not methods:
         raise FlkitError("methods is empty; accepted: any of " + ", ".join(METHOD_LABELS))
     out = {}
     for seed in seeds:
         su = None
         for m in methods:
-            cfg = config(P, part, m, seed, device)
+            cfg = config(preset, part, m, seed, device)
             if su is None and not _cached(cfg, out_dir):
                 su = Setup.build(cfg)
             out[(m, seed)] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
@@ -126,26 +126,26 @@ def _cached(cfg: RunConfig, out_dir) -> bool:
 
 # --------------------------------------------------------------------------- ablation
 def ablation(
-    P: dict, seeds=(0,), device: str = "auto", progress: bool = True, out_dir=None
+    preset: dict, seeds=(0,), device: str = "auto", progress: bool = True, out_dir=None
 ) -> pd.DataFrame:
     """STC-PA on MNIST over the preset's ``ablation_alphas`` (τ fixed at the preset's τ) and
     ``ablation_taus`` (α fixed), plus the preset's default (α, τ) and plain STC (the ``stc``
     method, the reference the projection has to beat), ``ablation_rounds`` rounds, every seed of
     ``seeds``. One row per setting and seed; ``setting`` names it ("STC", "α=0.1, τ=1 (default)"
     ...)."""
-    a0, t0 = float(P["alpha"]), int(P["tau"])
+    a0, t0 = float(preset["alpha"]), int(preset["tau"])
     grid = [("stc", None, None), ("stc_pa", a0, t0)]
-    grid += [("stc_pa", float(a), t0) for a in P["ablation_alphas"]]
-    grid += [("stc_pa", a0, int(t)) for t in P["ablation_taus"]]
+    grid += [("stc_pa", float(a), t0) for a in preset["ablation_alphas"]]
+    grid += [("stc_pa", a0, int(t)) for t in preset["ablation_taus"]]
     grid = list(dict.fromkeys(grid))
-    target = float(P["mnist_target"])
+    target = float(preset["mnist_target"])
     rows = []
     for seed in seeds:
         su = None
         for method, a, t in grid:
             over = {} if method == "stc" else {"alpha": a, "tau": t}
-            cfg = config(P, "mnist", method, seed, device, **over)
-            cfg = cfg.replace(rounds=int(P["ablation_rounds"]))
+            cfg = config(preset, "mnist", method, seed, device, **over)
+            cfg = cfg.replace(rounds=int(preset["ablation_rounds"]))
             if su is None and not _cached(cfg, out_dir):
                 su = Setup.build(cfg)
             r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
@@ -182,16 +182,16 @@ def _mean_or_none(h: pd.DataFrame, column: str):
 
 # --------------------------------------------------------------------------- Fig. 1 data
 def layer_update(
-    P: dict, seed: int = 0, device: str = "auto", part: str = "mnist", su: Setup | None = None
+    preset: dict, seed: int = 0, device: str = "auto", part: str = "mnist", su: Setup | None = None
 ):
     """A real layer update for Fig. 1: one client's pseudo-gradient w_before − w_after after one
     local epoch from the initial model, for the model's largest weight tensor.
     Returns (parameter name, update tensor)."""
+    from flkit.engine import train_clients
     from flkit.state import broadcast_state, model_state, param_names
-    from flkit.train import train_clients
     from flkit.utils import derive_seed
 
-    cfg = config(P, part, "fedavg", seed, device)
+    cfg = config(preset, part, "fedavg", seed, device)
     su = su or Setup.build(cfg)
     start = broadcast_state(model_state(su.model), 1)
     res = train_clients(
@@ -210,15 +210,15 @@ def layer_update(
 
 
 # --------------------------------------------------------------------------- notebook helpers
-def describe(P: dict, seeds) -> str:
+def describe(preset: dict, seeds) -> str:
     """Markdown: what this preset runs, and how it differs from the paper preset."""
     ref = _paper_preset()
     lines = [
-        f"**Preset `{getattr(P, 'name', '?')}`** — seeds {list(seeds)} "
-        f"(CIFAR-10: {list(seeds)[: int(P['cifar10_seeds'])]}); p = {P['p']}, α = {P['alpha']}, "
-        f"τ = {P['tau']}, loss {P['loss']!r} local training, "
-        f"external loop {P['external_variant']!r}, "
-        f"bits counted with the {P['counter']!r} counter.",
+        f"**Preset `{getattr(preset, 'name', '?')}`** — seeds {list(seeds)} (CIFAR-10: "
+        f"{list(seeds)[: int(preset['cifar10_seeds'])]}); p = {preset['p']}, α = "
+        f"{preset['alpha']}, τ = {preset['tau']}, loss {preset['loss']!r} local training, "
+        f"external loop {preset['external_variant']!r}, bits counted with the "
+        f"{preset['counter']!r} counter.",
         "",
     ]
     lines.append(
@@ -241,7 +241,7 @@ def describe(P: dict, seeds) -> str:
     for k in keys:
         row = [k]
         for part in PARTS:
-            here, paper = P[f"{part}_{k}"], ref.get(f"{part}_{k}") if ref else None
+            here, paper = preset[f"{part}_{k}"], ref.get(f"{part}_{k}") if ref else None
             fmt = (
                 (lambda v: "all" if v == 0 else f"{v:,}")
                 if k.endswith("subset")
@@ -257,12 +257,12 @@ def describe(P: dict, seeds) -> str:
     return "\n".join(lines)
 
 
-def cifar10_note(P: dict) -> str:
+def cifar10_note(preset: dict) -> str:
     """Markdown: the CIFAR-10 setting of this preset in words, every number from the preset (the
     notebook's text must not drift from it)."""
-    D = part_settings(P, "cifar10")
-    seeds = int(P["cifar10_seeds"])
-    n, k = int(D["train_subset"]), int(D["clients"])
+    d = part_settings(preset, "cifar10")
+    seeds = int(preset["cifar10_seeds"])
+    n, k = int(d["train_subset"]), int(d["clients"])
     train = (
         f"{n:,} training images ({n // k} per client)"
         if n
@@ -270,21 +270,21 @@ def cifar10_note(P: dict) -> str:
         f"{12_000 // k} per client)"
     )
     test = (
-        f"a {int(D['test_subset']):,}-image test subset"
-        if D["test_subset"]
+        f"a {int(d['test_subset']):,}-image test subset"
+        if d["test_subset"]
         else "the whole test set"
     )
-    kind = "**qualitative**" if P["cifar10_qualitative"] else "judged"
+    kind = "**qualitative**" if preset["cifar10_qualitative"] else "judged"
     return (
-        f"This preset runs `{D['model']}` with {D['epochs']} local epoch(s) at lr {D['lr']} for "
-        f"{D['rounds']} rounds, {int(D['clients'])} clients ({int(D['per_round'])} per round), "
-        f"on {train} and {test}, {seeds} seed(s), target {float(D['target']):.0%}. "
+        f"This preset runs `{d['model']}` with {d['epochs']} local epoch(s) at lr {d['lr']} for "
+        f"{d['rounds']} rounds, {int(d['clients'])} clients ({int(d['per_round'])} per round), "
+        f"on {train} and {test}, {seeds} seed(s), target {float(d['target']):.0%}. "
         f"Its CIFAR-10 verdicts are {kind}."
     )
 
 
 def _paper_preset():
-    from flkit import presets
+    from flkit.workbook import presets
 
     try:
         return dict(presets.load("01_stc_projection", "paper"))

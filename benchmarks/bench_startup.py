@@ -1,0 +1,178 @@
+"""Start-up of `flkit run` against the naive per-client loop, as whole processes, interleaved.
+
+Workload R1 (FedAvg, 10 clients x 5 local epochs x 600 MNIST images, LeNet-5, evaluation every
+round) at one batch size over a few rounds. Each command runs as its own process, in turn
+(A B A B ...), after one untimed warm-up each:
+
+  flkit  python -m flkit run fedavg ... --cache <fresh folder> --no-progress  (backend auto)
+  naive  python benchmarks/naive_fedavg.py --batch-size B --rounds R
+
+A process's start-up is its wall time less the time its rounds took, as the process itself
+measured it (flkit: ``wall_seconds`` of the run folder's meta.json; the naive loop: its printed
+``seconds_per_round`` times R). What is left is everything before the first round plus what
+comes after the last one (flkit writes its run folder there): an upper bound on the start-up.
+
+Every flkit run gets a fresh run cache, so it trains instead of loading; the machine folder
+(decoded datasets, backend choices; ``flkit.paths.machine_dir``), one scratch folder for the
+series, is filled by the warm-up, as on a user's machine after its first run. ``--cold`` gives
+every flkit run a fresh machine folder too (it then decodes, hashes and measures its backend).
+``--flkit-root DIR`` runs another checkout's flkit (its own package, the same Python), e.g. the
+code before a change, as a third command in the rotation. ``--epochs 1 --rounds 1 --repeats 1``
+checks that the harness works (not a measurement).
+
+    python benchmarks/bench_startup.py --batch-size 50 --rounds 3 --repeats 3
+    python benchmarks/bench_startup.py --flkit-root /tmp/before --repeats 3
+
+Writes benchmarks/results/startup-b<B>.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def flkit_command(batch: int, rounds: int, epochs: int, cache: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "flkit",
+        "run",
+        "fedavg",
+        "--dataset",
+        "mnist",
+        "--model",
+        "lenet5",
+        "--clients",
+        "10",
+        "--clients-per-round",
+        "10",
+        "--partition",
+        "iid",
+        "--train-subset",
+        "6000",
+        "--local-epochs",
+        str(epochs),
+        "--batch-size",
+        str(batch),
+        "--lr",
+        "0.05",
+        "--rounds",
+        str(rounds),
+        "--seed",
+        "0",
+        "--cache",
+        str(cache),
+        "--no-progress",
+    ]
+
+
+def naive_command(batch: int, rounds: int, epochs: int) -> list[str]:
+    return [
+        sys.executable,
+        str(HERE / "naive_fedavg.py"),
+        "--batch-size",
+        str(batch),
+        "--rounds",
+        str(rounds),
+        "--epochs",
+        str(epochs),
+    ]
+
+
+def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, str]:
+    t = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall, done.stdout
+
+
+def run_flkit(checkout: Path, args, scratch: Path, env: dict) -> dict:
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=scratch))
+    run_env = dict(env)
+    if args.cold:
+        run_env["FLKIT_MACHINE_DIR"] = tempfile.mkdtemp(prefix="machine-", dir=scratch)
+    cmd = flkit_command(args.batch_size, args.rounds, args.epochs, cache)
+    wall, out = _timed(cmd, checkout, run_env)
+    (meta,) = cache.glob("*/meta.json")
+    rounds = json.loads(meta.read_text())["wall_seconds"]
+    return {"wall": wall, "rounds": rounds, "startup": wall - rounds, "out": out.strip()}
+
+
+def run_naive(args, env: dict) -> dict:
+    wall, out = _timed(naive_command(args.batch_size, args.rounds, args.epochs), ROOT, env)
+    per_round = float(re.search(r"seconds_per_round ([0-9.]+)", out).group(1))
+    rounds = per_round * args.rounds
+    return {"wall": wall, "rounds": rounds, "startup": wall - rounds, "out": out.strip()}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch-size", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=5, help="local epochs (R1: 5)")
+    ap.add_argument("--repeats", type=int, default=3, help="counted runs per command (default 3)")
+    ap.add_argument("--cold", action="store_true", help="a fresh machine cache for every run")
+    ap.add_argument(
+        "--flkit-root", type=Path, default=None, help="another checkout's flkit as a third command"
+    )
+    ap.add_argument("--out", type=Path, default=None, help="JSON file (default: results/...)")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.rounds < 1:
+        raise SystemExit("--repeats and --rounds must be >= 1")
+    if args.flkit_root is not None and not (args.flkit_root / "flkit" / "cli.py").is_file():
+        raise SystemExit(f"--flkit-root {args.flkit_root}: no flkit/cli.py there")
+    scratch = Path(tempfile.mkdtemp(prefix="flkit-startup-"))
+    load_before = os.getloadavg()[0]
+    # one machine folder for the whole series, filled by the warm-up runs: a user's machine after
+    # its first run (the user's own runs/machine is left alone)
+    env = dict(os.environ, FLKIT_MACHINE_DIR=str(scratch / "machine"))
+    commands = {"flkit": lambda: run_flkit(ROOT, args, scratch, env)}
+    commands["naive"] = lambda: run_naive(args, env)
+    if args.flkit_root is not None:
+        commands["flkit@root"] = lambda: run_flkit(args.flkit_root.resolve(), args, scratch, env)
+    for run in commands.values():  # warm-up: page cache, .pyc files, machine cache
+        run()
+    rows = {name: [] for name in commands}
+    for _ in range(args.repeats):
+        for name, run in commands.items():
+            rows[name].append(run())
+    summary = {
+        name: {k: statistics.median(r[k] for r in runs) for k in ("wall", "rounds", "startup")}
+        for name, runs in rows.items()
+    }
+    result = {
+        "workload": f"R1 batch {args.batch_size}, {args.rounds} rounds",
+        "cold": args.cold,
+        "repeats": args.repeats,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg()[0],
+        "median": summary,
+        "runs": rows,
+        "startup_ratio_flkit_over_naive": summary["flkit"]["startup"] / summary["naive"]["startup"],
+    }
+    print(f"{'command':<12} {'wall s':>8} {'rounds s':>9} {'start-up s':>11}   (medians)")
+    for name, s in summary.items():
+        print(f"{name:<12} {s['wall']:>8.2f} {s['rounds']:>9.2f} {s['startup']:>11.2f}")
+    print(f"start-up ratio flkit / naive: {result['startup_ratio_flkit_over_naive']:.2f}")
+    out = args.out or HERE / "results" / f"startup-b{args.batch_size}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()

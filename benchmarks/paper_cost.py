@@ -1,0 +1,328 @@
+"""What each notebook's `paper` preset costs: its runs as its study code builds them, one timed
+round per distinct (method, model, data, clients) on data tiled to the official training-set size,
+and the GPU hours that follow (rounds x seconds per round, summed over the runs). Used by the
+``methods`` step of ``benchmarks/gpu_check.py``; ``--tiny`` there reads the `smoke` presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import time
+
+
+def _sync(device) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _flkit_error():
+    from flkit.utils import FlkitError
+
+    return FlkitError
+
+
+PAPER_NOTEBOOKS = (
+    "00_fl_primer",
+    "01_stc_projection",
+    "02_feddip",
+    "03_fedast",
+    "04_hidenseek",
+    "05_staleness",
+)
+
+
+def _presets():
+    from flkit.workbook import presets
+
+    return presets
+
+
+def _study(slug: str):
+    return importlib.import_module(f"flkit.papers.{slug}.study")
+
+
+def notebook_runs(notebook: str, preset) -> list:
+    """Every engine run (RunConfig) that ``notebook`` makes at preset ``P``, as its study code
+    builds them (FedAST: a list of (config dict, horizon) of its simulated runs)."""
+    slug = notebook.split("_", 1)[1]
+    st = _study(slug)
+    if notebook == "00_fl_primer":
+        return list(st.configs(preset, seed=0).values())
+    if notebook == "01_stc_projection":
+        runs = []
+        for part, nseeds in (("mnist", preset["seeds"]), ("cifar10", preset["cifar10_seeds"])):
+            for seed in range(int(nseeds)):
+                runs += [st.config(preset, part, m, seed) for m in preset["methods"]]
+        a0, t0 = float(preset["alpha"]), int(preset["tau"])
+        grid = [("stc", None, None), ("stc_pa", a0, t0)]
+        grid += [("stc_pa", float(a), t0) for a in preset["ablation_alphas"]]
+        grid += [("stc_pa", a0, int(t)) for t in preset["ablation_taus"]]
+        for method, a, t in dict.fromkeys(grid):
+            over = {} if method == "stc" else {"alpha": a, "tau": t}
+            cfg = st.config(preset, "mnist", method, 0, **over)
+            runs.append(cfg.replace(rounds=int(preset["ablation_rounds"])))
+        return runs
+    if notebook == "02_feddip":
+        seeds = range(int(preset["seeds"]))
+        runs = []
+        for w in preset["workloads"]:
+            for seed in seeds:
+                for m in preset["methods"]:
+                    for s in [0.0] if m in st.DENSE else preset["sparsities"]:
+                        runs.append(st.config(preset, w, m, s, seed))
+        s = float(preset["noniid_sparsity"])
+        runs += [
+            st.config(preset, preset["workloads"][0], m, s, seed, noniid=True)
+            for seed in seeds
+            for m in preset["noniid_methods"]
+        ]
+        smax, w0 = max(preset["sparsities"]), preset["workloads"][0]
+        other = "dense" if preset["mask_order"] == "code" else "code"
+        for seed in range(int(preset["ablation_seeds"])):
+            runs += [
+                st.config(preset, w0, "feddip", smax, seed, R=int(r)) for r in preset["ablation_R"]
+            ]
+            runs.append(st.config(preset, w0, "feddip", smax, seed, mask_order=other))
+        return runs
+    if notebook == "04_hidenseek":
+        seeds = range(int(preset["seeds"]))
+        runs = [
+            st.config(preset, t, m, s)
+            for t in st.tasks(preset)
+            for m in preset["methods"]
+            for s in seeds
+        ]
+        runs += [
+            st.config(preset, "mnist_a1", m, s, clients_per_round=k)
+            for m in ("hidenseek", "fedmask")
+            for k in preset["active_clients"]
+            for s in seeds
+        ]
+        runs += [
+            st.config(preset, f"mnist_a{a:g}", "hidenseek", s, keep_ratio=r)
+            for a in preset["alphas"]
+            for r in (preset["small_keep_ratio"], preset["keep_ratio"])
+            for s in seeds
+        ]
+        runs += [
+            st.config(preset, "har", "hidenseek", s, eps=e)
+            for e in [preset["eps"], *preset["eps_grid"]]
+            for s in seeds
+        ]
+        return runs
+    if notebook == "05_staleness":
+        runs = [
+            st.config(preset, m, s) for s in range(int(preset["seeds"])) for m in preset["methods"]
+        ]
+        for a in preset["sweep_alphas"]:
+            runs += [
+                st.config(preset, m, s, alpha=float(a))
+                for s in range(int(preset["sweep_seeds"]))
+                for m in preset["methods"]
+            ]
+        for t in preset["sweep_taus"]:
+            runs += [st.config(preset, m, s, tau=int(t)) for s in range(int(preset["sweep_seeds"]))
+                     for m in preset["methods"]]  # fmt: skip
+        return runs
+    if notebook == "03_fedast":
+        n = int(preset["num_seeds"])
+        runs = []
+        for n_tasks in preset["Ms"]:
+            for m in preset["fig2_methods"]:
+                runs += [(st.identical(preset, int(n_tasks), m), float(preset["max_time"]))] * n
+        for requests in preset["active_requests"]:
+            for m in ("fedast_d", "nobuffer"):
+                runs += [
+                    (st.active_config(preset, int(requests), m), float(preset["active_time"]))
+                ] * n
+        runs += [(None, float(preset["buffer_time"]))] * (len(preset["buffers"]) * n)
+        runs += [(None, float(preset["max_time"]))] * (len(preset["ks"]) * n)
+        for level in ("main", "high"):
+            for m in preset["fig2_methods"]:
+                runs += [(st.heterogeneous(preset, m, level), float(preset["max_time"]))] * n
+        runs += [(None, float(preset["fig4_time"]))] * n
+        return runs
+    raise _flkit_error()(f"unknown notebook {notebook!r}; accepted: {', '.join(PAPER_NOTEBOOKS)}")
+
+
+def probe_key(cfg) -> tuple:
+    """What sets the cost of a round: runs with equal keys share one timed probe."""
+    return (
+        cfg.method,
+        cfg.dataset,
+        cfg.model,
+        repr(sorted(cfg.model_kwargs.items())),
+        repr(sorted(cfg.dataset_kwargs.items())),
+        cfg.num_clients,
+        cfg.clients_per_round,
+        cfg.local_epochs,
+        cfg.local_steps,
+        cfg.batch_size,
+    )
+
+
+def _tiled(ds, full_train: int | None):
+    """``ds`` with its training set repeated up to ``full_train`` samples (groups too)."""
+    import torch
+
+    n = len(ds.y_train)
+    if not full_train or n >= full_train:
+        return ds
+    idx = torch.arange(full_train, device=ds.y_train.device) % n
+    groups = ds.train_groups
+    return dataclasses.replace(  # a new object: the loader's cached one stays as it was
+        ds,
+        x_train=ds.x_train[idx],
+        y_train=ds.y_train[idx],
+        train_groups=None if groups is None else groups[idx.to(groups.device)],
+    )
+
+
+def time_round(cfg, device: str, tiny: bool, data_cache: dict) -> dict:
+    """Seconds of one round (after a warm-up round) and of one evaluation, and peak memory."""
+    import torch
+
+    from flkit import data as data_mod
+    from flkit import methods
+    from flkit.data import provenance
+    from flkit.experiment import Setup
+    from flkit.state import model_state
+
+    dkey = (cfg.dataset, repr(sorted(cfg.dataset_kwargs.items())))
+    if dkey not in data_cache:
+        ds = data_mod.load(cfg.dataset, device=device, **cfg.dataset_kwargs)
+        full = None if tiny else provenance.FULL_SIZES.get(cfg.dataset, (None, None))[0]
+        if cfg.dataset_kwargs.get("split") == "pooled" and full:
+            full = sum(provenance.FULL_SIZES[cfg.dataset])
+        data_cache[dkey] = _tiled(ds, full)
+    cfg = cfg.replace(device=device)
+    setup = Setup.build(cfg, data_obj=data_cache[dkey])
+    ctx = methods.RunContext(
+        setup.model,
+        setup.data.x_train,
+        setup.data.y_train,
+        setup.parts,
+        cfg.local_spec(),
+        cfg.seed,
+        setup.data.num_classes,
+        cfg.backend if cfg.backend != "auto" else "wide",
+        cfg.clients_per_round,
+    )
+    method = methods.get(cfg.method)(ctx, **cfg.method_params)
+    state = method.init_state(model_state(setup.model))
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for rnd in (1, 2):
+        _sync(device)
+        t0 = time.perf_counter()
+        state, _ = method.round(state, method.select_clients(state, rnd), rnd)
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    method.evaluate(state, setup.data.x_test, setup.data.y_test)
+    _sync(device)
+    eval_s = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated() if torch.device(device).type == "cuda" else None
+    want = torch.device(device).type
+    off = [path for path, t in state_tensors(state) if t.device.type != want]
+    return {
+        "method": cfg.method,
+        "dataset": cfg.dataset,
+        "model": cfg.model,
+        "model_kwargs": dict(cfg.model_kwargs),
+        "clients_per_round": cfg.clients_per_round,
+        "train_samples": int(len(setup.data.y_train)),
+        "warmup_round_s": times[0],
+        "round_s": times[1],
+        "eval_s": eval_s,
+        "eval_every": cfg.eval_every,
+        "seconds_per_round": times[1] + eval_s / max(1, cfg.eval_every),
+        "peak_mem_bytes": peak,
+        "off_device": off[:20],  # state tensors not on the run's device (should be none)
+    }
+
+
+def state_tensors(x, path="state"):
+    """(path, tensor) of every tensor in a method state (mappings, sequences, dataclasses)."""
+    import dataclasses
+    from collections.abc import Mapping
+
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        yield path, x
+    elif isinstance(x, Mapping):
+        for k, v in x.items():
+            yield from state_tensors(v, f"{path}[{k!r}]")
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            yield from state_tensors(v, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            yield from state_tensors(getattr(x, f.name), f"{path}.{f.name}")
+
+
+def inversion_seconds_per_iter(device: str, size: int, iters: int) -> float:
+    """Seconds per inversion iteration of one client at batch ``size`` (LeNet of notebook 05)."""
+    import bench_inversion
+
+    from flkit import models
+
+    model = models.build("cnn_mnist", num_classes=10, in_channels=1).to(device)
+    bench_inversion.one(model, 1, size, 1, torch_device(device))  # warm-up
+    return bench_inversion.one(model, 1, size, iters, torch_device(device)) / iters
+
+
+def torch_device(device: str):
+    import torch
+
+    return torch.device(device)
+
+
+def time_fedast(cfg: dict, device: str, horizon: float) -> dict:
+    """Seconds per simulated time unit of one FedAST run cut at ``horizon``: the scheduler's run
+    (training, evaluations) timed apart from building it (data, partitions, models)."""
+    from flkit.asyncfl.runner import build_schedule
+
+    t0 = time.perf_counter()
+    sched, trainer = build_schedule(dict(cfg, max_time=float(horizon)), 0, device)
+    _sync(device)
+    t1 = time.perf_counter()
+    res = sched.run()
+    _sync(device)
+    run_s = time.perf_counter() - t1
+    sim = max(float(res.total_time), 1e-9)
+    return {
+        "method": cfg["method"],
+        "tasks": [t["dataset"] for t in cfg["tasks"]],
+        "horizon": horizon,
+        "simulated_time": sim,
+        "trained": int(trainer.trained),
+        "setup_s": t1 - t0,
+        "wall_s": run_s,
+        "seconds_per_time_unit": max(run_s, 1e-9) / sim,
+    }
+
+
+def estimate(runs, timed: dict, info: dict, gi_extra: float = 0.0) -> None:
+    """GPU hours = sum over runs of rounds x seconds per round (a run without its own probe
+    takes the notebook's slowest probed round: the estimate is then marked incomplete)."""
+    if not timed:
+        info["gpu_hours"] = None
+        info["complete"] = False
+        return
+    slowest = max(r["seconds_per_round"] for r in timed.values())
+    total, missing = 0.0, 0
+    for c in runs:
+        r = timed.get(probe_key(c))
+        s = r["seconds_per_round"] if r else slowest
+        missing += r is None
+        if c.method == "gi_staleness":
+            s += gi_extra
+        total += c.rounds * s
+    info["gpu_hours"] = total / 3600
+    info["complete"] = missing == 0
+    info["runs_without_probe"] = missing

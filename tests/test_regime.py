@@ -1,0 +1,240 @@
+"""Every paper's regime.py on hand-built inputs: the indicators it measures (values known by
+construction), the paper's values and the rule that says whether a run is in the paper's regime;
+and the shared interface (paper_indicators, measure, readings, in_regime, CLAIMS)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flkit import asyncfl
+from flkit.utils import FlkitError
+from flkit.workbook.verdict import Indicator, Reading
+
+ROOT = Path(__file__).resolve().parent.parent
+# every paper folder, the template included: a new paper cannot skip its regime.py
+SLUGS = sorted(
+    p.name for p in (ROOT / "flkit" / "papers").iterdir() if p.is_dir() and p.name != "__pycache__"
+)
+PAPER_FEDAST = {"updates_per_sync_round": 37.2}
+
+
+def _mod(slug):
+    return importlib.import_module(f"flkit.papers.{slug}.regime")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_paper_has_the_interface(slug):
+    assert len(SLUGS) >= 7
+    m = _mod(slug)
+    for name in ("paper_indicators", "measure", "readings", "in_regime", "CLAIMS"):
+        assert hasattr(m, name), f"flkit/papers/{slug}/regime.py lacks {name}"
+    ind = m.paper_indicators(PAPER_FEDAST) if slug == "fedast" else m.paper_indicators()
+    assert ind and all(isinstance(i, Indicator) and i.key == k for k, i in ind.items())
+    for keys in m.CLAIMS.values():  # every claim depends only on declared indicators
+        assert set(keys) <= set(ind), (slug, keys)
+
+
+# ------------------------------------------------------------------------------ 00 primer
+def test_primer_indicators_and_rule():
+    from flkit.papers.fl_primer import regime
+
+    counts = np.array(
+        [[8, 2, 0], [1, 1, 2], [0, 0, 0]]
+    )  # largest shares 0.8 and 0.5; empty left out
+    assert regime.dominant_share(counts) == pytest.approx(0.65)
+    final = pd.Series({"IID": 0.62, "Dir(0.1)": 0.40})
+    ours = regime.measure(final, "IID", counts)
+    assert ours == {"iid_accuracy": pytest.approx(62.0), "dominant_share": pytest.approx(0.65)}
+    assert regime.in_regime(ours)
+    assert not regime.in_regime({**ours, "iid_accuracy": 30.0})  # the IID run did not train
+    assert not regime.in_regime({**ours, "dominant_share": 0.3})  # a mild split, not the paper's
+    r = regime.readings(ours, ["iid_accuracy"])[0]
+    assert (r.indicator.paper, r.ours, r.inside) == (99.0, pytest.approx(62.0), True)
+    with pytest.raises(FlkitError, match="'IIX'"):
+        regime.measure(final, "IIX", counts)
+
+
+# ------------------------------------------------------------------------------ 01 STC
+def test_stc_share_is_the_smallest_over_seeds_and_not_reached_is_outside():
+    from flkit.papers.stc_projection import regime
+
+    def tab(rounds_to_target):
+        return pd.DataFrame(
+            {
+                "method": ["fedavg"] * len(rounds_to_target),
+                "seed": range(len(rounds_to_target)),
+                "rounds": [200] * len(rounds_to_target),
+                "rounds_to_target": rounds_to_target,
+            }
+        )
+
+    assert regime.measure(tab([197, 160]))["fedavg_share"] == pytest.approx(0.8)
+    assert regime.in_regime(tab([197, 160]))  # 0.8 >= 0.75 in both seeds
+    assert not regime.in_regime(tab([197, 140]))  # 0.7 in one seed
+    assert regime.measure(tab([197, np.nan]))["fedavg_share"] is None
+    r = regime.readings(tab([197, np.nan]))[0]
+    assert r.inside is False and r.indicator.paper == 0.985  # never reached: outside, not unknown
+    assert regime.in_regime({"fedavg_share": 0.76}) and not regime.in_regime({"fedavg_share": 0.74})
+
+
+# ------------------------------------------------------------------------------ 02 FedDIP
+def _feddip_run(acc, sparsity):
+    h = pd.DataFrame({"test_accuracy": [0.1, acc], "model_sparsity": [0.0, sparsity]})
+    for c in ("cum_bytes_up", "cum_bytes_down"):
+        h[c] = [1.0, 2.0]
+    return SimpleNamespace(history=h, final=lambda col, h=h: float(h[col].iloc[-1]))
+
+
+def test_feddip_dense_gap_and_shortfall(monkeypatch):
+    from flkit.papers.feddip import regime, study
+
+    monkeypatch.setattr(study, "_official", lambda r, d: 0.0)
+    grid = {
+        ("fedavg", 0.0, 0): _feddip_run(0.88, 0.0),
+        ("fedavg", 0.0, 1): _feddip_run(0.86, 0.0),  # dense mean 87 %: 3 points below 90 %
+        ("feddip", 0.9, 0): _feddip_run(0.80, 0.9),
+        ("feddip", 0.95, 0): _feddip_run(0.70, 0.947),  # 0.003 short of 0.95
+    }
+    ours = regime.measure(grid, "fmnist_lenet5")
+    assert ours["dense_gap"] == pytest.approx(3.0)
+    assert ours["sparsity_shortfall"] == pytest.approx(0.003)
+    assert regime.in_regime(ours)  # 3 <= 3 points and 0.003 <= 0.005
+    assert not regime.in_regime({**ours, "dense_gap": 18.4})  # 71.6 % against a 90 % plateau
+    assert not regime.in_regime({**ours, "sparsity_shortfall": 0.056})  # 0.894 for s_p = 0.95
+    unknown = regime.measure(grid, "no_such_workload")["dense_gap"]
+    assert unknown is None and regime.readings({"dense_gap": None})[0].inside is None
+
+
+# ------------------------------------------------------------------------------ 03 FedAST
+def _sim(n_updates, total_time, tasks=("a", "b"), rounds=0):
+    return asyncfl.SimResult(
+        "x",
+        list(tasks),
+        [],
+        [{}] * n_updates,
+        {t: 1.0 for t in tasks},
+        total_time,
+        {"rounds": rounds},
+    )
+
+
+def test_fedast_updates_per_sync_round_by_hand():
+    from flkit.papers.fedast import regime
+
+    # FedAST: 40 updates of 2 tasks in 10 time units = 2 per task per unit; Sync-ST: 5 rounds in
+    # 20 time units = 4 per round -> 8 updates of one task per Sync-ST round
+    fed, sync = {0: _sim(40, 10.0)}, {0: _sim(0, 20.0, rounds=5)}
+    assert regime.updates_per_sync_round(fed, sync) == pytest.approx(8.0)
+    assert regime.updates_per_sync_round(fed, {}) is None
+    ours = regime.measure(fed, sync)
+    assert ours["updates_per_sync_round"] == pytest.approx(8.0)
+    assert not regime.in_regime(ours, PAPER_FEDAST)  # 8 vs 37.2: far from the paper's
+    assert regime.in_regime({"updates_per_sync_round": 33.0}, PAPER_FEDAST)  # within 20 %
+    assert not regime.in_regime({"updates_per_sync_round": 29.0}, PAPER_FEDAST)
+
+
+def test_fedast_paper_setting_value():
+    """The timing-only simulation of the paper's four-task mix: FedAST's update rate per task
+    (about 32 buffered updates per time a request is out) over a Sync-ST round of about 16 time
+    units gives a few dozen updates per round."""
+    from flkit.papers.fedast import regime
+
+    p = regime.paper_setting(seed=0, horizon=300.0)
+    assert 25 <= p["updates_per_sync_round"] <= 50
+    assert regime.paper_indicators(p)["updates_per_sync_round"].paper == pytest.approx(
+        p["updates_per_sync_round"], abs=0.05
+    )
+
+
+# ------------------------------------------------------------------------------ 04 HideNseek
+def test_hidenseek_indicators_by_hand():
+    from flkit.papers.hidenseek import regime
+
+    acc = pd.DataFrame(
+        {
+            "task": ["har", "har", "mnist_a1", "mnist_a1"],
+            "method": ["HideNseek", "FedAvg", "HideNseek", "FedMask"],
+            "mean": [78.0, 90.0, 30.5, 10.0],
+        }
+    )
+    rows = []
+    for method, flips in (("HideNseek", [0.5, 0.01, 0.02, 0.03]), ("FedMask", [0.1, 0, 0, 0])):
+        for rnd, f in enumerate(flips, start=1):
+            rows.append(
+                {
+                    "task": "mnist_a1",
+                    "method": method,
+                    "seed": 0,
+                    "round": rnd,
+                    "flip_share": f,
+                    "coverage": 0.75,
+                }
+            )
+    runs = pd.DataFrame(rows)
+    ours = regime.measure(runs, acc)
+    assert ours["above_chance"] == pytest.approx(0.0)  # FedMask at chance on MNIST
+    assert ours["flip_share"] == 0.0  # FedMask froze after round 1
+    assert ours["coverage"] == 0.75
+    assert not regime.in_regime(ours)
+    ok = regime.measure(
+        runs[runs.method == "HideNseek"].assign(coverage=1.0), acc[acc.method != "FedMask"]
+    )
+    assert ok["flip_share"] == pytest.approx(0.025) and ok["above_chance"] == pytest.approx(20.5)
+    assert regime.in_regime(ok)
+    bare = regime.measure(runs.drop(columns=["flip_share", "coverage"]), acc)
+    assert bare["flip_share"] is None and bare["coverage"] is None  # not recorded: unknown
+    assert regime.chance("har") == pytest.approx(100 / 6)
+    with pytest.raises(ValueError, match="cifar"):
+        regime.chance("cifar")
+
+
+# ------------------------------------------------------------------------------ 05 staleness
+def test_staleness_gap_and_late_rise():
+    from flkit.papers.staleness import regime
+
+    acc = pd.DataFrame({"acc": [90.3, 89.9]}, index=["unstale", "unweighted"])
+    # rounds 1..8: the last quarter (7, 8) against the quarter before (5, 6)
+    hist = pd.DataFrame(
+        {
+            "method": "unweighted",
+            "seed": 0,
+            "round": range(1, 9),
+            "affected_accuracy": [0.1, 0.2, 0.3, 0.4, 0.50, 0.52, 0.60, 0.62],
+        }
+    )
+    ours = regime.measure(acc, hist)
+    assert ours["staleness_gap"] == pytest.approx(0.4)
+    assert ours["still_rising"] == pytest.approx(10.0)  # mean 61 % (rounds 7-8) - 51 % (5-6)
+    assert not regime.in_regime(ours)  # a 0.4-point gap: staleness costs nothing here
+    assert regime.in_regime({**ours, "staleness_gap": 6.0})
+    flat = hist.assign(affected_accuracy=[0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5, 0.5])
+    assert regime.late_rise(flat) == pytest.approx(0.0)
+    assert not regime.in_regime({"staleness_gap": 6.0, "still_rising": 0.0})  # settled
+    with pytest.raises(FlkitError, match="unstale"):
+        regime.measure(acc.drop(index="unstale"), hist)
+
+
+# ------------------------------------------------------------------------------ template
+def test_template_rule():
+    from flkit.papers._template import regime
+
+    ours = regime.measure(pd.Series([18.0, 20.0]), 20)
+    assert ours == {"baseline_rounds_share": 0.9} and regime.in_regime(ours)
+    assert regime.measure(pd.Series([18.0, np.nan]), 20)["baseline_rounds_share"] is None
+    assert not regime.in_regime({"baseline_rounds_share": None})  # not reached: outside
+
+
+def test_readings_refuse_an_undeclared_or_unmeasured_indicator():
+    from flkit.papers.fl_primer import regime
+
+    with pytest.raises(FlkitError, match="'noise'.*no paper value and rule"):
+        regime.readings({"noise": 1.0})
+    with pytest.raises(FlkitError, match="'dominant_share' was not measured"):
+        regime.readings({"iid_accuracy": 90.0}, ["dominant_share"])
+    assert all(isinstance(r, Reading) for r in regime.readings({"iid_accuracy": 90.0}))

@@ -1,0 +1,127 @@
+"""Resume and backend choice are bit-identical: a run of a model with dropout stopped after a
+checkpoint and resumed writes the same history.csv, byte for byte, as one never stopped; a run
+whose backend "auto" is measured on a fresh cache (the probe trains the model, drawing dropout
+masks) writes the same history.csv as the same run with that backend pinned."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from flkit import methods
+from flkit.data import Dataset
+from flkit.experiment import RunConfig, Setup, run, run_folder
+
+CFG = RunConfig(
+    method="fedavg",
+    dataset="mnist",
+    model="cnn_mnist",  # the CLI's default MNIST model: two dropout layers
+    num_clients=6,
+    partition="iid",
+    clients_per_round=3,
+    local_epochs=None,
+    local_steps=2,
+    batch_size=8,
+    lr=0.05,
+    rounds=4,
+    seed=5,
+    device="cpu",
+    backend="wide",
+)
+
+
+def _images() -> Dataset:
+    """A small MNIST-shaped data set (random pixels, random labels)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(96, 1, 28, 28, generator=g)
+    y = torch.randint(10, (96,), generator=g)
+    return Dataset("mnist", x[:72], y[:72], x[72:], y[72:], 10, (1, 28, 28))
+
+
+@pytest.fixture(autouse=True)
+def _no_mirror(monkeypatch):
+    """The runs read the data set above, not the MNIST files: the cache key names the config."""
+    monkeypatch.setattr(RunConfig, "data_identity", lambda self: {"name": "test images"})
+    monkeypatch.setattr(RunConfig, "cache_key", lambda self: self.key())
+
+
+def _run(cfg, out, **kw):
+    """A run as a fresh process makes it: its Setup built (model initialised) just before."""
+    return run(cfg, out_dir=out, progress=False, setup=Setup.build(cfg, _images()), **kw)
+
+
+def _history(cfg, out) -> bytes:
+    """history.csv's bytes, less the wall-clock columns ("*_seconds", e.g. the personal methods'
+    train_seconds), the only ones a rerun may change."""
+    rows = [
+        line.split(",") for line in (run_folder(cfg, out) / "history.csv").read_text().split("\n")
+    ]
+    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
+    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows).encode()
+
+
+def test_dropout_run_stopped_and_resumed_writes_the_same_history(tmp_path, monkeypatch):
+    _run(CFG, tmp_path / "whole")
+    cls = methods.get("fedavg")
+    orig = cls.aggregate
+
+    def crash(self, state, updates, rnd):
+        if rnd == 3:  # after the checkpoint of round 2
+            raise KeyboardInterrupt("simulated kill")
+        return orig(self, state, updates, rnd)
+
+    monkeypatch.setattr(cls, "aggregate", crash)
+    with pytest.raises(KeyboardInterrupt):
+        _run(CFG, tmp_path / "stopped", checkpoint_every=1)
+    monkeypatch.setattr(cls, "aggregate", orig)
+    torch.manual_seed(1234)  # whatever the process drew in between
+    _run(CFG, tmp_path / "stopped", checkpoint_every=1)
+    assert _history(CFG, tmp_path / "stopped") == _history(CFG, tmp_path / "whole")
+
+
+@pytest.mark.parametrize(
+    "method,params",
+    [
+        ("stc", {}),
+        ("first_order", {"tau": 1, "num_stale": 2}),
+        ("feddip", {"horizon": 4}),
+        ("fedmask", {}),
+    ],
+)
+def test_stateful_methods_resume_to_the_same_history(method, params, tmp_path, monkeypatch):
+    """Methods whose server state is more than the model (residuals, a FIFO of global models,
+    masks and their schedules): killed after round 2's checkpoint, resumed, the same bytes."""
+    cfg = CFG.replace(method=method, method_params=params)
+    _run(cfg, tmp_path / "whole")
+    cls = methods.get(method)
+    orig = cls.round
+
+    def crash(self, state, clients, rnd):
+        if rnd == 3:
+            raise KeyboardInterrupt("simulated kill")
+        return orig(self, state, clients, rnd)
+
+    monkeypatch.setattr(cls, "round", crash)
+    with pytest.raises(KeyboardInterrupt):
+        _run(cfg, tmp_path / "stopped", checkpoint_every=1)
+    monkeypatch.setattr(cls, "round", orig)
+    _run(cfg, tmp_path / "stopped", checkpoint_every=1)
+    assert _history(cfg, tmp_path / "stopped") == _history(cfg, tmp_path / "whole")
+
+
+def test_the_auto_backend_probe_does_not_change_the_numbers(tmp_path):
+    auto = _run(CFG.replace(backend="auto"), tmp_path / "auto")  # measured: a fresh cache
+    chosen = auto.config.backend
+    assert chosen != "auto"
+    pinned = CFG.replace(backend=chosen)
+    _run(pinned, tmp_path / "pinned")
+    assert _history(pinned, tmp_path / "auto") == _history(pinned, tmp_path / "pinned")
+
+
+def test_dropout_changes_the_numbers_so_the_tests_above_can_fail(tmp_path):
+    """The same run from another global random state: another history (dropout draws from it)."""
+    setup = Setup.build(CFG, _images())
+    torch.manual_seed(99)
+    run(CFG, out_dir=tmp_path / "other", progress=False, setup=setup)
+    _run(CFG, tmp_path / "same")
+    assert _history(CFG, tmp_path / "other") != _history(CFG, tmp_path / "same")

@@ -1,0 +1,239 @@
+"""What a new process pays before its first round, judged by what it does, not by a clock: the
+command line imports nothing a run does not use, a decoded dataset and its identity are read back
+from the machine folder instead of being decoded and hashed again (and give the same tensors), and
+the backend measurement is made once per machine and shape, whichever run cache a run uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flkit import data, paths
+from flkit.data import decoded, files, provenance
+from flkit.engine import backend
+from flkit.experiment import RunConfig, run
+
+ROOT = Path(__file__).resolve().parents[1]
+# heavy packages that `flkit run` on a small model never uses
+NOT_FOR_A_RUN = ("matplotlib", "torchvision", "scipy", "IPython", "ipywidgets", "sympy")
+
+
+def _modules_after(code: str, tmp_path: Path) -> set[str]:
+    env = dict(
+        os.environ,
+        FLKIT_RUNS_DIR=str(tmp_path / "runs"),
+        FLKIT_MACHINE_DIR=str(tmp_path / "machine"),
+    )
+    out = tmp_path / "modules.json"
+    script = f"{code}\nimport json, sys\njson.dump(sorted(sys.modules), open({str(out)!r}, 'w'))\n"
+    res = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    return set(json.loads(out.read_text()))
+
+
+def test_the_command_line_and_a_run_import_nothing_they_do_not_use(tmp_path):
+    loaded = _modules_after("import flkit.cli", tmp_path)
+    assert not {m.split(".")[0] for m in loaded} & set(NOT_FOR_A_RUN)
+    run_cli = (
+        "from flkit.cli import main\n"
+        "main(['run', 'fedavg', '--dataset', 'synthetic', '--model', 'logreg', '--clients', '4',"
+        " '--clients-per-round', '2', '--rounds', '1', '--backend', 'wide', '--no-progress'])"
+    )
+    loaded = _modules_after(run_cli, tmp_path)
+    assert "flkit.experiment" in loaded  # the run did run
+    assert not {m.split(".")[0] for m in loaded} & set(NOT_FOR_A_RUN)
+    # the engine's own step needs no compiler stack (torch.optim would import it)
+    assert "torch._dynamo" not in loaded
+
+
+def test_machine_folder_is_beside_the_run_cache_and_can_be_moved(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLKIT_MACHINE_DIR")
+    monkeypatch.setenv("FLKIT_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("FLKIT_RUNS", str(tmp_path / "elsewhere"))
+    assert paths.machine_dir() == tmp_path / "runs" / "machine"
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(tmp_path / "m"))
+    assert paths.machine_dir() == tmp_path / "m"
+    assert decoded.folder() == tmp_path / "m" / "data"
+
+
+# ------------------------------------------------------------------ decoded copies on disk
+def _write_idx(path: Path, magic: int, arr: np.ndarray) -> None:
+    header = magic.to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    path.write_bytes(header + arr.astype(np.uint8).tobytes())
+
+
+def _fake_mnist(root: Path, n: int = 40, n_test: int = 20, seed: int = 0) -> Path:
+    """MNIST's four IDX files, unpacked (so that other pixels keep the file size)."""
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for stem, m in (("train", n), ("t10k", n_test)):
+        _write_idx(raw / f"{stem}-images-idx3-ubyte", 2051, rng.integers(0, 256, (m, 28, 28)))
+        _write_idx(raw / f"{stem}-labels-idx1-ubyte", 2049, np.arange(m) % 10)
+    return raw
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A fresh machine folder; every copy's arrays are kept, however small."""
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(tmp_path / "machine"))
+    monkeypatch.setenv("FLKIT_MIRROR", "")
+    monkeypatch.setattr(decoded, "MIN_ARRAY_BYTES", 0)
+    data.clear_cache()
+    yield tmp_path / "machine"
+    data.clear_cache()
+
+
+def _counting(monkeypatch):
+    calls = {"read": 0, "hash": 0}
+    real_read, real_hash = files.read, provenance.content_sha256
+
+    def read(*a, **k):
+        calls["read"] += 1
+        return real_read(*a, **k)
+
+    def content(*a, **k):
+        calls["hash"] += 1
+        return real_hash(*a, **k)
+
+    monkeypatch.setattr(files, "read", read)
+    monkeypatch.setattr(provenance, "content_sha256", content)
+    return calls
+
+
+def test_a_new_process_reads_the_decoded_copy_back(machine, tmp_path, monkeypatch):
+    _fake_mnist(tmp_path / "root")
+    calls = _counting(monkeypatch)
+    first = data.load("mnist", root=tmp_path / "root", device="cpu", download=False)
+    assert calls == {"read": 1, "hash": 1}
+    (entry,) = (machine / "data").iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == [
+        "entry.json",
+        "x_test.npy",
+        "x_train.npy",
+        "y_test.npy",
+        "y_train.npy",
+    ]
+    data.clear_cache()  # what a new process starts with
+    again = data.load("mnist", root=tmp_path / "root", device="cpu", download=False)
+    assert calls == {"read": 1, "hash": 1}  # neither decoded nor hashed again
+    for k in ("x_train", "y_train", "x_test", "y_test"):
+        assert torch.equal(getattr(first, k), getattr(again, k))
+    assert again.meta["identity"] == first.meta["identity"]
+    again.x_train[0] = 7.0  # tensors never share memory with the (read-only) file
+    data.clear_cache()
+    third = data.load("mnist", root=tmp_path / "root", device="cpu", download=False)
+    assert torch.equal(third.x_train, first.x_train)
+
+
+def test_a_changed_file_is_decoded_and_hashed_again(machine, tmp_path, monkeypatch):
+    raw = _fake_mnist(tmp_path / "root")
+    calls = _counting(monkeypatch)
+    before = data.identity("mnist", root=tmp_path / "root", download=False)
+    # the same size and the same modification time, other pixels: only the change time and the
+    # inode tell (as after `cp -p` of a damaged copy over the good one)
+    images = raw / "train-images-idx3-ubyte"
+    st = images.stat()
+    other = tmp_path / "other"
+    _fake_mnist(other, seed=1)
+    (other / "MNIST/raw/train-images-idx3-ubyte").replace(images)
+    os.utime(images, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert images.stat().st_size == st.st_size and images.stat().st_mtime_ns == st.st_mtime_ns
+    data.clear_cache()
+    after = data.identity("mnist", root=tmp_path / "root", download=False)
+    assert calls == {"read": 2, "hash": 2}
+    assert after["labels_sha256"] == before["labels_sha256"]
+    assert after["content_sha256"] != before["content_sha256"]
+    assert len(list((machine / "data").iterdir())) == 1  # the stale entry is gone
+
+
+def test_npz_copies_keep_their_identity_only(machine, tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    np.savez(
+        root / "cifar10.npz",
+        x_train=rng.integers(0, 256, (30, 32, 32, 3), dtype=np.uint8),
+        y_train=np.arange(30) % 10,
+        x_test=rng.integers(0, 256, (10, 32, 32, 3), dtype=np.uint8),
+        y_test=np.arange(10) % 10,
+    )
+    calls = _counting(monkeypatch)
+    first = data.identity("cifar10", root=root, download=False)
+    data.clear_cache()
+    assert data.identity("cifar10", root=root, download=False) == first
+    assert calls == {"read": 2, "hash": 1}  # the arrays are the file: read, not hashed, again
+    (entry,) = (machine / "data").iterdir()
+    assert [p.name for p in entry.iterdir()] == ["entry.json"]
+
+
+def test_a_writer_that_loses_the_race_leaves_the_winner_in_place(machine, tmp_path, monkeypatch):
+    sig = (("/nowhere/a", 1, 2, 3, 4),)
+    arrays = {"x_train": np.arange(6, dtype=np.uint8)}
+    facts = {"dataset": "mnist", "train": 6}
+    real_rename = os.rename
+
+    def rename_after_another_writer(src, dst):
+        Path(dst).mkdir()
+        (Path(dst) / "entry.json").write_text("{}")
+        real_rename(src, dst)  # fails: the other writer's entry is there
+
+    monkeypatch.setattr(os, "rename", rename_after_another_writer)
+    assert decoded.put("mnist", "idx", sig, arrays, facts) is None
+    assert [p.name for p in decoded.folder().iterdir()] == [decoded.entry_path("mnist", sig).name]
+    assert (decoded.entry_path("mnist", sig) / "entry.json").read_text() == "{}"
+
+
+def test_a_read_only_machine_folder_costs_only_the_saving(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(blocker))
+    monkeypatch.setattr(decoded, "MIN_ARRAY_BYTES", 0)
+    _fake_mnist(tmp_path / "root")
+    data.clear_cache()
+    ds = data.load("mnist", root=tmp_path / "root", mirror="", device="cpu", download=False)
+    assert ds.x_train.shape == (40, 1, 28, 28)
+    data.clear_cache()
+
+
+# ------------------------------------------------------------------ the backend measurement
+BASE = dict(
+    dataset="synthetic",
+    model="logreg",
+    partition="natural",
+    num_clients=6,
+    clients_per_round=3,
+    batch_size=10,
+    rounds=1,
+    seed=3,
+    device="cpu",
+    dataset_kwargs={"alpha": 0.5, "beta": 0.5, "num_clients": 6},
+)
+
+
+def test_the_backend_is_measured_once_per_machine_whatever_the_run_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLKIT_MACHINE_DIR", str(tmp_path / "machine"))
+    probes = []
+
+    def timed(*a, **k):
+        probes.append(1)
+        return {"wide": 2.0, "loop": 1.0}
+
+    monkeypatch.setattr(backend, "time_backends", timed)
+    cfg = RunConfig(**BASE)
+    first = run(cfg, out_dir=tmp_path / "cache-a", progress=False)
+    second = run(cfg, out_dir=tmp_path / "cache-b", progress=False)  # a fresh run cache
+    assert len(probes) == 1
+    assert first.config.backend == second.config.backend == "loop"
+    assert first.history.equals(second.history)
+    saved = json.loads((tmp_path / "machine" / backend.CACHE_FILE).read_text())
+    assert [r["backend"] for r in saved.values()] == ["loop"]
