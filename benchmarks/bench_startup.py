@@ -7,10 +7,12 @@ round) at one batch size over a few rounds. Each command runs as its own process
   flkit  python -m flkit run fedavg ... --cache <fresh folder> --no-progress  (backend auto)
   naive  python benchmarks/naive_fedavg.py --batch-size B --rounds R
 
-A process's start-up is its wall time less the time its rounds took, as the process itself
-measured it (flkit: ``wall_seconds`` of the run folder's meta.json; the naive loop: its printed
-``seconds_per_round`` times R). What is left is everything before the first round plus what
-comes after the last one (flkit writes its run folder there): an upper bound on the start-up.
+A process's start-up is the time from its spawn to the start of its first round, which the process
+records itself (flkit: ``rounds_started_unix`` in the run folder's meta.json; the naive loop: the
+same value printed). Also given: the wall time less the time its rounds took (flkit:
+``wall_seconds`` of meta.json; the naive loop: its printed ``seconds_per_round`` times R), which
+adds what comes after the last round (flkit writes its run folder there): an upper bound, and the
+only figure for a checkout that records no start time.
 
 Every flkit run gets a fresh run cache, so it trains instead of loading; the machine folder
 (decoded datasets, backend choices; ``flkit.paths.machine_dir``), one scratch folder for the
@@ -91,13 +93,13 @@ def naive_command(batch: int, rounds: int, epochs: int) -> list[str]:
     ]
 
 
-def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, str]:
-    t = time.perf_counter()
+def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, str, float]:
+    spawned, t = time.time(), time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall, done.stdout
+    return wall, done.stdout, spawned
 
 
 def run_flkit(checkout: Path, args, scratch: Path, env: dict) -> dict:
@@ -106,17 +108,21 @@ def run_flkit(checkout: Path, args, scratch: Path, env: dict) -> dict:
     if args.cold:
         run_env["FLKIT_MACHINE_DIR"] = tempfile.mkdtemp(prefix="machine-", dir=scratch)
     cmd = flkit_command(args.batch_size, args.rounds, args.epochs, cache)
-    wall, out = _timed(cmd, checkout, run_env)
+    wall, out, spawned = _timed(cmd, checkout, run_env)
     (meta,) = cache.glob("*/meta.json")
-    rounds = json.loads(meta.read_text())["wall_seconds"]
-    return {"wall": wall, "rounds": rounds, "startup": wall - rounds, "out": out.strip()}
+    meta = json.loads(meta.read_text())
+    rounds = meta["wall_seconds"]
+    first = meta.get("rounds_started_unix")
+    startup = None if first is None else first - spawned
+    return {"wall": wall, "rounds": rounds, "startup": startup, "upper": wall - rounds}
 
 
 def run_naive(args, env: dict) -> dict:
-    wall, out = _timed(naive_command(args.batch_size, args.rounds, args.epochs), ROOT, env)
+    wall, out, spawned = _timed(naive_command(args.batch_size, args.rounds, args.epochs), ROOT, env)
     per_round = float(re.search(r"seconds_per_round ([0-9.]+)", out).group(1))
+    first = float(re.search(r"rounds_started_unix ([0-9.]+)", out).group(1))
     rounds = per_round * args.rounds
-    return {"wall": wall, "rounds": rounds, "startup": wall - rounds, "out": out.strip()}
+    return {"wall": wall, "rounds": rounds, "startup": first - spawned, "upper": wall - rounds}
 
 
 def main(argv=None) -> dict:
@@ -150,10 +156,13 @@ def main(argv=None) -> dict:
     for _ in range(args.repeats):
         for name, run in commands.items():
             rows[name].append(run())
-    summary = {
-        name: {k: statistics.median(r[k] for r in runs) for k in ("wall", "rounds", "startup")}
-        for name, runs in rows.items()
-    }
+
+    def median(runs, k):
+        values = [r[k] for r in runs if r[k] is not None]
+        return statistics.median(values) if values else None
+
+    keys = ("wall", "rounds", "startup", "upper")
+    summary = {name: {k: median(runs, k) for k in keys} for name, runs in rows.items()}
     result = {
         "workload": f"R1 batch {args.batch_size}, {args.rounds} rounds",
         "cold": args.cold,
@@ -164,9 +173,17 @@ def main(argv=None) -> dict:
         "runs": rows,
         "startup_ratio_flkit_over_naive": summary["flkit"]["startup"] / summary["naive"]["startup"],
     }
-    print(f"{'command':<12} {'wall s':>8} {'rounds s':>9} {'start-up s':>11}   (medians)")
+    print(
+        f"{'command':<12} {'wall s':>8} {'rounds s':>9} {'start-up s':>11} "
+        f"{'wall-rounds s':>14}   (medians)"
+    )
     for name, s in summary.items():
-        print(f"{name:<12} {s['wall']:>8.2f} {s['rounds']:>9.2f} {s['startup']:>11.2f}")
+        up = "-" if s["startup"] is None else f"{s['startup']:.2f}"
+        print(f"{name:<12} {s['wall']:>8.2f} {s['rounds']:>9.2f} {up:>11} {s['upper']:>14.2f}")
+    for name in summary:
+        lows = [r["startup"] for r in rows[name] if r["startup"] is not None]
+        if lows:
+            print(f"{name:<12} start-up min {min(lows):.2f} s over {len(lows)} runs")
     print(f"start-up ratio flkit / naive: {result['startup_ratio_flkit_over_naive']:.2f}")
     out = args.out or HERE / "results" / f"startup-b{args.batch_size}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

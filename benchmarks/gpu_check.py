@@ -112,7 +112,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--notebooks",
         nargs="*",
         default=None,
-        help="notebook names for the notebooks step (default all; with --tiny: 00_fl_primer)",
+        help="notebook names for the notebooks and methods steps (default all; with --tiny, "
+        "the notebooks step runs 00_fl_primer)",
+    )
+    ap.add_argument(
+        "--backends",
+        default="auto",
+        help="comma list of engine backends the r1 step times, each pinned (default auto: the "
+        "run's own measured choice)",
     )
     ap.add_argument(
         "--grace-s",
@@ -134,6 +141,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not a.budget_s > 0:
         raise err(f"--budget-s={a.budget_s}; accepted: a number of seconds > 0")
     check_device(a.device)
+    from flkit.engine import BACKENDS
+
+    a.backends = [b.strip() for b in a.backends.split(",") if b.strip()]
+    bad = [b for b in a.backends if b not in BACKENDS]
+    if bad or not a.backends:
+        raise err(f"--backends {bad or a.backends!r}; accepted: {', '.join(BACKENDS)}")
     if a.notebooks is not None:
         known = [p.stem for p in sorted(NOTEBOOKS_DIR.glob("*.ipynb"))]
         bad = [n for n in a.notebooks if Path(n).stem not in known]
@@ -222,13 +235,16 @@ def r1_sizes(tiny: bool) -> dict:
     return dict(clients=10, epochs=5, subset=6000, rounds=3, naive_rounds=1, batches=(10, 50))
 
 
-def step_r1(device: str, tiny: bool, deadline: float) -> dict:
+def step_r1(device: str, tiny: bool, deadline: float, backends=("auto",)) -> dict:
+    """Each batch size, each backend: a one-round warm-up run (it pays compilation and, for
+    `auto`, the backend measurement), then the timed rounds with that backend pinned; the naive
+    loop once per batch size."""
     import naive_fedavg
 
     from flkit.experiment import RunConfig, Setup, run
 
     z = r1_sizes(tiny)
-    out = _partial({"workload": z, "batches": {}})
+    out = _partial({"workload": z, "backends": list(backends), "batches": {}})
     for b in z["batches"]:
         cfg = RunConfig(
             method="fedavg",
@@ -246,14 +262,6 @@ def step_r1(device: str, tiny: bool, deadline: float) -> dict:
             device=device,
         )
         setup = Setup.build(cfg)
-        with tempfile.TemporaryDirectory(prefix="gpu-check-r1-") as tmp:
-            warm = run(cfg, out_dir=tmp, progress=False, cache=False, setup=setup)
-        # the backend chosen at warm-up is pinned so the timed run measures rounds only
-        timed_cfg = cfg.replace(rounds=z["rounds"], backend=warm.config.backend)
-        _sync(device)
-        res = run(timed_cfg, progress=False, cache=False, setup=setup)
-        _sync(device)
-        engine_rps = z["rounds"] / res.history.attrs["wall_seconds"]
         naive = naive_fedavg.fedavg(
             batch_size=b,
             rounds=z["naive_rounds"],
@@ -264,18 +272,34 @@ def step_r1(device: str, tiny: bool, deadline: float) -> dict:
             warmup=True,
         )
         naive_rps = 1.0 / naive["seconds_per_round"]
-        out["batches"][str(b)] = {
-            "backend": warm.config.backend,
-            "engine_rounds": z["rounds"],
-            "engine_rounds_per_s": engine_rps,
-            "engine_accuracy": res.final(),
-            "naive_rounds": z["naive_rounds"],
-            "naive_rounds_per_s": naive_rps,
-            "naive_accuracy": naive["accuracy"],
-            "ratio": engine_rps / naive_rps,
-        }
-        if time.time() > deadline:
-            break
+        for backend in backends:
+            with tempfile.TemporaryDirectory(prefix="gpu-check-r1-") as tmp:
+                warm = run(
+                    cfg.replace(backend=backend),
+                    out_dir=tmp,
+                    progress=False,
+                    cache=False,
+                    setup=setup,
+                )
+            timed_cfg = cfg.replace(rounds=z["rounds"], backend=warm.config.backend)
+            _sync(device)
+            res = run(timed_cfg, progress=False, cache=False, setup=setup)
+            _sync(device)
+            engine_rps = z["rounds"] / res.history.attrs["wall_seconds"]
+            key = str(b) if backend == "auto" and len(backends) == 1 else f"{b}/{backend}"
+            out["batches"][key] = {
+                "asked": backend,
+                "backend": warm.config.backend,
+                "engine_rounds": z["rounds"],
+                "engine_rounds_per_s": engine_rps,
+                "engine_accuracy": res.final(),
+                "naive_rounds": z["naive_rounds"],
+                "naive_rounds_per_s": naive_rps,
+                "naive_accuracy": naive["accuracy"],
+                "ratio": engine_rps / naive_rps,
+            }
+            if time.time() > deadline:
+                return out
     return out
 
 
@@ -283,7 +307,7 @@ def step_r1(device: str, tiny: bool, deadline: float) -> dict:
 # the paper runs, their probes and estimates: benchmarks/paper_cost.py
 
 
-def step_methods(device: str, tiny: bool, deadline: float) -> dict:
+def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
     """Probes taken round-robin over the notebooks (the first distinct run of each, then the
     second, ...), so that a step cut short still has an estimate for every notebook; FedAST's
     simulated run comes last. The estimates are refreshed after every probe."""
@@ -303,7 +327,9 @@ def step_methods(device: str, tiny: bool, deadline: float) -> dict:
     out = _partial({"preset": preset_name, "probes": [], "notebooks": {}})
     data_cache: dict = {}
     plans = {}  # notebook -> (preset, runs, keys, first run of each key, timed probes)
-    for nb in PAPER_NOTEBOOKS:
+    stems = None if names is None else {Path(n).stem for n in names}
+    wanted = [n for n in PAPER_NOTEBOOKS if stems is None or n in stems]
+    for nb in wanted:
         preset = presets.load(nb, preset_name)
         info = out["notebooks"][nb] = {"runs": 0, "probed": 0, "errors": []}
         try:
@@ -443,6 +469,10 @@ def run_child(a) -> int:
     try:
         if a.child == "notebooks":
             rec["result"] = step_notebooks(a.device, a.tiny, a.deadline, a.notebooks)
+        elif a.child == "r1":
+            rec["result"] = step_r1(a.device, a.tiny, a.deadline, a.backends)
+        elif a.child == "methods":
+            rec["result"] = step_methods(a.device, a.tiny, a.deadline, a.notebooks)
         else:
             rec["result"] = STEP_FUNCS[a.child](a.device, a.tiny, a.deadline)
     except BaseException as e:  # the parent reports it; the other steps still run
@@ -525,6 +555,7 @@ def run_steps(a) -> dict:
                 cmd.append("--tiny")
             if a.notebooks is not None:
                 cmd += ["--notebooks", *a.notebooks]
+            cmd += ["--backends", ",".join(a.backends)]
             t0 = time.perf_counter()
             # its own process group: a stopped step takes its notebook kernels down with it
             proc = subprocess.Popen(cmd, start_new_session=True)
@@ -627,7 +658,7 @@ def _summary(step: str, res: dict) -> str:
         return f"{res.get('passed', 0)} passed; failed: {bad}"
     if step == "r1":
         return "; ".join(
-            f"batch {b}: engine {v['engine_rounds_per_s']:.3g} rounds/s, naive "
+            f"batch {b}: engine ({v['backend']}) {v['engine_rounds_per_s']:.3g} rounds/s, naive "
             f"{v['naive_rounds_per_s']:.3g} rounds/s, ratio {v['ratio']:.3g}x"
             for b, v in res.get("batches", {}).items()
         )

@@ -25,10 +25,9 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from . import methods, metrics, rng_state, store
@@ -37,6 +36,9 @@ from .methods.hyperparameters import check_value
 from .state import model_state
 from .utils import FlkitError, check_choice, derive_seed, resolve_device
 from .workbook.progress import finish
+
+if TYPE_CHECKING:  # imported when the history is built: a run needs pandas only at its end
+    import pandas as pd
 
 #: what each number of a RunConfig accepts (the methods' shared check: whole numbers, finite
 #: reals, ranges); checked before any data is loaded
@@ -235,19 +237,6 @@ class Setup:
         return cls(cfg, ds, parts, model, device)
 
 
-def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch.Tensor:
-    """Per-client accuracy = sum_c pi_i(c) * acc_c, with pi_i client i's label distribution.
-
-    Deterministic and keeps all training data; a class the global model never saw in the test set
-    counts as accuracy 0 for clients holding it."""
-    acc = torch.nan_to_num(per_class_acc, nan=0.0)
-    out = []
-    for ix in parts:
-        pi = torch.bincount(y[ix], minlength=num_classes).float()
-        out.append(float((pi / pi.sum() * acc).sum()))
-    return torch.tensor(out)
-
-
 def resolve_backend(
     config: RunConfig,
     out_dir: str | Path | None = None,
@@ -353,6 +342,7 @@ def run(
     client_acc = None
     bar = _progress(config.rounds, start_round - 1, config.method, progress)
     t0 = last_ckpt = time.perf_counter()
+    rounds_started_unix = time.time()  # start-up = this less the process's start
     cum_up = rows[-1]["cum_bytes_up"] if rows else 0
     cum_down = rows[-1]["cum_bytes_down"] if rows else 0
     for rnd in range(start_round, config.rounds + 1):
@@ -397,6 +387,8 @@ def run(
             store.save_checkpoint(folder, saved, rnd)
             last_ckpt = time.perf_counter()
     finish(bar)
+    import pandas as pd
+
     history = _with_attrs(pd.DataFrame(rows), config, time.perf_counter() - t0, data_used)
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
@@ -408,6 +400,7 @@ def run(
             folder / "meta.json",
             {
                 "wall_seconds": history.attrs["wall_seconds"],
+                "rounds_started_unix": rounds_started_unix,
                 "device": str(setup.device),
                 "torch": torch.__version__,
                 "backend": config.backend,
@@ -436,6 +429,8 @@ def load(folder: str | Path) -> RunResult:
         problem = store.check_finished(folder, cfg.rounds, RUN_FILES)
         if problem:
             raise ValueError(problem)
+        import pandas as pd
+
         history = pd.read_csv(folder / "history.csv")
         meta = store.load_json(folder / "meta.json")
         final = store.load_torch(folder / "final_state.pt")
@@ -479,7 +474,7 @@ def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
         acc, loss = method.evaluate(state, ds.x_test, ds.y_test)
         return {"test_accuracy": acc, "test_loss": loss}
     acc, loss, per_class = method.evaluate(state, ds.x_test, ds.y_test, per_class=ds.num_classes)
-    ca = client_accuracy(per_class, setup.parts, ds.y_train, ds.num_classes)
+    ca = metrics.client_accuracy(per_class, setup.parts, ds.y_train, ds.num_classes)
     return {
         "test_accuracy": acc,
         "test_loss": loss,

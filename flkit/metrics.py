@@ -1,13 +1,31 @@
-"""Small measures that several studies share: rounds to a target, oscillation, time gain."""
+"""Small measures that several studies share: rounds to a target, oscillation, time gain, and the
+per-client accuracy of a run's global model."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import torch
 
 from .utils import FlkitError
+
+if TYPE_CHECKING:  # histories arrive as frames; importing pandas is left to who builds them
+    import pandas as pd
+
+
+def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch.Tensor:
+    """Per-client accuracy = sum_c pi_i(c) * acc_c, with pi_i client i's label distribution.
+
+    Deterministic and keeps all training data; a class the global model never saw in the test set
+    counts as accuracy 0 for clients holding it."""
+    acc = torch.nan_to_num(per_class_acc, nan=0.0)
+    out = []
+    for ix in parts:
+        pi = torch.bincount(y[ix], minlength=num_classes).float()
+        out.append(float((pi / pi.sum() * acc).sum()))
+    return torch.tensor(out)
 
 
 def rounds_to(history: pd.DataFrame, target: float, column: str = "test_accuracy") -> int | None:

@@ -18,10 +18,12 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import torch
+
+if TYPE_CHECKING:  # pandas is imported where a frame is read: a run needs it only at its end
+    import pandas as pd
 
 from .paths import cache_dir
 
@@ -113,6 +115,8 @@ def write_manifest(folder: Path, files, rows: int) -> None:
 
 
 def _history_rows(path: Path) -> int:
+    import pandas as pd
+
     return len(pd.read_csv(path))
 
 

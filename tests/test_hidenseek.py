@@ -327,3 +327,24 @@ def test_natural_partition_needs_groups():
             num_clients=10,
             clients_per_round=2,
         )
+
+
+def test_mnist_split_options_come_from_the_preset():
+    from flkit.papers.hidenseek import study
+    from flkit.workbook import presets
+
+    # smoke / cpu: the plain split, with exactly the options their cached runs were keyed on
+    for name in ("smoke", "cpu"):
+        p = presets.load("04_hidenseek", name)
+        cfg = study.config(p, f"mnist_a{p['alphas'][0]:g}", "hidenseek", 0, "cpu")
+        assert cfg.partition_kwargs == {"alpha": p["alphas"][0], "min_samples": 20}
+    # paper: 160 clients at alpha = 0.1 need the capped split and more redraws to give 20 each
+    p = presets.load("04_hidenseek", "paper")
+    cfg = study.config(p, "mnist_a0.1", "hidenseek", 0, "cpu")
+    assert cfg.num_clients == 160
+    assert cfg.partition_kwargs == {
+        "alpha": 0.1,
+        "min_samples": 20,
+        "cap": True,
+        "max_tries": 20000,
+    }

@@ -234,3 +234,70 @@ def test_integer_arguments_follow_the_one_integer_rule():
     assert len(partition.partition("classes_per_client", y, 5, seed=0, classes=4)) == 5
     with pytest.raises(FlkitError, match=r"classes=5 is outside the accepted range \[1, 4\]"):
         partition.partition("classes_per_client", y, 5, seed=0, classes=5)
+
+
+# ------------------------------------------------------------------ capped ("balanced") Dirichlet
+def reference_dirichlet(y, k, seed, alpha, min_samples, cap, max_tries):
+    """The label-Dirichlet loop written out in the style of the NIID-Bench / FedGen generators
+    (lists, one draw per class in label order, a client at >= len(y) / k gets a zero share when
+    capped), on the scheme's own random stream: the partition must match it index for index."""
+    from flkit.utils import numpy_rng
+
+    rng = numpy_rng(seed, "partition", "dirichlet")
+    y = np.asarray(y)
+    for _ in range(max_tries):
+        batch = [[] for _ in range(k)]
+        for c in sorted(set(y.tolist())):
+            idx = rng.permutation(np.where(y == c)[0])
+            p = rng.dirichlet([alpha] * k)
+            if cap:
+                p = np.array([q * (len(b) < len(y) / k) for q, b in zip(p, batch)])
+                p = p / p.sum()
+            cuts = (np.cumsum(p) * len(idx)).astype(int)[:-1]
+            batch = [b + chunk.tolist() for b, chunk in zip(batch, np.split(idx, cuts))]
+        if min(len(b) for b in batch) >= min_samples:
+            return [sorted(b) for b in batch]
+    return None
+
+
+@pytest.mark.parametrize(
+    "k, alpha, min_samples, cap, seed",
+    [
+        (30, 0.1, 5, False, 7),
+        (40, 1.0, 20, False, 1),
+        (30, 0.1, 5, True, 7),
+        (40, 0.3, 20, True, 2),
+    ],
+)
+def test_dirichlet_matches_the_reference_loop(k, alpha, min_samples, cap, seed):
+    y = balanced_labels(300)  # 3,000 samples
+    kw = {"cap": cap} if cap else {}  # the default must stay the plain split
+    parts = partition.partition("dirichlet", y, k, seed, alpha=alpha, min_samples=min_samples, **kw)
+    want = reference_dirichlet(y.numpy(), k, seed, alpha, min_samples, cap, 1000)
+    assert [p.tolist() for p in parts] == want
+
+
+@pytest.mark.slow
+def test_capped_dirichlet_makes_160_clients_at_alpha_01_feasible(y60k):
+    # plain: about 8 of 160 clients end below 20 per draw, so 50 redraws find no valid split
+    with pytest.raises(FlkitError, match="max_tries=50 .*min_samples=20.*cap=True"):
+        partition.partition("dirichlet", y60k, 160, seed=0, alpha=0.1, min_samples=20, max_tries=50)
+    parts = partition.partition(
+        "dirichlet", y60k, 160, seed=0, alpha=0.1, min_samples=20, cap=True, max_tries=20000
+    )
+    assert len(parts) == 160 and min(len(p) for p in parts) >= 20
+    assert torch.equal(flat(parts), torch.arange(60000))  # disjoint and covers every sample
+    # the label skew is kept: one class makes most of a client's data (0.1 of it when iid)
+    counts = partition.label_counts(parts, y60k, 10).double()
+    assert (counts.max(1).values / counts.sum(1)).mean() > 0.5
+    assert mean_entropy(parts, y60k, 10) < 0.5 * np.log(10)
+
+
+@pytest.mark.parametrize("bad", [1, 0, "yes", None, 1.0])
+def test_dirichlet_cap_must_be_a_bool(bad):
+    with pytest.raises(FlkitError, match=rf"cap={bad!r} must be a bool; accepted: True or False"):
+        partition.partition("dirichlet", balanced_labels(10), 5, 0, alpha=0.5, cap=bad)
+    with pytest.raises(FlkitError, match="samples_per_client"):
+        partition.partition(
+            "dirichlet", balanced_labels(10), 5, 0, alpha=0.5, samples_per_client=10, cap=True
+        )

@@ -7,11 +7,16 @@ stream ``numpy_rng(seed, "partition", scheme)``.
 Schemes
 -------
 iid                   shuffle, then deal into num_clients nearly equal parts (sizes differ by <= 1).
-dirichlet(alpha, samples_per_client=None, min_samples=0, rounding="round")
+dirichlet(alpha, samples_per_client=None, min_samples=0, rounding="round", cap=False)
     samples_per_client=None: label-Dirichlet (Hsu et al. 2019 / Yurochkin et al. 2019): for every
       class, proportions over the clients ~ Dir(alpha * 1_N); the class's shuffled samples are cut
       at those proportions. Disjoint, covers every sample. min_samples > 0 redraws (same stream)
       until every client has at least that many samples (HideNseek: 20, FedDIP code: 100).
+      cap=True is the balanced variant of the FedGen (Zhu et al. 2021) and NIID-Bench (Li et al.
+      2022) generators: classes are dealt in order and a client that already holds
+      >= len(labels) / num_clients samples gets a zero share of every later class (the others'
+      proportions renormalised). It keeps the label skew but evens out sizes, so a draw meets
+      min_samples more often with many clients at small alpha (still redrawn until it does).
     samples_per_client=n: the fixed-size variant of the FedAST and staleness papers: each client
       draws p ~ Dir(alpha * 1_C) and takes round(p_c * n) samples of class c ("floor" with
       rounding="floor", as the staleness paper's code), so sizes can differ from n by a few.
@@ -46,7 +51,7 @@ from ..utils import FlkitError, check_choice, check_int, check_range, numpy_rng
 SCHEMES = ("iid", "dirichlet", "shards", "classes_per_client", "natural")
 _KWARGS = {
     "iid": (),
-    "dirichlet": ("alpha", "samples_per_client", "min_samples", "rounding", "max_tries"),
+    "dirichlet": ("alpha", "samples_per_client", "min_samples", "rounding", "max_tries", "cap"),
     "shards": ("shards_per_client",),
     "classes_per_client": ("classes",),
     "natural": ("groups",),
@@ -104,7 +109,15 @@ def _iid(y, k, rng):
 
 
 def _dirichlet(
-    y, k, rng, alpha=None, samples_per_client=None, min_samples=0, rounding="round", max_tries=1000
+    y,
+    k,
+    rng,
+    alpha=None,
+    samples_per_client=None,
+    min_samples=0,
+    rounding="round",
+    max_tries=1000,
+    cap=False,
 ):
     if alpha is None:
         raise FlkitError(
@@ -119,28 +132,46 @@ def _dirichlet(
         raise FlkitError(f"alpha={alpha!r} must be a finite number in (0, inf)")
     check_range("alpha", float(alpha), 0, None, low_open=True)
     check_choice("rounding", rounding, ("round", "floor"))
+    if not isinstance(cap, (bool, np.bool_)):
+        raise FlkitError(f"cap={cap!r} must be a bool; accepted: True or False")
     classes = np.unique(y)
     if samples_per_client is not None:
+        if cap:
+            raise FlkitError(
+                "cap=True applies to the classic split (samples_per_client=None); "
+                f"got samples_per_client={samples_per_client!r}; accepted: cap=False with it"
+            )
         check_int("samples_per_client", samples_per_client, 1)
         return _dirichlet_fixed(y, k, rng, float(alpha), int(samples_per_client), classes, rounding)
     check_int("min_samples", min_samples, 0, len(y) // k + 1)
     check_int("max_tries", max_tries, 1)
     by_class = [np.flatnonzero(y == c) for c in classes]
+    full = len(y) / k
     for _ in range(max_tries):
         parts = [[] for _ in range(k)]
+        held = np.zeros(k, dtype=np.int64)
         for idx in by_class:
             idx = rng.permutation(idx)
             p = rng.dirichlet(np.full(k, float(alpha)))
+            if cap:
+                p = np.where(held < full, p, 0.0)
+                # some client is always below the mean while samples remain, but its Dir(alpha)
+                # share can underflow to 0: such a draw is discarded like one short of min_samples
+                if not p.sum() > 0:
+                    break
+                p = p / p.sum()
             cuts = (np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
             for i, chunk in enumerate(np.split(idx, cuts)):
                 parts[i].append(chunk)
-        parts = [np.sort(np.concatenate(p)) for p in parts]
-        if min(len(p) for p in parts) >= min_samples:
-            return parts
+                held[i] += len(chunk)
+        else:
+            parts = [np.sort(np.concatenate(p)) for p in parts]
+            if min(len(p) for p in parts) >= min_samples:
+                return parts
     raise FlkitError(
         f"dirichlet: no draw in max_tries={max_tries} gave every client "
         f">= min_samples={min_samples}; "
-        "lower min_samples or num_clients, or raise alpha"
+        "lower min_samples or num_clients, raise alpha, or pass cap=True (balanced sizes)"
     )
 
 

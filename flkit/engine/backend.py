@@ -37,9 +37,14 @@ from .wide import unsupported_reason
 CACHE_FILE = "backend-choices.json"
 PROBE_STEPS = 1  # local steps per client in one timed probe
 PROBE_REPEATS = 3  # interleaved probes per backend; the minimum counts
-# After one untimed warm-up step each, a backend this many times slower than the best in the
-# first timed probe drops out, since probes cost run time too.
+# After the untimed warm-up calls, a backend this many times slower than the best in the first
+# timed probe drops out, since probes cost run time too.
 PROBE_MARGIN = 2.0
+# Untimed calls per backend before the timed probes. On a GPU the compiled step runs under CUDA
+# graphs, which torch records on the second call and replays from the third; with one warm-up
+# its first timed probe pays the recording and it dropped out against the wide step, although
+# pinned it ran R1 twice as fast on an H200 (benchmarks/RESULTS.md, GPU section).
+WARMUP_CALLS = {"cpu": 1, "cuda": 3}
 
 
 def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
@@ -79,9 +84,9 @@ def time_backends(
     repeats: int = PROBE_REPEATS,
 ) -> dict[str, float]:
     """Seconds per local step (all `clients` together) of each backend: the minimum of `repeats`
-    interleaved probes of `steps` steps, after one warm-up call each, on samples drawn from
-    (x, y). A backend more than PROBE_MARGIN times slower than the best in the first probe keeps
-    that time."""
+    interleaved probes of `steps` steps, after WARMUP_CALLS untimed calls each, on samples drawn
+    from (x, y). A backend more than PROBE_MARGIN times slower than the best in the first probe
+    keeps that time."""
     backends = backends or eligible_backends(model, x.device)
     per_client = steps * spec.batch_size
     pick = torch.randint(len(x), (clients, per_client), generator=generator(0, "probe"))
@@ -90,9 +95,11 @@ def time_backends(
     probe = LocalSpec(spec.lr, spec.batch_size, steps=steps, momentum=spec.momentum)
     seeds = list(range(clients))
     best = {b: float("inf") for b in backends}
-    for b in backends:  # one-time costs are not a step's time: compiling, and torch importing
-        # its compiler stack on the loop's first torch.optim.SGD step
-        train_clients(model, start, x, y, idx, probe, seeds, backend=b)
+    warmups = WARMUP_CALLS.get(x.device.type, 1)
+    for b in backends:  # one-time costs are not a step's time: compiling, recording CUDA graphs,
+        # and torch importing its compiler stack on the loop's first torch.optim.SGD step
+        for _ in range(warmups):
+            train_clients(model, start, x, y, idx, probe, seeds, backend=b)
     for r in range(repeats):
         if r == 1:
             fastest = min(best.values())

@@ -103,13 +103,19 @@ def config(
         )
     alpha = float(task.split("_a")[1])
     ds = {"train_subset": int(preset["mnist_subset"])} if preset["mnist_subset"] else {}
+    split = {"alpha": alpha, "min_samples": 20}
+    # passed only when set, so the configs (and cache keys) of the plain split stay as they were
+    if preset["mnist_dirichlet_cap"]:
+        split["cap"] = True
+    if preset["mnist_dirichlet_tries"]:
+        split["max_tries"] = int(preset["mnist_dirichlet_tries"])
     return RunConfig(
         backend=preset["backend"],
         dataset="mnist",
         model="vgg9",
         partition="dirichlet",
         model_kwargs=vgg,
-        partition_kwargs={"alpha": alpha, "min_samples": 20},
+        partition_kwargs=split,
         num_clients=preset["mnist_clients"],
         clients_per_round=clients_per_round or preset["mnist_per_round"],
         rounds=preset["mnist_rounds"],
