@@ -52,6 +52,30 @@ BASE = dict(
             dict(method="feddip", method_params={"horizon": 2}),
             r"horizon=2 is shorter than rounds=3.*accepted: horizon >= 3",
         ),
+        (
+            dict(method="prunefl", method_params={"horizon": 25}, rounds=30),
+            r"horizon=25 is shorter than rounds=30.*accepted: horizon >= 30",
+        ),
+        (
+            dict(method="feddip", method_params={"lambda_max": float("inf"), "horizon": 3}),
+            r"lambda_max=inf must be a finite number .*\[0.0, inf\)",
+        ),
+        (
+            dict(method="first_order", method_params={"lam": float("nan"), "tau": 1}),
+            r"lam=nan must be a finite number .*\[0.0, inf\)",
+        ),
+        (
+            dict(method="first_order", method_params={"lam": -4, "tau": 1}),
+            r"lam=-4.0 is outside the accepted range \[0.0, inf\)",
+        ),
+        (
+            dict(method="weighted", method_params={"a": -1, "tau": 1}),
+            r"a=-1.0 is outside the accepted range \[0.0, inf\)",
+        ),
+        (
+            dict(method="first_order", method_params={"tau": float("inf")}),
+            r"tau=inf must be a whole number in \[0, inf\)",
+        ),
     ],
 )
 def test_run_config_refuses(kw, match):
@@ -87,6 +111,50 @@ def test_flkit_run_refuses_before_training(args, match, tmp_path, capsys):
     assert code == 2 and "Traceback" not in err
     assert pytest.importorskip("re").search(match, err), err
     assert not any(p.name.startswith("fedavg") for p in tmp_path.iterdir())  # nothing trained
+
+
+@pytest.mark.parametrize(
+    "method,args,match",
+    [
+        (
+            "feddip",
+            ["--param", "lambda_max=Infinity", "--param", "horizon=2"],
+            "lambda_max=inf must",
+        ),
+        ("first_order", ["--param", "lam=NaN", "--param", "tau=1"], "lam=nan must"),
+        ("first_order", ["--param", "lam=-4", "--param", "tau=1"], r"lam=-4.0 is outside .*\[0.0"),
+        ("weighted", ["--param", "a=-1", "--param", "tau=1"], r"a=-1.0 is outside .*\[0.0"),
+        ("first_order", ["--param", "tau=inf"], r"tau='inf' must be a whole number in \[0, inf\)"),
+        ("first_order", ["--param", "tau=1000"], r"tau=1000 never lets .*accepted: tau in 1..1"),
+        ("hidenseek", [], r"hidenseek on model 'logreg'.*classifier '1'.*accepted: a model with"),
+        ("fedavg", ["--seed", "1.5"], r"argument --seed: invalid int value: '1.5'"),
+        ("fedavg", ["--rounds", "2.0"], r"argument --rounds: invalid int value: '2.0'"),
+        ("fedavg", ["--clients", "2.5"], r"argument --clients: invalid int value: '2.5'"),
+        ("fedavg", ["--lr", "abc"], r"argument --lr: invalid float value: 'abc'"),
+    ],
+)
+def test_flkit_run_refuses_method_values_before_training(method, args, match, tmp_path, capsys):
+    """One line naming the value (and the accepted ones), exit 2, no traceback, nothing cached."""
+    cmd = ["run", method, "--dataset", "synthetic", "--partition", "natural", "--clients", "10"]
+    cmd += ["--rounds", "2", "--cache", str(tmp_path), "--no-progress", *args]
+    try:
+        code = cli_main(cmd)
+    except SystemExit as exit_:  # argparse's own type errors
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert pytest.importorskip("re").search(match, err), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flkit_run_names_an_unknown_device_from_the_environment(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FLKIT_DEVICE", "tpu")
+    cmd = ["run", "fedavg", "--dataset", "synthetic", "--partition", "natural", "--clients", "10"]
+    code = cli_main([*cmd, "--rounds", "2", "--cache", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "unknown FLKIT_DEVICE 'tpu'; accepted: 'auto', 'cpu'" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("item", ["tau=1,,2", "tau=1,2,", "tau=,1"])

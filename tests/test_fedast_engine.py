@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 
 import pytest
@@ -272,6 +274,56 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
     assert r2.completion_time == r1.completion_time and r2.events == r1.events
     with pytest.raises(AssertionError):
         asyncfl.run(_cfg("sync_st"), seed=1, root=tmp_path, progress=False, device="cpu")
+
+
+def _cut_history(path):
+    """Valid JSON that keeps only the first 3 history rows: only the checksum can tell."""
+    d = json.loads(path.read_text())
+    d["history"] = d["history"][:3]
+    path.write_text(json.dumps(d))
+
+
+def _cut_bytes(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage", [_cut_history, _cut_bytes])
+def test_a_damaged_cached_run_is_reported_and_run_again(tmp_path, monkeypatch, damage):
+    cfg = _cfg("sync_st")
+    r1 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    folder = runner.run_folder(
+        asyncfl.FedASTRun.from_dict(cfg).validate(), 0, torch.device("cpu"), tmp_path
+    )
+    assert (folder / "MANIFEST.json").is_file() and len(r1.history) > 3
+    damage(folder / "result.json")
+    built = []
+    real = runner.EngineTrainer
+
+    def counting(*a, **k):
+        built.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner, "EngineTrainer", counting)
+    match = rf"run folder {re.escape(str(folder))} is damaged: result.json does not match"
+    with pytest.warns(UserWarning, match=match):
+        r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    assert built and r2.history == r1.history and r2.events == r1.events
+    # the re-run is sealed again and then served without training
+    built.clear()
+    r3 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    assert not built and r3.history == r1.history
+
+
+def test_a_cached_run_from_before_manifests_is_checked_served_and_sealed(tmp_path, monkeypatch):
+    cfg = _cfg("sync_st")
+    r1 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    folder = runner.run_folder(
+        asyncfl.FedASTRun.from_dict(cfg).validate(), 0, torch.device("cpu"), tmp_path
+    )
+    (folder / "MANIFEST.json").unlink()
+    monkeypatch.setattr(runner, "EngineTrainer", None)  # any training would fail
+    r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    assert r2.history == r1.history and (folder / "MANIFEST.json").is_file()
 
 
 @pytest.mark.parametrize(

@@ -317,6 +317,17 @@ def test_bad_method_parameters_fail_before_training():
         HideNseek(_ctx(headless, 10, 4, lr=10.0))
 
 
+@pytest.mark.parametrize("method", [HideNseek, FedMask])
+def test_a_model_with_only_a_classifier_is_named_with_the_accepted_ones(method):
+    logreg = models.build("logreg", num_classes=4, in_channels=10)
+    with pytest.raises(FlkitError) as err:
+        method(_ctx(logreg, 10, 4, lr=10.0))
+    msg = str(err.value)
+    assert f"{method.name} on model 'logreg'" in msg and "classifier '1'" in msg
+    assert "accepted: a model with Conv2d / Linear layers before its classifier" in msg
+    assert "'vgg9'" in msg
+
+
 def test_natural_partition_needs_groups():
     with pytest.raises(FlkitError, match="no natural groups"):
         RunConfig(

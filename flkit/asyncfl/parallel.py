@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .. import store
 from ..data import provenance as _identity
 from ..utils import FlkitError, cores_per_job, resolve_device
 from ..workbook.progress import bar as new_bar
 from ..workbook.progress import finish
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
-from .runner import run, run_folder
+from .runner import run, run_folder, verified
 
 __all__ = ["run_many", "worker_threads"]
 
@@ -75,7 +74,7 @@ def run_many(
     todo, seen = [], set()
     for c, s in runs:
         folder = run_folder(c, s, dev, root)
-        if folder not in seen and not store.is_done(folder):
+        if folder not in seen and not verified(folder):
             seen.add(folder)
             todo.append((c, s))
     if todo:

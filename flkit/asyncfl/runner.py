@@ -5,6 +5,7 @@ the configuration hash, a tqdm bar on simulated time), :func:`build_schedule` an
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -35,6 +36,11 @@ __all__ = [
     "data_used",
     "CACHE_VERSION",
 ]
+
+#: the files of a finished run, checked against the folder's manifest before it is served
+RUN_FILES = ("config.json", "data.json", "result.json")
+#: the file of a cached centralised reference
+CENTRAL_FILES = ("result.json",)
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
 CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches
@@ -91,6 +97,20 @@ def _save(folder: Path, res: SimResult, key: dict, data: list[dict]) -> None:
         },
     )
     store.mark_done(folder)
+    store.write_manifest(folder, RUN_FILES, len(res.history))  # last: the run is whole
+
+
+def verified(folder: Path | None, files=RUN_FILES) -> bool:
+    """Whether ``folder`` holds a finished run whose files match its manifest; a damaged one is
+    reported (a warning naming the folder) and its files removed, so that it runs again."""
+    if folder is None or not store.is_done(folder):
+        return False
+    problem = store.check_finished(folder, None, files)
+    if not problem:
+        return True
+    warnings.warn(f"run folder {folder} is damaged: {problem}; it is run again", stacklevel=3)
+    store.discard_finished(folder, files)
+    return False
 
 
 def _load(folder: Path) -> SimResult:
@@ -121,7 +141,8 @@ def run(
 
     Everything is validated before any data is loaded or any model trained. With ``cache`` the
     result is stored under ``root`` (default :func:`flkit.store.default_root`) in a folder named by
-    the hash of (config, seed, device type) and loaded from there on the next call. ``stats`` gains
+    the hash of (config, seed, device type) and loaded from there on the next call, once its files
+    match their manifest (a damaged folder is reported and run again). ``stats`` gains
     ``wall_seconds``, ``trained`` (client trainings) and ``train_calls``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise FlkitError(f"seed={seed!r}; accepted: an integer")
@@ -129,7 +150,7 @@ def run(
     dev = resolve_device(device)
     key = cache_key(cfg, seed, dev)
     folder = run_folder(cfg, seed, dev, root, key) if cache else None
-    if folder is not None and store.is_done(folder):
+    if verified(folder):
         return _load(folder)
     t0 = time.perf_counter()
     sched, trainer = build_schedule(cfg, seed, dev)
@@ -198,7 +219,7 @@ def centralised(
         "data": [_data_key(d) for d in data_used(cfg)],
     }
     folder = store.run_dir(root, key, prefix="centralised") if cache else None
-    if folder is not None and store.is_done(folder):
+    if verified(folder, CENTRAL_FILES):
         return float(store.load_json(folder / "result.json")["accuracy"])
     tr = EngineTrainer(cfg, seed=seed, device=dev)
     st = tr.tasks[t.name]
@@ -220,4 +241,5 @@ def centralised(
             folder / "result.json", {"accuracy": acc, "key": key, "data": data_used(cfg)}
         )
         store.mark_done(folder)
+        store.write_manifest(folder, CENTRAL_FILES, 1)
     return acc

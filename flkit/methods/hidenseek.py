@@ -95,7 +95,13 @@ class FrozenFeatures(LocalSplitMethod):
         self.head_names = [n for n, _ in model.named_parameters() if n.startswith(self.head + ".")]
         self.feat = [f"{n}.weight" for n in weight_layers(model) if n != self.head]
         if not self.feat:
-            raise FlkitError("the model has no weight layer before its classifier: nothing to mask")
+            name = getattr(model, "flkit_name", type(model).__name__)
+            raise FlkitError(
+                f"{self.name} on model {name!r}: its only Conv2d / Linear layer is the classifier "
+                f"{self.head!r}, so there is no weight layer to mask; accepted: a model with "
+                "Conv2d / Linear layers before its classifier, e.g. 'vgg9', 'mlp_har', "
+                "'cnn_mnist' (not 'logreg' or 'lstm_shakespeare')"
+            )
         chosen = self.hp.prune_layers
         layers = chosen if chosen is not None else default_prunable(model)
         self.layers = resolve_layers(model, layers)
