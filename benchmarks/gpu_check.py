@@ -52,6 +52,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: flkit from this 
 if str(HERE) not in sys.path:  # the sibling benchmarks (naive_fedavg, bench_inversion)
     sys.path.insert(0, str(HERE))
 
+from paper_cost import _sync  # noqa: E402 (found through the path set just above)
+
 STEPS = ("notebooks", "r1", "methods", "inversion")
 # share of the budget each step gets (renormalised over the steps chosen)
 WEIGHTS = {"notebooks": 0.30, "r1": 0.22, "methods": 0.36, "inversion": 0.12}
@@ -79,13 +81,6 @@ def _flkit_error():
         return FlkitError
     except Exception:  # pragma: no cover - flkit broken: still say what was wrong
         return CheckError
-
-
-def _sync(device) -> None:
-    import torch
-
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 def _slug(text: str) -> str:
