@@ -5,7 +5,6 @@ their verdicts and regime, then its numbers grouped as tables, then its figures.
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import html
 import json
@@ -18,7 +17,7 @@ from ..store import save_text
 from ..workbook import presets
 from ..workbook.report import source_commit, versions
 from ..workbook.results import claim_counts, load_results, summarize
-from ..workbook.verdict import STYLE, VERDICTS
+from ..workbook.verdict import VERDICTS
 from . import results_page
 from . import sections as notebook_parts
 
@@ -72,7 +71,14 @@ def _collect(plan_: dict, infos: list[dict]) -> list[dict]:
             for f in first["_results"].get("figures", []):
                 rel = f"{name}/seed{first['seed']}/{f['file']}"
                 if (out / rel).is_file():
-                    figures.append((f["name"], rel, first["seed"]))
+                    figures.append(
+                        {
+                            "name": f["name"],
+                            "file": rel,
+                            "seed": first["seed"],
+                            "claims": f.get("claims") or [],
+                        }
+                    )
         meta = presets.meta(name)
         times = [r.get("wall_time_s") for r in runs]
         devices = sorted({r["_results"].get("device", "?") for r in used})
@@ -205,10 +211,7 @@ def _render_md(head: dict, sections: list[dict]) -> str:
                 "*The notebook recorded no results (no `flkit.workbook.report.Report` saved).*",
                 "",
             ]
-        if s["figures"]:
-            md += ["### Figures", ""]
-        for fname, rel, seed in s["figures"]:
-            md += [f"![{fname} (seed {seed})]({rel})", ""]
+        md += notebook_parts.figures_md(s["rows"], s["figures"])
         for f in s["failures"]:
             where = failure_where(f)
             md += [
@@ -236,10 +239,15 @@ _CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width
 margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:.8em 0}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.ok{color:#1a7f37}
-.verdict{color:#fff;font-weight:bold;padding:.1em .5em;border-radius:.3em;white-space:nowrap}
+.verdict{font-weight:bold;padding:.1em .5em;border-radius:.3em;white-space:nowrap}
 .reason,.note{color:#555;font-size:.9em}.regime{font-size:.9em}.legend span{margin-right:1em}
 .failed{color:#c62828;font-weight:bold}pre{background:#f6f6f6;padding:.6em;overflow-x:auto}
-img{max-width:100%;border:1px solid #eee;margin:.4em 0}.meta{color:#555}"""
+img{max-width:100%;border:1px solid #eee;margin:.4em 0}.meta{color:#555}
+table.claims{width:100%}table.claims td:first-child{min-width:14em}
+.regime div{border-left:4px solid #ccc;padding-left:.4em;margin:.15em 0}
+.verdict.count{font-weight:normal;margin-right:.3em}.seeds{color:#555;font-size:.85em}
+.supports{margin:1.2em 0 .2em}.figures{display:flex;flex-wrap:wrap;gap:1em}
+.figures figure{margin:0;flex:1 1 420px}figcaption{color:#555;font-size:.9em}"""
 
 
 def _render_html(head: dict, sections: list[dict], out: Path) -> str:
@@ -262,12 +270,12 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
         )
     page.append(
         "<table><tr><th>notebook</th><th>status</th><th>seeds ok</th><th>run time</th>"
-        f"<th>{CLAIMS_HEAD}</th></tr>"
+        "<th>claims</th></tr>"
     )
     for s in sections:
         t = sum(x for x in s["times"] if x) if s["times"] else None
         cls = "ok" if s["status"] == "ok" else "failed"
-        claims = _claims_cell(s["claims"])
+        claims = notebook_parts.counts_html(s["claims"])
         page.append(
             f"<tr><td><a href='#{_anchor(s['name'])}'>{e(s['name'])}</a></td>"
             f"<td class='{cls}'>{e(s['status'])}</td><td>{len(s['seeds_ok'])}/{len(s['seeds'])}"
@@ -275,10 +283,8 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
         )
     page.append(
         "</table><p class='legend'>"
-        + "".join(
-            f"<span class='verdict' style='background:{STYLE[v][0]}'>{e(STYLE[v][1])} {e(v)}</span>"
-            for v in VERDICTS
-        )
+        + "Verdicts: "
+        + "".join(notebook_parts.badge_html(v) for v in VERDICTS)
         + "</p><p class='meta'>Package versions: "
         + e(", ".join(f"{k} {v}" for k, v in head["versions"].items()))
         + "</p>"
@@ -310,17 +316,7 @@ def _render_html(head: dict, sections: list[dict], out: Path) -> str:
                 "<p><i>The notebook recorded no results "
                 "(no flkit.workbook.report.Report saved).</i></p>"
             )
-        if s["figures"]:
-            page.append("<h3>Figures</h3>")
-        for fname, rel, seed in s["figures"]:
-            try:
-                data = base64.b64encode((out / rel).read_bytes()).decode()
-                page.append(
-                    f"<figure><img alt='{e(fname)}' src='data:image/png;base64,{data}'>"
-                    f"<figcaption>{e(fname)} (seed {seed})</figcaption></figure>"
-                )
-            except OSError:
-                page.append(f"<p><a href='{e(rel)}'>{e(fname)}</a></p>")
+        page += notebook_parts.figures_html(s["rows"], s["figures"], out)
         for f in s["failures"]:
             where = failure_where(f)
             page.append(

@@ -8,7 +8,8 @@ Inside a notebook::
     report.claim("FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg", holds=gap < 1,
                  evidence=f"gap {gap:.2f} points", paper="Table 3",
                  regime=regime.readings(ours, regime.CLAIMS["close_to_dense"]))
-    report.figure(fig, "accuracy_vs_rounds")                 # PNG beside results.json
+    report.figure(fig, "accuracy_vs_rounds",                 # PNG beside results.json,
+                  claims=["FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg"])
     report.table()                                           # DataFrame for display
 
 Every call re-writes ``results.json`` atomically in the run folder (``report.save()`` does it
@@ -39,7 +40,7 @@ the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
                   before the regime and smoke rules), "reason", "evidence", "paper",
                   "regime": [{"key", "indicator", "ours", "per_seed", "paper", "rule", "unit",
                               "inside"}]}],
-     "figures": [{"name", "file"}],
+     "figures": [{"name", "file", "claims": [claim text, ...] (only when given)}],
      "data": [{"dataset", "source", "train", "test", "labels_sha256", "content_sha256",
                "full_train", "full_test", "full_total", "reduced"}],  # copies read (data.identity)
      "data_rule": {"preset": str | null, "allow_reduced": bool}}
@@ -299,8 +300,21 @@ class Report:
         self._autosave()
         return verdict
 
-    def figure(self, fig=None, name: str = "figure", dpi: int = 120) -> Path:
-        """Save a matplotlib figure (or Axes; ``None`` = current figure) as ``<name>.png``."""
+    def figure(self, fig=None, name: str = "figure", dpi: int = 120, claims=()) -> Path:
+        """Save a matplotlib figure (or Axes; ``None`` = current figure) as ``<name>.png``.
+
+        ``claims``: the text of each claim the figure supports (as passed to :meth:`claim`, before
+        or after this call); the report then shows the figure under those claims instead of among
+        the other figures."""
+        if isinstance(claims, str):
+            claims = (claims,)
+        claims = list(claims or ())
+        bad = [c for c in claims if not isinstance(c, str) or not c.strip()]
+        if bad:
+            raise FlkitError(
+                f"figure {name!r}: claims={bad[0]!r}; accepted: the text of a claim (a non-empty "
+                "string) or a list of them"
+            )
         if isinstance(name, str) and name.endswith(".png"):
             name = name[:-4]
         if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -324,6 +338,8 @@ class Report:
         fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
         os.replace(tmp, path)
         self.figures[name] = {"name": name, "file": path.name}
+        if claims:
+            self.figures[name]["claims"] = list(dict.fromkeys(claims))
         self._autosave()
         return path
 
@@ -370,8 +386,12 @@ class Report:
             self.save()
 
     def table(self):
-        """A DataFrame "paper reports / we measured / verdict" (one row per number/claim)."""
-        return results_frame(summarize([self.to_dict()]))
+        """A DataFrame "paper reports / we measured / verdict": one row per claim, then one per
+        number (the claims are what a reader looks for first)."""
+        rows = summarize([self.to_dict()])
+        return results_frame(
+            [r for r in rows if r["kind"] == "claim"] + [r for r in rows if r["kind"] != "claim"]
+        )
 
     def _repr_html_(self):
         return self.table().to_html()

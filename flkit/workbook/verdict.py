@@ -37,12 +37,13 @@ SMOKE_PRESET = "smoke"
 SMOKE_REASON = "smoke preset: too short to judge"
 UNDECIDED_REASON = "the run does not decide it (see the evidence)"
 
-#: colour (Okabe-Ito, told apart by colour-blind readers) and a symbol per verdict; the verdict is
-#: always written out too, so no reader depends on the colour alone
+#: colour (Okabe-Ito blue, vermillion, orange; grey) and a symbol per verdict. Under red-green
+#: colour blindness Okabe-Ito's green turns as grey as the grey, and vermillion and orange stay
+#: apart by lightness; the verdict is always written out too, so no reader depends on colour alone
 STYLE = {
-    HOLDS: ("#009E73", "✓"),
+    HOLDS: ("#0072B2", "✓"),
     DOES_NOT_HOLD: ("#D55E00", "✗"),
-    OUTSIDE_REGIME: ("#0072B2", "◇"),
+    OUTSIDE_REGIME: ("#E69F00", "◇"),
     INCONCLUSIVE: ("#6E6E6E", "?"),
 }
 
