@@ -24,7 +24,7 @@ def test_metrics_by_hand():
 def _fig2(fedast_1=60.0):
     rows = []
     for m, times in {
-        "fedast_d": (50.0, fedast_1),
+        "fedast_s": (50.0, fedast_1),
         "sync_st": (70.0, 80.0),
         "sync_st_nomit": (100.0, None),
         "sync_ucb": (75.0, 85.0),

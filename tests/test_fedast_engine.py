@@ -455,3 +455,19 @@ def test_shakespeare_local_steps_draw_a_fresh_full_batch_each():
     )
     ispec = img.local_spec(img.tasks[0])
     assert not ispec.fresh_batches and [len(b) for b in batch_plan(300, ispec, 0)] == [32] * 27
+
+
+def test_lstm_trains_with_the_loop_backend_on_a_cpu():
+    """The dataset's ``cpu_backend`` (Shakespeare: "loop") replaces "auto" on a CPU only; a pinned
+    backend is kept."""
+    from flkit import asyncfl
+
+    tasks = (
+        {"name": "sh", "dataset": "shakespeare", "requests": 2},
+        {"name": "syn", "dataset": "synthetic", "requests": 2},
+    )
+    cfg = asyncfl.FedASTRun("fedast_s", tasks, num_clients=20, max_time=1.0)
+    tr = asyncfl.EngineTrainer(cfg, seed=0, device="cpu")
+    assert tr.tasks["sh"].backend == "loop" and tr.tasks["syn"].backend == "auto"
+    pinned = asyncfl.EngineTrainer(cfg, seed=0, device="cpu", backend="vmap")
+    assert pinned.tasks["sh"].backend == "vmap"

@@ -30,12 +30,18 @@ def test_paper_preset_is_the_papers_setting():
     )
     assert preset["mnist_train_subset"] == 0  # the whole MNIST training set
     # Fig. 2: 6 identical CIFAR-10 tasks at the main target 63 %
-    assert (preset["fig2_M"], preset["dataset"], preset["target"]) == (6, "cifar10", 0.63)
+    assert (preset["fig2_M"], preset["fig2_dataset"], preset["fig2_target"]) == (6, "cifar10", 0.63)
+    assert (preset["fig2_num_clients"], preset["fig2_total_requests"], preset["fig2_k"]) == (
+        1000,
+        384,
+        30,
+    )
+    assert preset["fig2_methods"][0] == "fedast_s"  # identical tasks: option S, as the paper
     # Figs. 6/7: four tasks, Table 1 / Table 3 targets, Sync shares 100/84/48/68
     assert preset["het_datasets"] == ["mnist", "fmnist", "cifar10", "shakespeare"]
     assert preset["het_targets_main"] == [0.93, 0.82, 0.63, 0.42]
     assert preset["het_targets_high"] == [0.96, 0.85, 0.66, 0.45]
-    assert preset["het_weights"] == [100.0, 84.0, 48.0, 68.0]
+    assert preset["het_shares"] == [100.0, 84.0, 48.0, 68.0]
     assert preset["het_delay_ratios"] == [0.148, 0.24, 0.228, 0.555]
     # Fig. 8: FMNIST + CIFAR-10, R = 175 per task, main targets
     assert preset["buffer_datasets"] == ["fmnist", "cifar10"] and preset["buffer_targets"] == [

@@ -40,8 +40,8 @@ def test_notebook_cells_are_short_and_record_through_the_paper_folder():
 
 
 def test_buffer_rows_name_the_best_b_and_its_ratio(tmp_path):
-    preset = presets.load("03_fedast", "cpu")  # buffer_requests = 35
-    # mean time to target by b: 1 -> 30, 4 -> 20, 16 -> 25; best b = 4 (interior), R/b = 8.75
+    preset = presets.load("03_fedast", "cpu")  # buffer_requests = 58
+    # mean time to target by b: 1 -> 30, 4 -> 20, 16 -> 25; best b = 4 (interior), R/b = 14.5
     buf = pd.DataFrame(
         {
             "buffer": [1, 1, 4, 4, 16, 16],
@@ -55,8 +55,8 @@ def test_buffer_rows_name_the_best_b_and_its_ratio(tmp_path):
     record.record_buffer(r, preset, buf)
     best = r.numbers["Figs. 8/9: best buffer (shortest mean time to target)"]
     ratio = r.numbers["Figs. 8/9: best R/b"]
-    assert best["measured"] == 4 and best["note"] == "R = 35"
-    assert ratio["measured"] == 8.8 and ratio["paper"] == 35  # round(35 / 4, 1)
+    assert best["measured"] == 4 and best["note"] == "R = 58"
+    assert ratio["measured"] == 14.5 and ratio["paper"] == 35  # 58 / 4
     (claim,) = r.claims.values()
     assert claim["holds"] is True and claim["paper"] == "Figs. 8/9"
 
@@ -73,7 +73,7 @@ def test_gain_rows_put_the_papers_46_percent_beside_the_most_tasks_only(tmp_path
     r = _report(tmp_path)
     runs = {}  # stand-ins: the regime note reads their 3 Sync-ST rounds
     for n_tasks in preset["Ms"]:
-        for m in ("fedast_d", "sync_st"):
+        for m in ("fedast_s", "sync_st"):
             runs[(n_tasks, m, 0)] = _FinishedRun()
     record.record_gain(r, preset, gains, runs, [0], {"sync_rounds": 64.0})
     rows = {k: v for k, v in r.numbers.items() if k.startswith("Fig. 5")}

@@ -8,7 +8,6 @@ import torch
 
 from flkit.methods import ServerState
 from flkit.papers.feddip import claims, exercise, study
-from flkit.prune import erk_densities
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -46,13 +45,19 @@ class FakeRun:
         return float(self.history[column].iloc[-1])
 
 
-def _grid(feddip_acc, feddp_acc, snip_acc=0.5, exact=True):
-    t = [0.5, 0.6, 0.7, 0.7]
-    ms = t if exact else [0.5, 0.6, 0.73, 0.73]
+def _grid(feddip_acc, feddp_acc, snip_acc=0.5, short=0):
+    """FakeRun's model has 100 prunable weights: FedDIP's final mask ends `short` weights below
+    round(s_p * 100)."""
     g = {("fedavg", 0.0, 0): FakeRun(0.80, down=100, up=100)}
     for s, a, b in zip((0.8, 0.95), feddip_acc, feddp_acc):
+        end = s - short / 100
         g[("feddip", s, 0)] = FakeRun(
-            a, mask_sparsity=ms, target=t, down=10, up=100, official_up=[800.0] * 4
+            a,
+            mask_sparsity=[0.5, 0.6, end, end],
+            target=[0.5, 0.6, s, s],
+            down=10,
+            up=100,
+            official_up=[800.0] * 4,
         )
         g[("feddp", s, 0)] = FakeRun(b)
         g[("snip", s, 0)] = FakeRun(snip_acc)
@@ -66,13 +71,61 @@ def test_claims_hold_and_fail_on_hand_built_tables():
     assert claims.close_to_dense(g, max_gap=0.01)["holds"] is False
     assert claims.ordering(g)["holds"] is True
     assert claims.gap_grows(g)["holds"] is True
-    bad = _grid((0.70, 0.60), (0.75, 0.70), exact=False)
+    bad = _grid((0.70, 0.60), (0.75, 0.70), short=3)  # 92 of 100 pruned for s_p = 0.95
     assert claims.sparsity_exact(bad)["holds"] is False
+    assert "3 weights" in claims.sparsity_exact(bad)["evidence"]
+    assert claims.sparsity_exact(_grid((0.7, 0.6), (0.7, 0.6), short=1))["holds"] is True
     assert claims.ordering(bad)["holds"] is False
     assert claims.gap_grows(bad)["holds"] is False
     # the gap grows from -0.6 to 0 points: more than the tie, but FedDIP never beats FedDP
     no_gain = _grid((0.690, 0.677), (0.696, 0.677))
     assert claims.gap_grows(no_gain)["holds"] is False
+
+
+def test_sparsity_claim_is_judged_against_s_p_not_the_schedule():
+    """A mask equal to its schedule at every update but short of s_p at the end does not hold
+    (the old check compared the mask with the schedule that built it)."""
+    g = _grid((0.79, 0.78), (0.79, 0.70), short=3)
+    for (m, _s, _), r in g.items():
+        if m == "feddip":
+            r.history["sparsity_target"] = r.history["mask_sparsity"]
+    assert claims.sparsity_exact(g)["holds"] is False
+
+
+def test_baselines_claim_with_its_tie():
+    g = _grid((0.79, 0.78), (0.79, 0.70))
+    for m, a in (("prunefl", 0.784), ("prunetrain", 0.70), ("feddst", 0.10), ("dpf", 0.75)):
+        g[(m, 0.95, 0)] = FakeRun(a)
+    c = claims.baselines(g, tie=0.005)  # FedDIP 78 % >= 78.4 - 0.5 and above the rest
+    assert c["holds"] is True and "s_p=0.95" in c["evidence"] and "feddst" not in c["evidence"]
+    assert claims.beats_feddst(g)["holds"] is True  # FedDST at 10 %
+    g[("feddst", 0.95, 0)] = FakeRun(0.80)
+    assert claims.beats_feddst(g)["holds"] is False
+    g[("prunefl", 0.95, 0)] = FakeRun(0.786)  # 0.6 points above FedDIP: beyond the tie
+    assert claims.baselines(g, tie=0.005)["holds"] is False
+    assert claims.baselines(g, tie=0.01)["holds"] is True
+    only = {k: v for k, v in g.items() if k[0] in ("fedavg", "feddip")}
+    assert claims.baselines(only)["holds"] is None
+
+
+def test_all_claims_derive_tie_and_regime_from_the_run():
+    g = _grid((0.79, 0.78), (0.79, 0.70))
+    g[("fedavg", 0.0, 1)] = FakeRun(0.82, down=100, up=100)
+    ni = {("fedavg", 0.0, 0): FakeRun(0.6), ("feddip_prox", 0.9, 0): FakeRun(0.6)}
+    cpu = presets.load("02_feddip", "cpu")
+    # seed sd of FedAvg (0.80, 0.82): 0.0141 > binomial sqrt(0.81 * 0.19 / 2000) = 0.0088
+    assert claims.tie_of(g, cpu) == pytest.approx(0.02 / 2**0.5)
+    out = claims.all_claims(g, ni, cpu, spreads={"snip": 0.11, "feddst": 0.006})
+    texts = [c["text"] for c in out]
+    assert any("PruneFL" in t for t in texts) and len(out) == 8
+    order = next(c for c in out if c["text"].startswith("At the highest sparsity FedDIP >="))
+    keys = [r.indicator.key for r in order["regime"]]
+    assert keys == ["dense_gap", "sparsity_shortfall", "penalty_shrink", "seed_noise", "snip_start"]
+    inside = {r.indicator.key: r.inside for r in order["regime"]}
+    assert inside["penalty_shrink"] is False  # cpu: 0.24 against half of the paper's 1.27
+    assert inside["snip_start"] is True  # 0.11 >= 0.1
+    dst = next(c for c in out if c["text"].endswith("than FedDST"))
+    assert [r.inside for r in dst["regime"] if r.indicator.key == "feddst_start"] == [False]
 
 
 def test_traffic_and_noniid_claims():
@@ -92,7 +145,7 @@ def test_traffic_and_noniid_claims():
 
 
 def test_presets_and_method_params():
-    for name in ("smoke", "cpu", "paper"):
+    for name in ("smoke", "cpu", "long", "paper"):
         preset = presets.load("02_feddip", name)
         for m in preset["methods"]:
             study.method_params(preset, m, max(preset["sparsities"]), preset["rounds"])
@@ -113,12 +166,76 @@ def test_paper_preset_refuses_reduced_cifar():
     assert info["reduced"] and info["train_images"] < 50_000
 
 
+def _erk_by_the_text(shapes, density, power=1.0):
+    """ERK written from the exercise's text alone (not the library): scores (sum / prod)^power,
+    eps solved over the non-dense layers, the largest-score layer made dense while eps r > 1."""
+    import math
+
+    n = {k: math.prod(s) for k, s in shapes.items()}
+    score = {k: (sum(s) / math.prod(s)) ** power for k, s in shapes.items()}
+    dense = set()
+    while True:
+        rest = [k for k in shapes if k not in dense]
+        eps = (density * sum(n.values()) - sum(n[k] for k in dense)) / sum(
+            score[k] * n[k] for k in rest
+        )
+        top = max(score[k] for k in rest)
+        if eps * top <= 1.0 + 1e-12:
+            return {k: 1.0 if k in dense else eps * score[k] for k in shapes}
+        dense |= {k for k in rest if score[k] == top}
+
+
 def test_exercise_checker_verdicts(capsys):
     def stub(shapes, density, power=1.0):
         raise NotImplementedError
 
     r = exercise.check_erk(stub)
     assert not r and not r.attempted and "not attempted yet" in capsys.readouterr().out
-    assert exercise.check_erk(erk_densities, verbose=False).passed
+    assert exercise.check_erk(_erk_by_the_text, verbose=False).passed
+    assert not exercise.check_erk(lambda s, d, p=1.0: _erk_by_the_text(s, d, 2 * p), verbose=False)
     r = exercise.check_erk(lambda s, d, p=1.0: {k: d for k in s}, verbose=False)
     assert not r and "uniform" in r.cases[0][2]
+
+
+def test_every_preset_run_lands_on_s_p():
+    """Every method of every preset (main grid, non-IID, ablations) is accepted and its schedule
+    ends at s_p: the sparsity of its last round's update is s_p exactly."""
+    from flkit import methods, models
+    from flkit.engine import LocalSpec
+    from flkit.methods import RunContext
+
+    net = models.build("lenet5")
+    ctx = RunContext(
+        net,
+        torch.zeros(4, 1, 28, 28),
+        torch.zeros(4, dtype=torch.long),
+        [torch.arange(4)],
+        LocalSpec(lr=0.1, batch_size=2, epochs=1),
+        0,
+        10,
+    )
+    for name in ("smoke", "cpu", "long", "paper"):
+        p = presets.load("02_feddip", name)
+        rounds = int(p["rounds"])
+        runs = [(m, s, {}) for m in p["methods"] for s in p["sparsities"]]
+        runs += [(m, p["noniid_sparsity"], {}) for m in p["noniid_methods"]]
+        runs += [("feddip", max(p["sparsities"]), {"R": r}) for r in study.ablation_rs(p)]
+        for m, s, over in runs:
+            if m in study.DENSE:
+                continue
+            method = methods.get(m)(ctx, **study.method_params(p, m, s, rounds, **over))
+            if hasattr(method.hp, "s0"):
+                assert method.target(rounds - 1) == pytest.approx(s, abs=1e-12), (name, m, over)
+
+
+def test_verdicts_markdown_derives_outside_regime():
+    from flkit.papers.feddip import record, regime
+
+    readings = regime.readings({"dense_gap": 8.0, "seed_noise": 0.5})
+    c = {"text": "claim A", "holds": True, "evidence": "ev", "regime": readings, "reason": ""}
+    ok = {"text": "claim B", "holds": False, "evidence": "ev2", "regime": [], "reason": ""}
+    md = record.verdicts_markdown([c, ok], "cpu", [0, 1], date="2026-01-01", commit="abc")
+    lines = md.splitlines()
+    assert lines[0] == "Run: preset `cpu`, seeds [0, 1], 2026-01-01, commit abc."
+    assert lines[4].startswith("| claim A | outside regime") and "dense_gap 8 / ≤ 3" in lines[4]
+    assert lines[5].startswith("| claim B | does not hold |")

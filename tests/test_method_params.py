@@ -20,11 +20,11 @@ from flkit.utils import FlkitError
 
 # what each method needs beyond its defaults to run on the tiny context below
 NEEDS = {
-    "feddip": {"horizon": 2},
-    "feddp": {"horizon": 2},
-    "dpf": {"horizon": 2},
-    "feddip_prox": {"horizon": 2},
-    "prunefl": {"horizon": 2, "init_rounds": 1},
+    "feddip": {"horizon": 2, "R": 1, "Q": 2},
+    "feddp": {"horizon": 2, "R": 1},
+    "dpf": {"horizon": 2, "R": 1},
+    "feddip_prox": {"horizon": 2, "R": 1, "Q": 2},
+    "prunefl": {"horizon": 2, "init_rounds": 1, "R": 2},
     "feddst": {"horizon": 2},
     "prunetrain": {"horizon": 2},
     "hidenseek": {"prune_iterations": 2},

@@ -252,3 +252,45 @@ def test_proximal_term_nonzero_after_one_step():
     assert seen[0] == 0.0 and seen[1] > 0
     assert seen[1] == pytest.approx(expected, rel=1e-9)
     assert math.isfinite(expected)
+
+
+def test_ramp_ends_at_the_last_update_by_hand():
+    from flkit.prune.schedules import last_update, ramp_sparsity
+
+    assert last_update(61, 5) == 60 and last_update(61, 20) == 60 and last_update(1000, 5) == 995
+    assert last_update(8, 3) == 6 and last_update(8, 3, first=-1) == 5
+    # T = 8, R = 3: updates at 0, 3, 6; s = 0.9 - 0.4 (1 - t/6)^3
+    got = [ramp_sparsity(t, 8, 3, 0.5, 0.9) for t in range(8)]
+    want = [0.5, 0.9 - 0.4 * (5 / 6) ** 3, 0.9 - 0.4 * (4 / 6) ** 3, 0.85]
+    want += [0.9 - 0.4 * (2 / 6) ** 3, 0.9 - 0.4 * (1 / 6) ** 3, 0.9, 0.9]
+    assert got == pytest.approx(want)
+    # first = -1 (PruneFL: initial pruning before round 1), T = 4, R = 1: ramp over 4 steps
+    assert ramp_sparsity(1, 4, 1, 0.5, 0.8, first=-1) == pytest.approx(0.8 - 0.3 / 8)
+    assert ramp_sparsity(3, 4, 1, 0.5, 0.8, first=-1) == 0.8
+    assert ramp_sparsity(0, 1, 1, 0.9, 0.9) == 0.9  # s0 = s_p: nothing to ramp
+
+
+def test_ramp_refuses_what_cannot_land():
+    from flkit.prune.schedules import check_landing, check_segments
+
+    with pytest.raises(FlkitError, match=r"R=8 cannot land .*T=8.*R <= 7"):
+        check_landing(8, 8, 0.5, 0.9)
+    with pytest.raises(FlkitError, match=r"rounds=1 leaves no mask update"):
+        check_landing(1, 1, 0.5, 0.9)
+    check_landing(8, 8, 0.5, 0.9, first=-1)  # PruneFL: the update at t = 7 lands
+    with pytest.raises(FlkitError, match=r"T=4 rounds is below Q=5"):
+        check_segments(4, 5)
+    with pytest.raises(FlkitError, match=r"T=4 rounds is below Q=5"):
+        incremental_lambda(0, 4, 1e-3, 5, "code")
+
+
+def test_keep_counts_hands_out_the_remainder():
+    shapes = {"a": (3,), "b": (3,)}
+    # floors 1 and 1 (1.2 and 1.8); one left over goes to b, the larger fractional part
+    assert keep_counts(shapes, {"a": 0.4, "b": 0.6}, total=3) == {"a": 1, "b": 2}
+    assert keep_counts(shapes, {"a": 0.5, "b": 0.5}, total=3) == {"a": 2, "b": 1}  # tie: first
+    assert keep_counts(shapes, {"a": 0.4, "b": 0.6}) == {"a": 1, "b": 1}
+    with pytest.raises(FlkitError, match="total=7"):
+        keep_counts(shapes, {"a": 0.4, "b": 0.6}, total=7)
+    m = erk_mask(shapes, 0.5, torch.Generator().manual_seed(0), counts={"a": 3, "b": 0})
+    assert int(m["a"].sum()) == 3 and int(m["b"].sum()) == 0

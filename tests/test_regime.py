@@ -104,9 +104,13 @@ def test_feddip_dense_gap_and_shortfall(monkeypatch):
     ours = regime.measure(grid, "fmnist_lenet5")
     assert ours["dense_gap"] == pytest.approx(3.0)
     assert ours["sparsity_shortfall"] == pytest.approx(0.003)
-    assert regime.in_regime(ours)  # 3 <= 3 points and 0.003 <= 0.005
-    assert not regime.in_regime({**ours, "dense_gap": 18.4})  # 71.6 % against a 90 % plateau
-    assert not regime.in_regime({**ours, "sparsity_shortfall": 0.056})  # 0.894 for s_p = 0.95
+    assert ours["seed_noise"] == pytest.approx(100 * 0.02 / 2**0.5)  # FedAvg's two seeds
+    fine = {**ours, "sparsity_shortfall": 1 / 61_470, "penalty_shrink": 0.7}
+    fine.update(snip_start=0.2, feddst_start=0.2)  # fixed-mask starts: a fifth of the dense spread
+    assert regime.in_regime(fine)  # 3 <= 3 points, one weight short, shrink >= half of 1.27
+    assert not regime.in_regime(ours)  # 0.003 short of 0.95: 184 LeNet-5 weights
+    assert not regime.in_regime({**fine, "dense_gap": 18.4})  # 71.6 % against a 90 % plateau
+    assert not regime.in_regime({**fine, "sparsity_shortfall": 0.056})  # 0.894 for s_p = 0.95
     unknown = regime.measure(grid, "no_such_workload")["dense_gap"]
     assert unknown is None and regime.readings({"dense_gap": None})[0].inside is None
 
@@ -182,10 +186,11 @@ def test_hidenseek_indicators_by_hand():
     assert ours["flip_share"] == 0.0  # FedMask froze after round 1
     assert ours["coverage"] == 0.75
     assert not regime.in_regime(ours)
-    ok = regime.measure(
-        runs[runs.method == "HideNseek"].assign(coverage=1.0), acc[acc.method != "FedMask"]
-    )
-    assert ok["flip_share"] == pytest.approx(0.025) and ok["above_chance"] == pytest.approx(20.5)
+    assert ours["fedmask_gap"] == pytest.approx(20.5)  # HideNseek - FedMask on MNIST
+    working = acc.assign(mean=acc["mean"].where(acc.method != "FedMask", 35.0))
+    ok = regime.measure(runs[runs.method == "HideNseek"].assign(coverage=1.0), working)
+    assert ok["flip_share"] == pytest.approx(0.02) and ok["above_chance"] == pytest.approx(20.5)
+    assert ok["fedmask_gap"] == pytest.approx(-4.5)
     assert regime.in_regime(ok)
     bare = regime.measure(runs.drop(columns=["flip_share", "coverage"]), acc)
     assert bare["flip_share"] is None and bare["coverage"] is None  # not recorded: unknown
@@ -212,7 +217,9 @@ def test_staleness_gap_and_late_rise():
     assert ours["staleness_gap"] == pytest.approx(0.4)
     assert ours["still_rising"] == pytest.approx(10.0)  # mean 61 % (rounds 7-8) - 51 % (5-6)
     assert not regime.in_regime(ours)  # a 0.4-point gap: staleness costs nothing here
-    assert regime.in_regime({**ours, "staleness_gap": 6.0})
+    fit = {"affected_share": 0.9, "disparity_ratio": 0.3}  # stale clients hold the class
+    assert regime.in_regime({**ours, **fit, "staleness_gap": 6.0})
+    assert not regime.in_regime({**ours, "staleness_gap": 6.0})  # share, ratio not measured
     flat = hist.assign(affected_accuracy=[0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5, 0.5])
     assert regime.late_rise(flat) == pytest.approx(0.0)
     assert not regime.in_regime({"staleness_gap": 6.0, "still_rising": 0.0})  # settled

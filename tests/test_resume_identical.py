@@ -66,10 +66,9 @@ _PARAMS = {
     **dict.fromkeys(("asyn_tiers", "unstale", "unweighted", "weighted", "first_order"), _STALE),
     "w_pred": _STALE,
     "gi_staleness": {**_STALE, "gi_iters": 2, "gi_size": 4},
-    **dict.fromkeys(
-        ("dpf", "feddip", "feddip_prox", "feddp", "feddst", "prunefl", "prunetrain"),
-        {"horizon": 4},
-    ),
+    **dict.fromkeys(("dpf", "feddp", "feddst", "prunefl"), {"horizon": 4, "R": 2}),
+    **dict.fromkeys(("feddip", "feddip_prox"), {"horizon": 4, "R": 2, "Q": 2}),
+    "prunetrain": {"horizon": 4},
 }
 _BATCH = {"gi_staleness": 12}  # it trains full-batch: the batch holds a whole client (12 images)
 

@@ -110,3 +110,38 @@ def test_record_puts_the_regime_beside_every_training_claim(tmp_path):
     assert r.claims[df.claim[0]]["regime"] == []  # the traffic claim does not depend on training
     inside = stc_claims.record(r, GOOD, "mnist", regime=regime.readings({"fedavg_share": 0.985}))
     assert inside.verdict.tolist() == ["holds"] * 5
+
+
+def test_closing_text_follows_the_recorded_verdicts():
+    from flkit.papers.stc_projection import claims as cl
+
+    rec = pd.DataFrame(
+        {
+            "claim": ["A holds here", "B fails here", "C out"],
+            "verdict": ["holds", "does not hold", "outside regime"],
+        }
+    )
+    text = cl.closing([rec, None], [0, 1])
+    assert "[0, 1]" in text
+    assert "**holds** (1): A holds here" in text
+    assert "**does not hold** (1): B fails here" in text
+    assert "**outside regime** (1): C out" in text and "inconclusive" not in text
+    flipped = rec.assign(verdict=["inconclusive"] * 3)
+    text = cl.closing([flipped], [0])
+    assert "**inconclusive** (3)" in text and "**holds**" not in text
+
+
+def test_link_summary_from_the_table():
+    from flkit.papers.stc_projection import claims as cl
+
+    tab = pd.DataFrame(
+        {
+            "variant": ["FedFV", "FedFV", "both", "both"],
+            "seed": [0, 1, 0, 1],
+            "rounds_to_target": [100, 120, None, 190],
+            "oscillation": [1.0, 2.0, 3.0, 1.0],
+        }
+    )
+    text = cl.link_summary(tab, 0.95)
+    assert "FedFV: reaches 95% at round 110 (mean of 2/2 seeds); oscillation 1.50" in text
+    assert "both: reaches 95% at round 190 (mean of 1/2 seeds); oscillation 2.00" in text

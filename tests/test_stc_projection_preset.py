@@ -124,3 +124,27 @@ def test_notebook_text_hard_codes_no_preset_sizes():
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     assert not re.search(r"\d[\d,]*-image test subset", text)
     assert "cifar10_note(P)" in "".join("".join(c["source"]) for c in nb["cells"])
+
+
+@pytest.mark.parametrize("name", ["smoke", "cpu", "long", "paper"])
+def test_threads_pinned_and_link_seeds_within_seeds(name):
+    pre = presets.load("01_stc_projection", name)
+    assert 1 <= pre["links_seeds"] <= pre["seeds"]
+    assert pre["threads"] >= (0 if name == "paper" else 1)  # only the GPU preset leaves torch's
+    if name == "long":
+        assert pre["seeds"] >= 2
+
+
+def test_use_threads_sets_and_refuses():
+    import torch
+
+    from flkit.utils import FlkitError
+
+    before = torch.get_num_threads()
+    try:
+        assert study.use_threads({"threads": 1}) == 1
+        assert study.use_threads({"threads": 0}) == 1  # 0 leaves the current count
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(FlkitError, match=r"threads=-1.*accepted"):
+        study.use_threads({"threads": -1})

@@ -47,6 +47,8 @@ _LATER_KNOBS = dict(
     bods_alpha=0.25,
     bods_candidates=75,
     extra_candidates=5,
+    version0="paper",
+    realloc_unit=None,
 )
 
 
@@ -67,7 +69,12 @@ class FedASTRun:
     ``max_new`` (at most this many new requests per arrival), ``max_events`` (stop after this many
     events). Sync knobs: ``sync_test_every`` (rounds between evaluations), ``sync_max_rounds``,
     ``ucb_gamma`` (UCB discount), ``bods_alpha`` / ``bods_candidates`` / ``extra_candidates``
-    (Sync-Bayes-ST). Delays: a request of task m at a client takes
+    (Sync-Bayes-ST). ``version0``: "paper" (every request trains from the model version it was
+    sent with) or "official" (the official code's version 0 is the live model itself, so a request
+    sent at time 0 trains from the model current when it is trained: after the first aggregation,
+    no longer the initial one). ``realloc_unit``: the official Realloc's allocation unit and
+    per-task floor (None: ``ratio``, as the official code; a reduced pool can keep the unit's share
+    of sum R, 32 / 384 in the paper, while b keeps r). Delays: a request of task m at a client takes
     ``shift_fraction * ratio_m + Exp(ratio_m)`` per local step times ``delay_multiplier`` (the
     task's dataset may set its own), times the client's speed-group factor (``group_factors``,
     groups of sizes ``group_fractions`` drawn with ``group_seed``)."""
@@ -101,6 +108,8 @@ class FedASTRun:
     bods_alpha: float = 0.25
     bods_candidates: int = 75
     extra_candidates: int = 5
+    version0: str = "paper"
+    realloc_unit: int | None = None
 
     def __post_init__(self):
         method = ALIASES.get(self.method, self.method)
@@ -135,6 +144,9 @@ class FedASTRun:
         check_range("ratio (R/b)", self.ratio, 1)
         check_choice("realloc_rule", self.realloc_rule, ("paper", "official"))
         check_choice("option", self.option, ("S", "D"))
+        check_choice("version0", self.version0, ("paper", "official"))
+        if self.realloc_unit is not None:
+            check_range("realloc_unit", self.realloc_unit, 1)
         if self.max_time is not None:
             check_range("max_time", self.max_time, 0, low_open=True)
         if self.eval_subset is not None:
@@ -161,7 +173,9 @@ class FedASTRun:
         for f in self.group_factors:
             check_range("speed group factor", f, 0)
         for t in self.tasks:
-            check_range(f"delay_ratio of task {t.name!r}", t.delay_ratio_or_default(), 0)
+            check_range(
+                f"delay_ratio of task {t.name!r}", t.delay_ratio_or_default(), 0, low_open=True
+            )
 
     def _validate_fedast(self):
         check_range("window", self.window, 2)

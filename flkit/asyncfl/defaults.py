@@ -20,6 +20,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=0.1,
         normalize="standard",
         delay_multiplier=None,
+        cpu_backend=None,
     ),
     "fmnist": dict(
         model="lenet5_fedast",
@@ -34,6 +35,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=0.1,
         normalize="mnist",
         delay_multiplier=None,
+        cpu_backend=None,
     ),
     "cifar10": dict(
         model="cnn_cifar10",
@@ -48,6 +50,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=0.1,
         normalize="half",
         delay_multiplier=None,
+        cpu_backend=None,
     ),
     "cifar100": dict(
         model="resnet18_gn",
@@ -62,6 +65,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=1.0,
         normalize="standard",
         delay_multiplier=5.0,
+        cpu_backend=None,
     ),
     "shakespeare": dict(
         model="lstm_shakespeare",
@@ -77,6 +81,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=None,
         normalize=None,
         delay_multiplier=None,
+        cpu_backend="loop",  # LSTM: the vmap backend is several times slower on a CPU
     ),
     # for tests and demos: no disk access; timed like MNIST
     "synthetic": dict(
@@ -92,6 +97,7 @@ DATASET_DEFAULTS: dict[str, dict] = {
         alpha=0.5,
         normalize=None,
         delay_multiplier=None,
+        cpu_backend=None,
     ),
 }
 #: Table 3 targets (lower / main / higher).

@@ -119,6 +119,8 @@ class FedAST:
         if u is not _MISSING:
             return u
         m, v = req.task, req.version
+        if v == 0 and self.cfg.version0 == "official":
+            return self._update_aliased(req)
         group = self.pending.pop((m, v))
         updates = self.trainer.train(self.names[m], v, [r.client for r in group])
         if len(updates) != len(group):
@@ -135,6 +137,23 @@ class FedAST:
         if v != self.sim.version[m]:
             self._release_version(m, v)
         return updates[group.index(req)]
+
+    def _update_aliased(self, req):
+        """The official code's version 0 is the live model: a request sent with it trains, alone,
+        from the model current when it arrives (trained lazily at arrival, as the official code
+        trains each popped request)."""
+        m = req.task
+        group = self.pending[(m, 0)]
+        group.remove(req)
+        if not group:
+            del self.pending[(m, 0)]
+            if self.sim.version[m] != 0:
+                self._release_version(m, 0)
+        (u,) = self.trainer.train(self.names[m], self.sim.version[m], [req.client])
+        self.stats["train_calls"] += 1
+        self.stats["trained_requests"] += 1
+        self.trained_ids.append(req.id)
+        return u
 
     def _disp(self, m: int, updates) -> float:
         if self._dispersion is not None:
@@ -169,7 +188,10 @@ class FedAST:
                 self.counter = 0
                 self.estimates = [[] for _ in range(self.M)]
                 if all(math.isfinite(s) for s in sigma):
-                    self._apply_realloc(realloc_official(sigma, self.sumR, cfg.ratio, n_act), sigma)
+                    self._apply_realloc(
+                        realloc_official(sigma, self.sumR, cfg.realloc_unit or cfg.ratio, n_act),
+                        sigma,
+                    )
         else:  # paper
             if self.counter < self.c_period:
                 return

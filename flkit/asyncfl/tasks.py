@@ -71,7 +71,7 @@ class TaskConfig:
         if self.max_rounds is not None:
             check_range(f"max_rounds of task {self.name!r}", self.max_rounds, 1)
         if self.delay_ratio is not None:
-            check_range(f"delay_ratio of task {self.name!r}", self.delay_ratio, 0)
+            check_range(f"delay_ratio of task {self.name!r}", self.delay_ratio, 0, low_open=True)
 
     def default(self, key):
         return DATASET_DEFAULTS[self.dataset][key]

@@ -185,6 +185,11 @@ class EngineTrainer:
         st.current = 0
         st.ordinals = {}
         st.spec = cfg.local_spec(t)
+        st.backend = self.backend
+        if self.backend == "auto" and self.device.type == "cpu":
+            # the dataset may name a faster backend on a CPU (an LSTM's vmap runs far slower
+            # than a plain loop there); on a GPU the automatic rule stays
+            st.backend = t.default("cpu_backend") or "auto"
         st.server_lr = cfg.server_lr(t)
         st.target = t.target
         st.bias_mask = torch.cat(
@@ -261,7 +266,7 @@ class EngineTrainer:
             [st.parts[int(c)] for c in client_ids],
             st.spec,
             seeds,
-            backend=self.backend,
+            backend=st.backend,
             chunk_size=min(n_requests, self.max_batch),
         )
         new = torch.cat([res.state[n].reshape(n_requests, -1) for n in st.pnames], dim=1)

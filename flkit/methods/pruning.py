@@ -6,8 +6,9 @@ shared by the family (:class:`PruningMethod`). SNIP and PruneTrain are in
                 the dense w with the gradient taken at w * m (a straight-through mask,
                 :func:`flkit.prune.straight_through`), plus lambda_t * sum_z ||(w*m)_z||_2; every R
                 rounds (t mod R == 0, t = round - 1) the server recomputes a global magnitude mask
-                at the cubic schedule's s_t; the round-0 mask is a random ERK mask at
-                density 1 - s0.
+                at the cubic schedule's s_t, whose ramp ends on s_p at the last update inside
+                the horizon (:func:`flkit.prune.schedules.ramp_sparsity`); the round-0 mask is a
+                random ERK mask at density 1 - s0.
 ``feddp``       FedDIP with lambda = 0.
 ``dpf``         FedDIP with s0 = 0 and lambda = 0 (no round-0 mask: dense first round).
 ``feddip_prox`` FedDIP plus (mu/2)||w - w_global||^2 against a frozen copy of the global model.
@@ -35,7 +36,6 @@ from torch.nn import functional
 from ..compress import DenseCodec, message_size
 from ..prune import (
     apply_mask,
-    cubic_sparsity,
     erk_mask,
     global_magnitude_mask,
     incremental_lambda,
@@ -46,7 +46,7 @@ from ..prune import (
     straight_through,
     zero_fraction,
 )
-from ..prune.schedules import LAMBDA_VARIANTS
+from ..prune.schedules import LAMBDA_VARIANTS, check_landing, check_segments, ramp_sparsity
 from ..state import broadcast_state
 from ..utils import FlkitError, generator
 from .base import ClientUpdates, Method, ServerState, weighted_average
@@ -108,6 +108,12 @@ class PruningMethod(Method):
 
     Params = PruningParams
     State = PruningState
+    #: round index of the first mask update on the schedule (-1: before round 1)
+    first_update = 0
+
+    def update_every(self) -> int:
+        """Rounds between the mask updates that follow the schedule (``R``, else every round)."""
+        return int(getattr(self.hp, "R", 1))
 
     def check_params(self):
         hp = self.hp
@@ -128,16 +134,20 @@ class PruningMethod(Method):
             n: tuple(p.shape) for n, p in model.named_parameters() if n in self.prune_names
         }
         self.n_params = sum(p.numel() for p in model.parameters())
+        if isinstance(hp, ScheduleParams):
+            check_landing(hp.horizon, self.update_every(), self.s_0, self.s_p, self.first_update)
 
     # -- schedules
     def target(self, t: int) -> float:
-        """s_t of the cubic schedule (methods whose Params are ScheduleParams)."""
+        """s_t of the cubic schedule (methods whose Params are ScheduleParams), ramped so that the
+        last mask update inside the horizon lands on s_p
+        (:func:`flkit.prune.schedules.ramp_sparsity`)."""
         horizon = self.hp.horizon
         if t >= horizon:
             raise FlkitError(
                 f"round {t + 1} is past horizon={horizon}; accepted: horizon >= rounds"
             )
-        return cubic_sparsity(t, horizon, self.s_0, self.s_p)
+        return ramp_sparsity(t, horizon, self.update_every(), self.s_0, self.s_p, self.first_update)
 
     def client_grads(self, stacked: dict, clients, rnd, full: bool) -> dict:
         """Each client's loss gradient at its (masked) model: on all its data (full=True, the mean
@@ -220,6 +230,11 @@ class FedDIP(PruningMethod):
     @dataclass
     class State(MaskState):
         erk: dict | None = None  # the round-0 ERK mask the server draws (round0 "server")
+
+    def check_params(self):
+        super().check_params()
+        if self.hp.lambda_max:
+            check_segments(self.hp.horizon, self.hp.Q)
 
     def proximal_mu(self) -> float:
         """Coefficient of the proximal term (FedDIP has none)."""

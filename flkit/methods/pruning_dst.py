@@ -5,7 +5,8 @@ authors' code runs them; shared machinery in :mod:`flkit.methods.pruning`).
              recomputed every 5 of them and at the end from squared gradients at sparsity s0), then
              masked FL; every R rounds ((t+1) mod R == 0) the server averages the clients' squared
              gradients (one mini-batch each, at the client's final model) and keeps the largest
-             ones at the cubic schedule's s_t.
+             ones at the cubic schedule's s_t (its ramp ends on s_p at the last
+             reconfiguration inside the horizon).
 ``feddst``   (Bibikar et al. 2022) a random ERK mask at the target density from the start; clients
              keep their own masks; every R rounds ((t+1) mod R == 0) each participating client
              prunes d_t = (alpha/2)(1 + cos(pi t / T)) of its active weights per layer (smallest
@@ -51,6 +52,7 @@ def _masked_hooks(mask):
 @register
 class PruneFL(PruningMethod):
     name = "prunefl"
+    first_update = -1  # the initial pruning at s0, before round 1; then (t + 1) mod R == 0
 
     @dataclass(frozen=True)
     class Params(ScheduleParams):
@@ -153,9 +155,13 @@ class FedDST(PruningMethod):
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
-        # per-layer weight counts the server prunes back to (the ERK densities at s_p)
+        # per-layer weight counts the server prunes back to: the ERK densities at s_p, the floors'
+        # remainders handed out so that exactly round(s_p * n) weights are pruned
+        n = sum(math.prod(s) for s in self.shapes.values())
         self.counts = keep_counts(
-            self.shapes, erk_densities(self.shapes, 1.0 - self.s_p, self.hp.erk_power)
+            self.shapes,
+            erk_densities(self.shapes, 1.0 - self.s_p, self.hp.erk_power),
+            total=n - round(self.s_p * n),
         )
 
     def init_state(self, model_state):
@@ -166,6 +172,7 @@ class FedDST(PruningMethod):
             generator(self.ctx.seed, "erk"),
             self.hp.erk_power,
             device=self.ctx.x.device,
+            counts=self.counts,
         )
         return self.State(model=apply_mask(model_state, mask), erk=mask)
 

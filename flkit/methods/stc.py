@@ -40,6 +40,16 @@ Options for the code variants the paper leaves open (our defaults first):
 ``loss="before"`` (default, FedFV: loss of the received global model on the client's training
 data before local training) or ``"during"`` (mean training loss of the local epoch);
 ``external_variant="paper"`` (default, lags τ..1) or ``"easyfl-later"`` (lags τ−1..0).
+
+STC-PA's ``links`` says which links carry STC (the ablation of which compression cancels the
+projection's gain): ``"both"`` (default, the paper's Algorithm 4), ``"uplink"`` (STC up with client
+residuals, dense ḡ = g_t down, no server residual), ``"downlink"`` (dense uploads, no client
+residuals; server STC with its residual) or ``"none"`` (exactly FedFV).
+
+Per-round counters (``round_metrics``, one history column each): ``kept``,
+``internal_projections``, ``external_projections``, ``external_conflicts`` (projecting methods),
+``update_norm`` (‖g_t‖ applied before the downlink compression), ``projected_norm`` (‖g_t‖ after
+the projections, before rescaling) and ``mean_norm`` (‖plain mean of the uploads‖).
 """
 
 from __future__ import annotations
@@ -72,10 +82,18 @@ __all__ = [
     "rescale_to_mean_norm",
     "keep_count",
     "LOSS_MODES",
+    "LINKS",
     "ExchangeState",
 ]
 
 LOSS_MODES = ("before", "during")
+#: STC-PA's ``links``: which links carry STC -> (uplink compressed, downlink compressed)
+LINKS = {
+    "both": (True, True),
+    "uplink": (True, False),
+    "downlink": (False, True),
+    "none": (False, False),
+}
 
 
 # --------------------------------------------------------------------------- parameters, state
@@ -108,14 +126,19 @@ class ExchangeState(ServerState):
 
 # --------------------------------------------------------------------------- the family
 class _UpdateExchange(Method):
-    """Shared round of STC / FedFV / STC-PA (flags ``compress`` and ``project``)."""
+    """Shared round of STC / FedFV / STC-PA (flags ``compress`` and ``project``; a method whose
+    Params have ``links`` compresses only the links it names)."""
 
     compress = True  # Params are CompressionParams
     project = False  # Params are ProjectionParams
     State = ExchangeState
 
     def check_params(self):
-        self.codec = STCCodec(self.hp.p, self.hp.counter) if self.compress else DenseCodec()
+        links = getattr(self.hp, "links", "both" if self.compress else "none")
+        self.compress_up, self.compress_down = LINKS[links]
+        stc = STCCodec(self.hp.p, self.hp.counter) if self.compress else None
+        self.codec = stc if self.compress_up else DenseCodec()
+        self.down_codec = stc if self.compress_down else None
         self.uplink = self.codec
 
     def _ef(self, store: dict) -> ErrorFeedback:
@@ -146,6 +169,12 @@ class _UpdateExchange(Method):
             raise FlkitError("client_update got an empty client set; need at least one client")
         if len(set(clients)) != len(clients):
             raise FlkitError(f"clients must be distinct, got {clients}")
+        n_all = len(self.ctx.parts)
+        if len(clients) > n_all or not all(0 <= c < n_all for c in clients):
+            raise FlkitError(
+                f"{len(clients)} clients {clients} in a round of {n_all} clients; accepted: at "
+                f"most {n_all} distinct ids in 0..{n_all - 1}"
+            )
         n_clients = len(clients)
         starts = broadcast_state(state.model, n_clients)
         losses = None
@@ -156,7 +185,7 @@ class _UpdateExchange(Method):
             losses = res.train_loss.detach().double().cpu()
         names = self.param_names
         g = {n: starts[n] - res.state[n] for n in names}  # pseudo-gradients [K, ...]
-        if self.compress:
+        if self.compress_up:
             ef = self._ef(state.client_residuals)
             sent = ef.step_stacked(clients, g, self.codec)  # a = g + e; g~ = STC(a); e = a − g~
             bits = list(ef.last_bits)
@@ -182,6 +211,7 @@ class _UpdateExchange(Method):
         rows = flatten(sent, names)  # [m, d] whole-model rows
         m = rows.shape[0]
         metrics = {"clients": m, "up_nonzeros_mean": float(sum(updates.extra["nonzeros"]) / m)}
+        mean_norm = float(torch.linalg.vector_norm(rows.mean(dim=0)))
         history = dict(state.history)
         last_round = dict(state.last_round)
         if self.project:
@@ -197,6 +227,7 @@ class _UpdateExchange(Method):
             g, einfo = project_external(
                 g, history, rnd, self.hp.tau, self.hp.external_variant, return_info=True
             )
+            projected_norm = float(torch.linalg.vector_norm(g))
             g = rescale_to_mean_norm(g, rows)
             oldest = rnd + 1 - self.hp.tau  # never visited again
             history = {c: v for c, v in history.items() if v[1] >= oldest}
@@ -205,15 +236,16 @@ class _UpdateExchange(Method):
                 internal_projections=info.projections,
                 external_projections=einfo.projections,
                 external_conflicts=len(einfo.conflicting_clients),
+                projected_norm=projected_norm,
             )
         else:
             g = rows.mean(dim=0)
             for c in clients:
                 last_round[c] = rnd
         g_dict = unflatten(g, state.model, names)
-        if self.compress:
+        if self.compress_down:
             ef = self._ef(state.server_residual)
-            down = ef.step("server", g_dict, self.codec)  # a_s = g + e_s; ḡ = STC(a_s)
+            down = ef.step("server", g_dict, self.down_codec)  # a_s = g + e_s; ḡ = STC(a_s)
             down_bits = int(ef.last_bits)
         else:
             down, down_bits = g_dict, None  # dense model download
@@ -225,7 +257,8 @@ class _UpdateExchange(Method):
             avg = weighted_average({n: updates.state[n] for n in others}, updates.weights)
             model.update(avg)
         metrics["update_norm"] = float(torch.linalg.vector_norm(g))
-        if self.compress:
+        metrics["mean_norm"] = mean_norm
+        if self.compress_down:
             metrics["down_nonzeros"] = int(sum((down[n] != 0).sum().item() for n in names))
         return replace(
             state,
@@ -237,9 +270,9 @@ class _UpdateExchange(Method):
         )
 
     def downlink_bits(self, state, clients):
-        """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV:
-        dense)."""
-        if not self.compress or state.down_bits is None:
+        """Round t: the broadcast ḡ of round t − 1 (dense initial model in round 1; FedFV and a
+        dense downlink: dense)."""
+        if not self.compress_down or state.down_bits is None:
             return super().downlink_bits(state, clients)
         return [int(state.down_bits)] * len(clients)
 
@@ -267,11 +300,12 @@ class FedFV(_UpdateExchange):
 
 @register
 class STCPA(_UpdateExchange):
-    """STC-PA (Tian 2022, Algorithm 4): STC up, projection aggregation, STC down."""
+    """STC-PA (Tian 2022, Algorithm 4): STC up, projection aggregation, STC down; ``links``
+    names the links that carry STC ("both", "uplink", "downlink", "none" = FedFV)."""
 
     name = "stc_pa"
     compress, project = True, True
 
     @dataclass(frozen=True)
     class Params(CompressionParams, ProjectionParams):
-        pass
+        links: str = choice("both", tuple(LINKS))  # which links carry STC

@@ -146,9 +146,36 @@ def erk_densities(
     return {k: 1.0 if k in dense else eps * raw[k] for k in shapes}
 
 
-def keep_counts(shapes: Mapping[str, tuple], densities: Mapping[str, float]) -> dict[str, int]:
-    """floor(density_l * n_l) entries kept per layer (what a random ERK mask keeps)."""
-    return {k: int(math.floor(densities[k] * math.prod(s) + 1e-9)) for k, s in shapes.items()}
+def keep_counts(
+    shapes: Mapping[str, tuple], densities: Mapping[str, float], total: int | None = None
+) -> dict[str, int]:
+    """floor(density_l * n_l) entries kept per layer (what a random ERK mask keeps). With
+    ``total``, the entries the floors leave out go one each to the layers with the largest
+    fractional parts (ties: first layer first), so that exactly ``total`` are kept."""
+    size = {k: math.prod(s) for k, s in shapes.items()}
+    exact = {k: densities[k] * size[k] for k in shapes}
+    out = {k: int(math.floor(exact[k] + 1e-9)) for k in shapes}
+    if total is None:
+        return out
+    if (
+        isinstance(total, bool)
+        or not isinstance(total, int)
+        or not 0 <= total <= sum(size.values())
+    ):
+        raise FlkitError(f"total={total!r} must be an integer in [0, {sum(size.values())}]")
+    left = total - sum(out.values())
+    order = sorted(shapes, key=lambda k: -(exact[k] - out[k]))
+    while left:
+        step = 1 if left > 0 else -1
+        moved = False
+        for k in order if step > 0 else order[::-1]:
+            if left and 0 <= out[k] + step <= size[k]:
+                out[k] += step
+                left -= step
+                moved = True
+        if not moved:
+            break
+    return out
 
 
 def erk_mask(
@@ -157,11 +184,12 @@ def erk_mask(
     generator: torch.Generator,
     power: float = 1.0,
     device="cpu",
+    counts: Mapping[str, int] | None = None,
 ) -> Mask:
-    """A random mask with exactly keep_counts(erk_densities(...)) entries kept per layer, at
-    uniformly random positions drawn from ``generator``."""
-    dens = erk_densities(shapes, density, power)
-    counts = keep_counts(shapes, dens)
+    """A random mask with exactly keep_counts(erk_densities(...)) entries kept per layer (or the
+    given per-layer ``counts``), at uniformly random positions drawn from ``generator``."""
+    if counts is None:
+        counts = keep_counts(shapes, erk_densities(shapes, density, power))
     out = {}
     for k, s in shapes.items():
         n = math.prod(s)

@@ -1,6 +1,6 @@
 """``flkit sweep``: one notebook over a grid of preset overrides and several seeds.
 
-``flkit sweep 03_staleness --grid tau=10,40,100 --seeds 0 1 2`` runs every (grid point, seed) on
+``flkit sweep 05_staleness --grid tau=10,40,100 --seeds 0 1 2`` runs every (grid point, seed) on
 the same executors as ``flkit reproduce`` and writes, per grid point, ``<out>/<point>/`` (the
 runs and that point's own report.md/.html), and one combined ``<out>/sweep.md`` /
 ``sweep.html`` / ``sweep.json`` (:mod:`.sweep_render`): per grid point, every number as
@@ -223,8 +223,8 @@ def sweep(
 
 _EPILOG = """\
 examples:
-  flkit sweep 03_staleness --preset smoke --grid tau=10,40,100 --seeds 0 1 2
-  flkit sweep 02_feddip --grid rounds=5,10 --grid lr=0.05,0.1 --executor ray --jobs 4
+  flkit sweep 05_staleness --preset smoke --grid tau=10,40,100 --seeds 0 1 2
+  flkit sweep 02_feddip --grid local_epochs=1,3 --grid lr=0.05,0.1 --executor ray --jobs 4
 
 Running the same command again finishes an interrupted sweep: runs already done are kept.
 exit status: 0 when every run succeeded, 1 when a run failed, 2 for bad arguments."""
@@ -239,7 +239,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("notebook", help="the notebook, e.g. 03_staleness (or 03, staleness)")
+    p.add_argument("notebook", help="the notebook, e.g. 05_staleness (or 05, staleness)")
     p.add_argument(
         "--grid",
         action="append",

@@ -10,6 +10,7 @@ import pandas as pd
 
 from flkit.asyncfl import METHOD_LABELS
 
+from . import claims
 from .numbers import NUMBERS
 from .panels import accuracy_curves, gain_bars, het_bars, queue_timeline, staleness_hist, sweep_plot
 
@@ -66,6 +67,7 @@ def gain_figure(preset, gains: pd.DataFrame, df: pd.DataFrame):
         gains,
         df,
         ax=ax,
+        method=claims.IDENTICAL_FEDAST,
         paper_note=f"paper: up to {NUMBERS['max_time_gain_vs_sync_st_pct']} % "
         "(abstract; largest over its datasets)",
     )

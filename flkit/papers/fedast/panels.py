@@ -184,7 +184,7 @@ def gain_bars(
             v = df[(df[by] == k) & (df.method == m)][col].astype(float)
             vals.append(v.mean() if v.notna().all() and len(v) else np.nan)
             errs.append(v.std(ddof=0) if len(v) > 1 else 0)
-        label = {"fedast_d": "FedAST", "sync_st": "Sync-ST"}.get(m, m)
+        label = {"fedast_d": "FedAST", "fedast_s": "FedAST(S)", "sync_st": "Sync-ST"}.get(m, m)
         ax.bar(
             np.arange(len(keys)) + (j - 0.5) * w,
             vals,
@@ -205,7 +205,7 @@ def gain_bars(
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{by} = {k}" for k in keys])
     ax.set_ylabel("time until all tasks reach target")
-    names = {"fedast_d": "FedAST", "sync_st": "Sync-ST"}
+    names = {"fedast_d": "FedAST", "fedast_s": "FedAST(S)", "sync_st": "Sync-ST"}
     b, m = names.get(baseline, baseline), names.get(method, method)
     note = f"% above bars: gain = (T_{b} − T_{m}) / T_{b}; > 0: {m} faster"
     # outside the axes, so that it never covers a bar's gain label

@@ -20,6 +20,12 @@ available, R = 96 and b = 3 per task, first-30 of 100/84/48/68 clients) and read
 and the mean Sync-ST round length; the paper's Sync-ST rounds are then its inferred completion
 time (Fig. 7: 619 / (1 - 0.401) = 1033) divided by that round length.
 
+Regime first (:func:`timing_table`): every experiment (the four-task mix, Fig. 2's six identical
+tasks, Fig. 3's largest point) is simulated without training in the paper's setting and in a
+preset's, and the timing indicators (:data:`TIMING_INDICATORS`: Sync-ST round length, FedAST updates
+per time unit and per Sync-ST round, staleness mean and p90) stand side by side; the reduced presets
+are chosen so each is within :data:`TIMING_TOLERANCE` of the paper's, before any training run.
+
 The rule (fixed before any verdict, :func:`paper_indicators`): a claim comparing FedAST with
 Sync-ST on heterogeneous tasks is in the paper's regime when our FedAST updates per Sync-ST round
 are within ``TOLERANCE`` of the paper setting's. Interface (the same in every paper's
@@ -30,13 +36,16 @@ are within ``TOLERANCE`` of the paper setting's. Interface (the same in every pa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from flkit import asyncfl
+from flkit.utils import check_choice
 from flkit.workbook.verdict import Indicator, read, within
 
+from . import configs
 from .numbers import NUMBERS
 from .tables import staleness
 
@@ -55,6 +64,16 @@ __all__ = [
     "measure",
     "readings",
     "in_regime",
+    "PAPER_ROUND_LENGTH",
+    "TIMING_TOLERANCE",
+    "TIMING_EXPERIMENTS",
+    "TIMING_INDICATORS",
+    "timing_config",
+    "timing_run",
+    "timing_indicators",
+    "realloc_room",
+    "experiment_configs",
+    "timing_table",
 ]
 
 #: our FedAST updates per Sync-ST round must be within this fraction of the paper setting's
@@ -265,3 +284,164 @@ def ablation_rows(
     t["verdict before"] = ["holds" if all(verdict_before) else "does not hold"] * len(t)
     t["verdict after"] = ["holds" if all(verdict_after) else "does not hold"] * len(t)
     return t
+
+
+# ------------------------------------------------------------------------------ timing regime
+#: the Sync-ST round lengths of the paper's settings, from timing-only runs of those settings
+#: (N = 1000, 300 available, first-30): the four-task mix with shares 100/84/48/68, and six
+#: identical CIFAR-10 tasks with 50 clients each
+PAPER_ROUND_LENGTH = {"heterogeneous": 16.0, "identical": 10.8}
+#: our timing indicators must be within this fraction of the paper setting's (the rule for
+#: choosing the reduced presets, fixed before any training run)
+TIMING_TOLERANCE = 0.2
+#: the experiments with a timing regime, and the ones that compare with Sync-ST
+TIMING_EXPERIMENTS = ("heterogeneous", "identical", "fig3")
+#: timing-only indicators, in table order
+TIMING_INDICATORS = {
+    "sync_round_length": "Sync-ST round length (time units)",
+    "fedast_rate": "FedAST server updates per time unit, per task",
+    "updates_per_sync_round": "FedAST updates of one task per Sync-ST round",
+    "staleness_mean": "FedAST staleness, mean",
+    "staleness_p90": "FedAST staleness, 90th percentile",
+    "nobuffer_staleness_mean": "NoBuffer staleness, mean (Fig. 3's largest R)",
+    "realloc_room": "share of sum R that Realloc can move (option D)",
+}
+
+
+def realloc_room(config: dict) -> float:
+    """The share of the requests Realloc can move between tasks: 1 - M * floor / sum R, where
+    the floor per task is the official rule's allocation unit (``realloc_unit``, else r; at most
+    sum R / M) and 1 for the paper's rule. The paper setting: 1 - 4 * 32 / 384 = 2/3."""
+    cfg = asyncfl.FedASTRun.from_dict(config)
+    total = sum(int(t.requests) for t in cfg.tasks)
+    n = len(cfg.tasks)
+    floor = 1 if cfg.realloc_rule == "paper" else min(cfg.realloc_unit or cfg.ratio, total // n)
+    return 1.0 - n * floor / total
+
+
+def timing_config(config: dict, horizon: float, max_events: int | None = None) -> asyncfl.FedASTRun:
+    """``config`` as a timing-only run to ``horizon`` (or ``max_events`` arrivals): the same pool,
+    tasks, delays, R, b and k; FedAST option D becomes option S with b = ceil(R / r) (Realloc
+    needs real updates; before its first reallocation option D's timing is option S's with that
+    buffer), no targets."""
+    cfg = asyncfl.FedASTRun.from_dict(config)
+    method = "fedast_s" if cfg.method == "fedast_d" else cfg.method
+    fixed_buffer = not cfg.is_sync and method != "nobuffer"
+    tasks = tuple(
+        replace(t, target=None, **({"buffer": cfg.buffer(t)} if fixed_buffer else {}))
+        for t in cfg.tasks
+    )
+    return cfg.replace(method=method, tasks=tasks, max_time=float(horizon), max_events=max_events)
+
+
+def timing_run(config: dict, seed: int = 0, horizon: float = 300.0, max_events: int | None = None):
+    """One timing-only run of ``config`` (:func:`timing_config`) with :class:`TimingTrainer`."""
+    cfg = timing_config(config, horizon, max_events).validate()
+    runner = asyncfl.run_sync if cfg.is_sync else asyncfl.run_fedast
+    return runner(cfg, TimingTrainer(), seed=int(seed))
+
+
+def _rate(res) -> float:
+    return len(res.history) / res.total_time / max(1, len(res.tasks))
+
+
+def timing_indicators(
+    fedast: dict | None,
+    sync: dict | None = None,
+    nobuffer: dict | None = None,
+    seeds: Sequence[int] = (0,),
+    horizon: float = 300.0,
+) -> dict:
+    """The timing-only indicators (:data:`TIMING_INDICATORS`) of a FedAST config, a Sync-ST
+    config and a NoBuffer config of one experiment (any may be None), over ``seeds``: round length
+    and rate are means over seeds, staleness over every arrival of every seed."""
+    out = dict.fromkeys(TIMING_INDICATORS)
+    if fedast is not None and asyncfl.FedASTRun.from_dict(fedast).method == "fedast_d":
+        out["realloc_room"] = realloc_room(fedast)
+    if fedast is not None:
+        runs = [timing_run(fedast, s, horizon) for s in seeds]
+        st = pd.concat([staleness(r).staleness for r in runs], ignore_index=True)
+        out["fedast_rate"] = float(np.mean([_rate(r) for r in runs]))
+        out["staleness_mean"] = float(st.mean())
+        out["staleness_p90"] = float(np.percentile(st, 90))
+    if sync is not None:
+        runs = [timing_run(sync, s, horizon) for s in seeds]
+        out["sync_round_length"] = float(
+            np.mean([r.total_time / r.stats["rounds"] for r in runs if r.stats.get("rounds")])
+        )
+    if out["fedast_rate"] is not None and out["sync_round_length"] is not None:
+        out["updates_per_sync_round"] = out["fedast_rate"] * out["sync_round_length"]
+    if nobuffer is not None:
+        runs = [timing_run(nobuffer, s, horizon) for s in seeds]
+        st = pd.concat([staleness(r).staleness for r in runs], ignore_index=True)
+        out["nobuffer_staleness_mean"] = float(st.mean())
+    return out
+
+
+def experiment_configs(preset, experiment: str, requests: int | None = None) -> dict:
+    """{"fedast", "sync", "nobuffer"} configs (None where the experiment has none) of one
+    experiment of ``preset`` (:data:`TIMING_EXPERIMENTS`): the heterogeneous task mix
+    (:func:`.configs.heterogeneous`), Fig. 2's identical tasks (:func:`.configs.fig2_config`), and
+    Fig. 3's point with ``requests`` per task (:func:`.configs.active_config`; None: the largest of
+    ``preset['active_requests']``)."""
+    check_choice("experiment", experiment, TIMING_EXPERIMENTS)
+    if experiment == "heterogeneous":
+        return {
+            "fedast": configs.heterogeneous(preset, "fedast_d"),
+            "sync": configs.heterogeneous(preset, "sync_st"),
+            "nobuffer": None,
+        }
+    if experiment == "identical":
+        return {
+            "fedast": configs.fig2_config(preset, "fedast_s"),
+            "sync": configs.fig2_config(preset, "sync_st"),
+            "nobuffer": None,
+        }
+    requests = max(preset["active_requests"]) if requests is None else int(requests)
+    return {
+        "fedast": configs.active_config(preset, requests, "fedast_d"),
+        "sync": None,
+        "nobuffer": configs.active_config(preset, requests, "nobuffer"),
+    }
+
+
+def timing_table(
+    preset, paper_preset=None, seeds: Sequence[int] = (0,), horizon: float = 300.0
+) -> pd.DataFrame:
+    """Regime first: the timing-only indicators of every experiment (:data:`TIMING_EXPERIMENTS`)
+    in the paper's setting (``paper_preset``, default the ``paper`` preset) beside ``preset``'s,
+    with ours / paper and whether that is within :data:`TIMING_TOLERANCE`. No training: a few
+    seconds per experiment and seed."""
+    from flkit.workbook import presets as _presets
+
+    paper_preset = paper_preset or _presets.load("03_fedast", "paper")
+    rows = []
+    for exp in TIMING_EXPERIMENTS:
+        # Fig. 3: both pools at our largest R (the paper does not give its x-values)
+        req = max(preset["active_requests"]) if exp == "fig3" else None
+        ours = timing_indicators(**experiment_configs(preset, exp), seeds=seeds, horizon=horizon)
+        theirs = timing_indicators(
+            **experiment_configs(paper_preset, exp, req), seeds=seeds, horizon=horizon
+        )
+        for key, text in TIMING_INDICATORS.items():
+            p, o = theirs[key], ours[key]
+            # Fig. 3 stops at a number of arrivals, not a time: its rate is not an indicator;
+            # Realloc runs only in the mix
+            if (
+                (p is None and o is None)
+                or (exp == "fig3" and key == "fedast_rate")
+                or (exp != "heterogeneous" and key == "realloc_room")
+            ):
+                continue
+            ratio = o / p if p and o is not None else None
+            rows.append(
+                {
+                    "experiment": exp,
+                    "indicator": text,
+                    "paper": p,
+                    "ours": o,
+                    "ours / paper": ratio,
+                    "within": None if ratio is None else abs(ratio - 1) <= TIMING_TOLERANCE,
+                }
+            )
+    return pd.DataFrame(rows)

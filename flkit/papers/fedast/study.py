@@ -7,7 +7,6 @@ file) and return plain pandas DataFrames (what is read from a finished simulatio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -17,6 +16,15 @@ import torch
 from flkit import asyncfl
 from flkit.utils import FlkitError
 
+from .configs import (
+    active_config,
+    base,
+    check_mix,
+    fig2_config,
+    heterogeneous,
+    identical,
+    task_dict,
+)
 from .numbers import LOAD, NUMBERS
 from .tables import final_test_loss, staleness, summarize
 
@@ -27,8 +35,11 @@ __all__ = [
     "run_all",
     "base",
     "identical",
+    "fig2_config",
+    "check_mix",
     "heterogeneous",
     "compare_methods",
+    "fig2_compare",
     "active_config",
     "active_sweep",
     "largest_active_runs",
@@ -78,90 +89,14 @@ def describe(preset) -> str:
         f"Monte Carlo seed(s) (paper {paper['monte_carlo_runs']}). Unchanged: the delay model "
         "(shifted exponential, per-task ratios, speed groups 25/50/25 % × 1.3/1/0.7, × 27 local "
         "steps), 27 local steps of batch 32, learning rates, 300 samples per client (Dirichlet α "
-        f"= 0.1). FMNIST model: `{preset['fmnist_model'] or 'lenet5_fedast'}`. Periodic test "
+        f"= 0.1). FMNIST model: `{preset['fmnist_model'] or 'lenet5_fedast'}`, CIFAR-10 model: "
+        f"`{preset['cifar10_model'] or 'cnn_cifar10'}`. Heterogeneous mix: "
+        f"{' + '.join(preset['het_datasets'])}, Sync-ST shares {preset['het_shares']} (paper "
+        f"100/84/48/68 of 300). Fig. 2: {preset['fig2_M']} identical `{preset['fig2_dataset']}` "
+        f"tasks, option S. Periodic test "
         f"checks use {preset['eval_subset'] or 'all'} test images; target crossings are confirmed "
         "on the full test set."
     )
-
-
-# ------------------------------------------------------------------------------ configs
-def base(preset, **changes) -> dict:
-    """Run-level settings shared by every experiment of a preset."""
-    d = dict(
-        num_clients=int(preset["num_clients"]),
-        availability=float(preset["availability"]),
-        k=int(preset["k"]),
-        ratio=int(preset["ratio"]),
-        realloc_rule=str(preset["realloc_rule"]),
-        eval_subset=int(preset["eval_subset"]) if preset["eval_subset"] > 0 else None,
-        max_time=float(preset["max_time"]),
-    )
-    d.update(changes)
-    return d
-
-
-def _task(preset, name, dataset, target, requests, buffer=None, weight=1.0, **kw) -> dict:
-    t = dict(
-        name=name,
-        dataset=dataset,
-        target=target,
-        requests=int(requests),
-        buffer=buffer,
-        weight=float(weight),
-    )
-    sub = preset.get(f"{dataset}_train_subset", 0)
-    if sub:
-        t["train_subset"] = int(sub)
-    model = preset.get(f"{dataset}_model", "")
-    if model:
-        t["model"] = model
-    t.update(kw)
-    return t
-
-
-def identical(
-    preset,
-    n_tasks: int,
-    method: str,
-    dataset: str | None = None,
-    total_requests: int | None = None,
-    target: float | None = None,
-    **changes,
-) -> dict:
-    """M identical tasks (same dataset and partition), sum R split equally, b = ceil(R / ratio)."""
-    dataset = dataset or preset["dataset"]
-    total = int(total_requests if total_requests is not None else preset["total_requests"])
-    requests = max(1, total // n_tasks)
-    tgt = float(preset["target"]) if target is None else target
-    tasks = [_task(preset, f"{dataset}-{i + 1}", dataset, tgt, requests) for i in range(n_tasks)]
-    return dict(method=method, tasks=tasks, **base(preset, **changes))
-
-
-def heterogeneous(
-    preset, method: str, level: str = "main", datasets: Sequence[str] | None = None, **changes
-) -> dict:
-    """The heterogeneous run: one task per dataset of ``preset['het_datasets']``, sum R split
-    equally, Sync weights from ``preset['het_weights']``, targets from
-    ``preset['het_targets_<level>']``."""
-    ds = list(datasets or preset["het_datasets"])
-    targets = list(preset[f"het_targets_{level}"])
-    weights = list(preset["het_weights"])
-    requests = max(1, int(preset["total_requests"]) // len(ds))
-    names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
-    ratios = list(preset.get("het_delay_ratios", [])) or [None] * len(ds)
-    tasks = [
-        _task(
-            preset,
-            names[i],
-            d,
-            float(targets[i]),
-            requests,
-            weight=float(weights[i]),
-            **({"delay_ratio": float(ratios[i])} if ratios[i] else {}),
-        )
-        for i, d in enumerate(ds)
-    ]
-    return dict(method=method, tasks=tasks, **base(preset, **changes))
 
 
 # ------------------------------------------------------------------------------ studies
@@ -193,17 +128,20 @@ def compare_methods(
     device="auto",
     dataset: str | None = None,
     progress=True,
+    config=None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Time to target of M identical tasks per method (Figs. 2 and 5).
+    """Time to target of M identical tasks per method (Figs. 2 and 5). ``config(M, method)``: the
+    run's config (default :func:`identical` on ``dataset``).
 
     Returns (frame with one row per (M, method, seed): all_done, mean_task_time, trained, wall
     seconds; {(M, method, seed): SimResult})."""
+    if config is None:
+
+        def config(n_tasks, m):
+            return identical(preset, n_tasks, m, dataset=dataset)
+
     rows, results = [], {}
-    cfgs = {
-        (n_tasks, m): identical(preset, n_tasks, m, dataset=dataset)
-        for n_tasks in task_counts
-        for m in methods
-    }
+    cfgs = {(n_tasks, m): config(n_tasks, m) for n_tasks in task_counts for m in methods}
     for (n_tasks, label), s, res in _runs(preset, cfgs, seeds, device, progress):
         sm = summarize(res)
         rows.append(
@@ -223,31 +161,27 @@ def compare_methods(
     return pd.DataFrame(rows), results
 
 
-def active_config(preset, requests: int, method: str) -> dict:
-    """Fig. 3 run: ``preset['active_tasks']`` identical tasks with R requests each, no target, run
-    for ``preset['active_time']``; availability raised with R so the load sum R / N_avail stays at
-    most the paper's (:data:`~.numbers.LOAD`)."""
-    n_tasks = int(preset["active_tasks"])
-    avail = min(1.0, max(1, math.ceil(n_tasks * requests / LOAD)) / int(preset["num_clients"]))
-    cfg = identical(
+def fig2_compare(preset, seeds: Sequence[int], device="auto", progress=True):
+    """Fig. 2: every method of ``preset['fig2_methods']`` on :func:`fig2_config`'s identical
+    tasks; what :func:`compare_methods` returns (keyed by M = ``preset['fig2_M']``)."""
+    return compare_methods(
         preset,
-        n_tasks,
-        method,
-        total_requests=n_tasks * requests,
-        availability=avail,
-        max_time=float(preset["active_time"]),
+        [int(preset["fig2_M"])],
+        list(preset["fig2_methods"]),
+        seeds,
+        device,
+        progress=progress,
+        config=lambda n_tasks, m: fig2_config(preset, m),
     )
-    cfg["tasks"] = [dict(t, target=None) for t in cfg["tasks"]]
-    return cfg
 
 
 def active_sweep(
     preset, requests: Sequence[int], seeds: Sequence[int], device="auto", progress=True
 ) -> pd.DataFrame:
-    """Fig. 3: ``preset['active_tasks']`` identical tasks run for ``preset['active_time']``
-    simulated time without a target; final mean test accuracy vs active requests per task, FedAST (b
-    = ceil(R/r)) vs NoBuffer (b = 1). Availability is raised with R so the load sum R / N_avail
-    stays at most the paper's (:func:`active_config`)."""
+    """Fig. 3: ``preset['active_tasks']`` identical tasks run without a target until
+    ``preset['active_arrivals']`` updates per task have arrived (:func:`active_config`); final
+    mean test accuracy vs active requests per task, FedAST (b = ceil(R/r)) vs NoBuffer (b = 1).
+    Availability is raised with R so the load sum R / N_avail stays at most the paper's."""
     n_tasks = int(preset["active_tasks"])
     cfgs = {
         (per_task, m): active_config(preset, per_task, m)
@@ -335,7 +269,7 @@ def buffer_sweep(
         int(b): dict(
             method="fedast_s",
             tasks=[
-                _task(preset, names[i], d, float(targets[i]), requests, buffer=int(b))
+                task_dict(preset, names[i], d, float(targets[i]), requests, buffer=int(b))
                 for i, d in enumerate(ds)
             ],
             **base(preset, max_time=horizon),
@@ -423,8 +357,16 @@ def fig4_nobuffer(preset, seeds: Sequence[int], device="auto", progress=True) ->
 
 def regime_preset(preset) -> dict:
     """``preset`` with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
-    ablation): N, sum R, the ratio r, Sync first-k and the main targets."""
+    ablation): N, sum R, the ratio r, Sync first-k and the main targets (the Sync-ST shares scaled
+    with the available pool)."""
     ablated = dict(preset)
+
+    def pool(p):
+        return max(1, round(float(p["availability"]) * int(p["num_clients"])))
+
+    # the Sync-ST shares are clients of the available pool: scaled with it
+    scale = pool({**preset, "num_clients": preset["regime_num_clients"]}) / pool(preset)
+    ablated["het_shares"] = [float(x) * scale for x in preset["het_shares"]]
     ablated.update(
         num_clients=int(preset["regime_num_clients"]),
         total_requests=int(preset["regime_total_requests"]),

@@ -10,9 +10,11 @@ from .figures import demo_figure
 
 
 def demo_widget(
-    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code"
+    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code", every=1
 ) -> widgets.Demo:
-    """First drawn at (s0, s_p, lambda_max); s0 can never exceed s_p: its slider stops at s_p."""
+    """First drawn at (s0, s_p, lambda_max); s0 can never exceed s_p: its slider stops at s_p.
+    The sparsity schedule is the runs' (mask updates every `every` rounds, the ramp ending on
+    s_p)."""
     import ipywidgets
 
     sp = ipywidgets.FloatSlider(
@@ -35,7 +37,15 @@ def demo_widget(
 
     def draw(s0, s_p, lambda_max):
         return demo_figure(
-            demo, pruned_accuracy, rounds, min(s0, s_p), s_p, lambda_max, segments, variant
+            demo,
+            pruned_accuracy,
+            rounds,
+            min(s0, s_p),
+            s_p,
+            lambda_max,
+            segments,
+            variant,
+            every=every,
         )
 
     for w in (sp, s0w, lam):

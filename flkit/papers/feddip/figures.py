@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ...prune import cubic_sparsity, incremental_lambda
+from ...prune import incremental_lambda
+from ...prune.schedules import ramp_sparsity
 from ...workbook import plots
 from .study import DENSE, LABELS, final_rows
 
@@ -15,10 +16,11 @@ def _look(m: str, points: int | None = None) -> dict:
     return plots.style_for(LABELS[m], points)
 
 
-def schedules(ax_s, ax_l, rounds, s0, s_p, lambda_max, segments, variant="code"):
-    """s_t (cubic) and lambda_t (step-wise) over the rounds."""
+def schedules(ax_s, ax_l, rounds, s0, s_p, lambda_max, segments, variant="code", every=1):
+    """s_t (cubic, the ramp ending on s_p at the last of the mask updates every `every` rounds)
+    and lambda_t (step-wise) over the rounds."""
     t = np.arange(rounds)
-    ax_s.plot(t, [cubic_sparsity(int(i), rounds, s0, s_p) for i in t], color="tab:red")
+    ax_s.plot(t, [ramp_sparsity(int(i), rounds, every, s0, s_p) for i in t], color="tab:red")
     ax_s.set(
         xlabel="round t", ylabel="target sparsity $s_t$", ylim=(0, 1), title="sparsity schedule"
     )
@@ -45,14 +47,14 @@ def schedules(ax_s, ax_l, rounds, s0, s_p, lambda_max, segments, variant="code")
 
 
 def demo_figure(
-    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code", fig=None
+    demo, pruned_accuracy, rounds, s0, s_p, lambda_max, segments, variant="code", fig=None, every=1
 ):
     """The slider demo: both schedules, the magnitude mask of the largest layer at s_p, and the
     accuracy of the trained dense model after global magnitude pruning at s_p."""
     fig = fig or plt.figure(figsize=(13, 3.4))
     fig.clf()
     axs = fig.subplots(1, 4)
-    schedules(axs[0], axs[1], rounds, s0, s_p, lambda_max, segments, variant)
+    schedules(axs[0], axs[1], rounds, s0, s_p, lambda_max, segments, variant, every)
     acc, mask = pruned_accuracy(demo, s_p)
     m = mask[demo["layer"]].float().cpu()
     axs[2].imshow(

@@ -14,6 +14,7 @@ import pandas as pd
 from ... import data as data_mod
 from ...data.provenance import reduced_allowed
 from ...experiment import RunConfig, Setup, run
+from ...prune.schedules import check_landing
 from ...utils import FlkitError, check_choice
 
 # workload -> (dataset, model, dataset options); the paper's three pairs
@@ -189,13 +190,29 @@ def run_noniid(preset, seeds, device="auto", progress=True, out_dir=None) -> dic
     return _runs(cfgs, progress, out_dir)
 
 
+def ablation_rs(preset) -> list[int]:
+    """The R values of the ablation, each checked to land on s_p at the run's T: FedDIP's ramp
+    ends at its last mask update, so every R <= T - 1 lands (FlkitError otherwise, naming the
+    nearest that does). The `cpu` and `long` presets pick divisors of T - 1, so that every run's
+    last update is in the final round, on the same ramp as the default R."""
+    rounds = int(preset["rounds"])
+    out = []
+    for r in preset["ablation_R"]:
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise FlkitError(f"ablation_R value {r!r}; accepted: integers in 1..{rounds - 1}")
+        check_landing(rounds, r, float(preset["s0"]), max(preset["sparsities"]))
+        out.append(r)
+    return out
+
+
 def run_ablations(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
     """FedDIP at the most extreme sparsity with R in ``ablation_R`` and both mask orders:
     {(label, seed): RunResult} (s0 and lambda ablations come from the main grid)."""
     s, w = max(preset["sparsities"]), preset["workloads"][0]
+    values = ablation_rs(preset)
     cfgs = []
     for seed in seeds:
-        for r in preset["ablation_R"]:
+        for r in values:
             cfgs.append(((f"R={r}", seed), config(preset, w, "feddip", s, seed, device, R=int(r))))
         other = "dense" if preset["mask_order"] == "code" else "code"
         cfgs.append(
@@ -245,8 +262,9 @@ def _official(r, way: str) -> float:
 
 
 def final_table(res: dict, column: str = "test_accuracy") -> pd.DataFrame:
-    """Final top-1 accuracy (%), mean ± std over seeds: rows methods, columns target sparsity;
-    FedAvg (dense) is repeated in every column."""
+    """Final top-1 accuracy (%), mean ± sample standard deviation (ddof = 1) over seeds (the mean
+    alone for one seed): rows methods, columns target sparsity; FedAvg (dense) is repeated in
+    every column."""
     df = final_rows(res, column)
     order = [m for m in LABELS if m in set(df.method)]
     sp = sorted(s for s in df.sparsity.unique() if s > 0)
@@ -254,9 +272,28 @@ def final_table(res: dict, column: str = "test_accuracy") -> pd.DataFrame:
     for m in order:
         for s in sp:
             g = df[(df.method == m) & ((df.sparsity == s) | (df.sparsity == 0.0))]
-            if len(g):
-                std = g.final_acc.std(ddof=0) * 100
+            if len(g) > 1:
+                std = g.final_acc.std(ddof=1) * 100
                 out.loc[LABELS[m], f"s = {s:g}"] = f"{g.final_acc.mean() * 100:.1f} ± {std:.1f}"
+            elif len(g):
+                out.loc[LABELS[m], f"s = {s:g}"] = f"{g.final_acc.mean() * 100:.1f}"
+    return out
+
+
+def sparsity_table(res: dict) -> pd.DataFrame:
+    """Final realised sparsity of the global model (fraction of zero prunable weights, mean over
+    seeds) of every pruned method: rows methods, columns target s_p. PruneTrain ends below s_p
+    by construction: as in the official code its first and last layers are never pruned."""
+    df = final_rows(res)
+    df = df[~df.method.isin(DENSE)]
+    order = [m for m in LABELS if m in set(df.method)]
+    sp = sorted(df.sparsity.unique())
+    out = pd.DataFrame(index=[LABELS[m] for m in order], columns=[f"s_p = {s:g}" for s in sp])
+    for m in order:
+        for s in sp:
+            g = df[(df.method == m) & (df.sparsity == s)]
+            if len(g):
+                out.loc[LABELS[m], f"s_p = {s:g}"] = f"{g.final_sparsity.mean():.4f}"
     return out
 
 
@@ -314,6 +351,49 @@ def demo_inputs(
         "layer": max(names, key=lambda n: state[n].numel()),
         "dense_acc": evaluate(su.model, state, x, y)[0],
     }
+
+
+def logit_spread(model, state: dict, x) -> float:
+    """How much a network's output depends on its input: the standard deviation of each logit over
+    the images of ``x``, averaged over the classes."""
+    import torch
+    from torch.func import functional_call
+
+    with torch.no_grad():
+        out = functional_call(model, state, (x,))
+    return float(out.std(dim=0).mean())
+
+
+def start_spreads(preset, workload: str, seed: int, device="auto", n_test: int = 1000) -> dict:
+    """{method: logit spread of its initial (masked) global model / the dense initial model's} for
+    the fixed-mask starts of the grid (SNIP, FedDST) at the highest target sparsity: near 0, the
+    start's output barely depends on its input and its training sits at chance for many rounds."""
+    from ... import methods
+    from ...state import model_state
+
+    s = max(preset["sparsities"])
+    out = {}
+    for m in ("snip", "feddst"):
+        if m not in preset["methods"]:
+            continue
+        cfg = config(preset, workload, m, s, seed, device)
+        su = Setup.build(cfg)
+        ctx = methods.RunContext(
+            su.model,
+            su.data.x_train,
+            su.data.y_train,
+            su.parts,
+            cfg.local_spec(),
+            cfg.seed,
+            su.data.num_classes,
+            cfg.backend,
+            cfg.clients_per_round,
+        )
+        dense = model_state(su.model)
+        start = methods.get(m)(ctx, **cfg.method_params).init_state(dense).model
+        x = su.data.x_test[:n_test]
+        out[m] = logit_spread(su.model, start, x) / logit_spread(su.model, dense, x)
+    return out
 
 
 def pruned_accuracy(demo: dict, sparsity: float) -> tuple[float, dict]:

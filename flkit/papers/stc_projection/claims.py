@@ -24,7 +24,16 @@ from .numbers import NUMBERS as PAPER
 from .study import PAPER_METHODS
 from .tables import METHOD_LABELS, PARTS
 
-__all__ = ["traffic", "rounds", "variance", "oscillation", "verdicts", "record"]
+__all__ = [
+    "traffic",
+    "rounds",
+    "variance",
+    "oscillation",
+    "verdicts",
+    "record",
+    "closing",
+    "link_summary",
+]
 
 
 def _name(part: str) -> str:
@@ -203,3 +212,41 @@ def record(
             }
         )
     return pd.DataFrame(rows)
+
+
+def closing(recorded, seeds) -> str:
+    """Markdown for the notebook's closing text, derived from the recorded verdicts (the
+    DataFrames :func:`record` returns), so every sentence is true of the run whatever the
+    verdicts are: the claims grouped by verdict, with the seeds they were judged on."""
+    from flkit.workbook.verdict import VERDICTS
+
+    frames = [f for f in recorded if f is not None and not f.empty]
+    if not frames:
+        return "No claim was recorded in this run."
+    allc = pd.concat(frames, ignore_index=True)
+    seeds = list(seeds)
+    lines = [f"Judged on seed(s) {seeds} (a claim holds only when it holds in every seed):", ""]
+    for v in VERDICTS:
+        got = allc[allc.verdict == v]
+        if got.empty:
+            continue
+        lines.append(f"* **{v}** ({len(got)}): " + "; ".join(got.claim))
+    return "\n".join(lines)
+
+
+def link_summary(tab: pd.DataFrame, target: float) -> str:
+    """One sentence per variant of ``study.link_ablation``'s table, from its numbers: rounds to the
+    target (mean over the seeds that reached it, and how many did) and the oscillation."""
+    out = []
+    for label, g in tab.groupby("variant", sort=False):
+        reached = g["rounds_to_target"].dropna()
+        when = (
+            f"reaches {target:.0%} at round {reached.mean():.0f} (mean of {len(reached)}/{len(g)} "
+            "seeds)"
+            if len(reached)
+            else f"does not reach {target:.0%} in any seed"
+        )
+        osc = g["oscillation"].mean()
+        osc = "not measured (too few rounds)" if pd.isna(osc) else f"{osc:.2f} points"
+        out.append(f"* {label}: {when}; oscillation {osc}")
+    return "\n".join(out)

@@ -245,3 +245,39 @@ def ablation_plot(df, title: str = ""):
             )
         )
     return fig
+
+
+COUNTERS = (
+    ("internal_projections", "internal projections per round"),
+    ("external_projections", "external projections per round"),
+    ("update_norm", "‖update‖ applied (before downlink STC)"),
+)
+
+
+def projection_counters(results: dict, title: str = "", smooth: int = 5):
+    """The projection's own counters per round for every run that has them (FedFV, STC-PA and
+    its link variants): internal and external projection steps and the norm of the applied
+    update; line = mean over seeds, smoothed over ``smooth`` rounds (a centred rolling mean).
+    ``results``: {(label, seed): RunResult}, e.g. ``study.link_ablation``'s. Returns the
+    Figure."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    by_label: dict = {}
+    for (label, _seed), r in results.items():
+        h = r.history
+        if "internal_projections" in h:
+            by_label.setdefault(label, []).append(h.set_index("round"))
+    with plots.style():
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), constrained_layout=True)
+        for label, hs in by_label.items():
+            for ax, (col, name) in zip(axes, COUNTERS):
+                s = pd.concat([h[col] for h in hs], axis=1).mean(axis=1)
+                s = s.rolling(max(int(smooth), 1), center=True, min_periods=1).mean()
+                ax.plot(s.index, s.values, label=label)
+                ax.set_title(name)
+                ax.set_xlabel("round")
+        axes[0].legend(fontsize=8)
+        if title:
+            fig.suptitle(title)
+    return fig

@@ -290,3 +290,99 @@ def _paper_preset():
         return dict(presets.load("01_stc_projection", "paper"))
     except FlkitError:  # pragma: no cover
         return {}
+
+
+# --------------------------------------------------------------------------- calibrating STC
+#: the parameters the paper leaves open that the STC calibration searches (preset key suffixes),
+#: and the run's length (the scale at which the search runs)
+CALIBRATION_KEYS = ("per_round", "lr", "epochs", "rounds")
+
+
+def calibration_row(
+    preset: dict, setting: dict, seed: int = 0, device: str = "auto", out_dir=None, progress=False
+) -> dict:
+    """One row of the STC calibration table (``regime.choose_setting``): FedAvg and STC only
+    (never STC-PA) on MNIST at the preset with ``setting`` ({"per_round", "lr", "epochs",
+    "rounds"}: any of them) overriding it; rounds to the preset's target, oscillation and best
+    accuracy of each."""
+    bad = sorted(set(setting) - set(CALIBRATION_KEYS))
+    if bad:
+        raise FlkitError(f"calibration setting keys {bad}; accepted: {list(CALIBRATION_KEYS)}")
+    p = dict(preset)
+    p.update({f"mnist_{k}": v for k, v in setting.items()})
+    target = float(p["mnist_target"])
+    row = {
+        "setting": ", ".join(f"{k}={setting[k]}" for k in CALIBRATION_KEYS if k in setting),
+        "run_rounds": int(p["mnist_rounds"]),
+        "seed": int(seed),
+    }
+    for m in ("fedavg", "stc"):
+        h = run(config(p, "mnist", m, seed, device), out_dir=out_dir, progress=progress).history
+        row[f"{m}_rounds"] = rounds_to_target(h, target)
+        row[f"{m}_oscillation"] = oscillation(h)
+        row[f"{m}_best"] = float(h["client_acc_mean"].max() * 100)
+    return row
+
+
+# --------------------------------------------------------------------------- which link
+#: the link ablation: (label, method, STC-PA's ``links``) -- which links carry STC
+LINK_VARIANTS = (
+    ("FedFV (no link compressed)", "fedfv", None),
+    ("STC up, dense down", "stc_pa", "uplink"),
+    ("dense up, STC down", "stc_pa", "downlink"),
+    ("STC-PA (both links)", "stc_pa", None),
+    ("STC (both links, no projection)", "stc", None),
+)
+
+
+def link_ablation(
+    preset: dict, seeds, device: str = "auto", progress: bool = True, out_dir=None
+) -> tuple[dict, pd.DataFrame]:
+    """STC-PA with STC on the uplink only, on the downlink only, on both (the paper) and on
+    neither (FedFV), beside plain STC, on MNIST at the preset's full run, every seed: which
+    compressed link takes the projection's gain away. The FedFV, STC-PA and STC runs are the
+    comparison's own (cached). Returns ({(label, seed): RunResult}, one row per variant and
+    seed with rounds to the target, final accuracy, oscillation and the mean projection
+    counters per round)."""
+    target = float(preset["mnist_target"])
+    results, rows = {}, []
+    for seed in seeds:
+        su = None
+        for label, method, links in LINK_VARIANTS:
+            over = {} if links is None else {"links": links}
+            cfg = config(preset, "mnist", method, seed, device, **over)
+            if su is None and not _cached(cfg, out_dir):
+                su = Setup.build(cfg)
+            r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+            results[(label, int(seed))] = r
+            h = r.history
+            rows.append(
+                {
+                    "variant": label,
+                    "seed": int(seed),
+                    "rounds_to_target": rounds_to_target(h, target),
+                    "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                    "oscillation": oscillation(h),
+                    "variance": mean_variance(h),
+                    "internal_proj/round": _mean_or_none(h, "internal_projections"),
+                    "external_proj/round": _mean_or_none(h, "external_projections"),
+                    "update_norm": _mean_or_none(h, "update_norm"),
+                }
+            )
+    return results, pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- threads
+def use_threads(preset: dict) -> int:
+    """Set torch's CPU threads to the preset's ``threads`` (0 keeps torch's default) and return
+    the count in use. The projection's float reductions round differently with another thread
+    count, so FedFV's and STC-PA's histories are bit-identical on a machine only at the same
+    count: the preset pins it and the notebook prints it."""
+    import torch
+
+    n = preset["threads"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise FlkitError(f"threads={n!r} in the preset; accepted: 0 (torch default) or an int >= 1")
+    if n > 0:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
