@@ -326,3 +326,27 @@ def local_split(parts, labels, test_frac: float, seed: int) -> tuple[list[Tensor
         train.append(torch.as_tensor(ix[~is_test]).to(dev))
         test.append(torch.as_tensor(ix[is_test]).to(dev))
     return train, test
+
+
+def writer_split(parts, labels, test_frac: float, seed: int) -> tuple[list[Tensor], list[Tensor]]:
+    """LEAF's per-writer train/test split (its ``split_data.py``, sample-based): each client keeps
+    max(1, int((1 - test_frac) * n)) of its n samples, drawn at random (seeded per client, stream
+    "writer-split"), for training and tests on the rest; a client with one sample only trains.
+    Per writer, not per class: a class with few samples per writer still reaches the test parts,
+    in proportion to its share on average. ``labels`` is not used (same signature as
+    :func:`local_split`)."""
+    if isinstance(test_frac, bool) or not isinstance(test_frac, (int, float)):
+        raise FlkitError(f"test_frac={test_frac!r} must be a number in [0, 1)")
+    check_range("test_frac", float(test_frac), 0, 1, high_open=True)
+    train, test = [], []
+    for i, p in enumerate(parts):
+        dev = p.device if isinstance(p, Tensor) else torch.device("cpu")
+        ix = np.asarray(p.detach().cpu() if isinstance(p, Tensor) else p, dtype=np.int64)
+        n = len(ix)
+        n_train = max(1, int((1.0 - float(test_frac)) * n + 1e-9)) if n else 0
+        order = numpy_rng(seed, "writer-split", i).permutation(n)
+        is_train = np.zeros(n, dtype=bool)
+        is_train[order[:n_train]] = True
+        train.append(torch.as_tensor(ix[is_train]).to(dev))
+        test.append(torch.as_tensor(ix[~is_train]).to(dev))
+    return train, test

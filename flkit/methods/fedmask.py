@@ -7,9 +7,12 @@ takes part it trains one extra local epoch and then prunes, for good, all but th
 fraction of its scores in the prunable layers (ranked together; FedMask by score, Signed by
 |score|): data-dependent, unstructured and per client. Clients upload their quantised masks at
 the positions they kept; the server takes, per position, the sample-weighted mean over the
-clients holding it and turns it back into a score: logit(clip(mean, eps, 1 - eps)) (FedMask) or
-arctanh(clip(mean, -1 + eps, 1 - eps)) (Signed). A client's model is the server's mask times its
-own pruning mask, with its own BatchNorm statistics.
+clients holding it and turns it back into a score (`writeback`, flkit.prune.supermask.WRITEBACKS):
+by default the tangent of the inverse at the split vote, 4 (mean - 1/2) (FedMask) or the mean
+(Signed), which keeps scores where the straight-through gradient is alive; "inverse" is
+logit(clip(mean, eps, 1 - eps)) or arctanh(clip(mean, -1 + eps, 1 - eps)), where a unanimous
+vote freezes. A client's model is the server's mask times its own pruning mask, with its own
+BatchNorm statistics; only clients that have trained (and pruned) are scored by default.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..prune import quantise, scaled_grads, supermask_transform
+from ..prune.supermask import WRITEBACKS, vote_to_score
 from ..state import broadcast_state
 from .base import ServerState
 from .hidenseek import FrozenFeatures, FrozenParams, train_once
-from .hyperparameters import real
+from .hyperparameters import choice, real
 from .personal import bits_updates, client_copies, scatter_rows, uniform_latents
 from .registry import register
 
@@ -36,6 +40,7 @@ class FedMask(FrozenFeatures):
     @dataclass(frozen=True)
     class Params(FrozenParams):
         sparsity: float = real(1e-4, 0.0)  # weight of the L1 term on sigmoid(score)
+        writeback: str = choice("linear", WRITEBACKS)  # mean vote -> score, alive by default
 
     @dataclass
     class State(ServerState):
@@ -170,10 +175,7 @@ class FedMask(FrozenFeatures):
             wv = w.view(-1, *[1] * (v.dim() - 1))
             den = (wv * h).sum(0)
             mean = (wv * h * v).sum(0) / den.clamp(min=1e-300)
-            if self.kind == "binary":
-                new = torch.logit(mean.clamp(self.hp.eps, 1 - self.hp.eps))
-            else:
-                new = torch.atanh(mean.clamp(-1 + self.hp.eps, 1 - self.hp.eps))
+            new = vote_to_score(mean, self.kind, self.hp.writeback, self.hp.eps)
             scores[n] = torch.where(den > 0, new, state.scores[n].double()).to(
                 state.scores[n].dtype
             )
@@ -191,6 +193,12 @@ class FedMask(FrozenFeatures):
 
     def round_metrics(self, state, updates):
         return {"prune_epochs": updates.extra["prune_epochs"]}
+
+    def trained_clients(self, state):
+        return state.pruned
+
+    def global_masks(self, state):
+        return {n: quantise(state.scores[n], self.kind) for n in self.masked}
 
     def client_models(self, state):
         for k in range(len(self.test_parts)):

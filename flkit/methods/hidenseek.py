@@ -32,7 +32,7 @@ from ..prune import (
     synflow_group_mask,
     weight_layers,
 )
-from ..prune.supermask import SURROGATES, bnn_sign_ste
+from ..prune.supermask import SURROGATES, WRITEBACKS, bnn_sign_ste, vote_to_score
 from ..prune.synflow import GROUP_SCORES
 from ..state import broadcast_state
 from ..utils import FlkitError, check_range
@@ -40,6 +40,7 @@ from .base import ServerState
 from .fedavg import FedAvg
 from .hyperparameters import anything, choice, integer, real
 from .personal import (
+    SCORE_CLIENTS,
     LocalSplitMethod,
     LocalSplitParams,
     bits_updates,
@@ -50,16 +51,24 @@ from .personal import (
 from .registry import register
 
 NORMALIZE = ("sampled", "all")
+#: a latent whose surrogate derivative is below this counts as saturated
+SATURATED = 1e-3
 
 
 def arctanh_aggregate(
-    signs: torch.Tensor, weights: torch.Tensor, eps: float = 1e-6, total: float | None = None
+    signs: torch.Tensor,
+    weights: torch.Tensor,
+    eps: float = 1e-6,
+    total: float | None = None,
+    writeback: str = "inverse",
 ) -> torch.Tensor:
     """HideNseek's server step: arctanh(clip(sum_k (n_k / n) s_k, -1 + eps, 1 - eps)).
 
     signs: [K, ...] in {-1, +1}; weights: [K] sample counts, normalised inside by n = their sum
     (the sampled clients) or by `total` (e.g. all clients' samples, the literal reading).
-    Clipping keeps unanimous votes finite: |result| <= arctanh(1 - eps) (7.25 for eps = 1e-6)."""
+    Clipping keeps unanimous votes finite: |result| <= arctanh(1 - eps) (7.25 for eps = 1e-6).
+    writeback="linear" returns the mean vote itself (the tangent of arctanh at 0), see
+    ``flkit.prune.supermask.WRITEBACKS``."""
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise FlkitError(f"eps={eps!r} must be a number in (0, 1)")
     check_range("eps", eps, 0, 1, low_open=True, high_open=True)
@@ -72,8 +81,9 @@ def arctanh_aggregate(
     if not bool(n > 0):
         raise FlkitError("the aggregation weights sum to 0; give positive sample counts")
     p = (w / n).to(signs.device).view(-1, *[1] * (signs.dim() - 1))
-    mean = (p * signs.to(torch.float64)).sum(0).clamp(-1 + eps, 1 - eps)
-    return torch.atanh(mean).to(signs.dtype if signs.is_floating_point() else torch.float32)
+    mean = (p * signs.to(torch.float64)).sum(0)
+    out = vote_to_score(mean, "sign", writeback, eps)
+    return out.to(signs.dtype if signs.is_floating_point() else torch.float32)
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,8 @@ class FrozenParams(LocalSplitParams):
     keep_ratio: float = real(0.8, 0.0, 1.0, low_open=True)  # fraction kept by the pruning
     prune_layers: list | None = anything(None)  # layer names; None: the model's default
     eps: float = real(1e-6, 0.0, 1.0, low_open=True, high_open=True)  # clip of the mean vote
+    writeback: str = choice("inverse", WRITEBACKS)  # mean vote -> latent score (supermask.py)
+    score_clients: str = choice("trained", SCORE_CLIENTS)  # who is scored (personal.py)
 
 
 class FrozenFeatures(LocalSplitMethod):
@@ -125,7 +137,10 @@ class HideNseek(FrozenFeatures):
     class Params(FrozenParams):
         prune_iterations: int = integer(100, 1)  # SynFlow iterations
         group_score: str = choice("l2", GROUP_SCORES)  # a channel's score from its weights'
-        normalize: str = choice("sampled", NORMALIZE)  # sign votes weighted over which clients
+        # sign votes weighted by n_k / n with n over all clients' samples (eq. 1, the literal
+        # reading: the weights sum to about the sampled share, so |latent| stays small) or over
+        # the sampled clients' ("sampled": unanimous votes land at the clip)
+        normalize: str = choice("all", NORMALIZE)
         head_lr: float = real(0.01, 0.0, low_open=True)  # the classifier's learning rate
         surrogate: str = choice("tanh", SURROGATES)  # gradient of the sign
 
@@ -133,6 +148,7 @@ class HideNseek(FrozenFeatures):
     class State(ServerState):
         latent: dict = field(default_factory=dict)  # {name: Tensor} the global latent scores
         client: dict = field(default_factory=dict)  # {name: Tensor[N, ...]} client-held tensors
+        trained: torch.Tensor | None = None  # [N] bool: the client has trained its head
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
@@ -190,7 +206,19 @@ class HideNseek(FrozenFeatures):
             model=self._global_model(model_state, latent),
             latent=latent,
             client=client_copies(model_state, self.client_held, n),
+            trained=torch.zeros(n, dtype=torch.bool, device=self.ctx.x.device),
         )
+
+    def trained_clients(self, state):
+        return state.trained
+
+    def global_masks(self, state):
+        return {
+            n: hard_sign(state.latent[n])[self.masks[n] > 0]
+            if n in self.masks
+            else hard_sign(state.latent[n])
+            for n in self.feat
+        }
 
     # -- client side
     def local_hooks(self, starts):
@@ -207,6 +235,8 @@ class HideNseek(FrozenFeatures):
         res = self.train(starts, clients, rnd)
         signs = {n: hard_sign(res.state[n]) for n in self.feat}
         held = scatter_rows(state.client, clients, {n: res.state[n] for n in self.client_held})
+        trained = state.trained.clone()
+        trained[list(clients)] = True
         return bits_updates(
             clients,
             signs,
@@ -214,13 +244,16 @@ class HideNseek(FrozenFeatures):
             res.train_loss,
             8 * self.sign_entries,
             client=held,
+            trained=trained,
         )
 
     # -- server side
     def aggregate(self, state, updates, rnd):
         total = float(self.sizes.sum()) if self.hp.normalize == "all" else None
         latent = {
-            n: arctanh_aggregate(updates.state[n], updates.weights, self.hp.eps, total)
+            n: arctanh_aggregate(
+                updates.state[n], updates.weights, self.hp.eps, total, self.hp.writeback
+            )
             for n in self.feat
         }
         # what clients hold is stored back for them, never averaged or broadcast
@@ -229,17 +262,24 @@ class HideNseek(FrozenFeatures):
             latent=latent,
             model=self._global_model(state.model, latent),
             client=updates.extra["client"],
+            trained=updates.extra["trained"],
         )
 
     def downlink_bits(self, state, clients):
         return [8 * self.sign_entries] * len(clients)
 
     def round_metrics(self, state, updates):
-        return {
-            "saturated": float(
-                torch.cat([v.abs().flatten() for v in state.latent.values()]).ge(7.0).float().mean()
-            )
-        }
+        """saturated: share of the unpruned latents whose surrogate derivative 1 - tanh^2 is
+        below 1e-3 (|latent| > 3.8): a local update of ordinary size cannot flip them."""
+        live = torch.cat(
+            [
+                (state.latent[n][self.masks[n] > 0] if n in self.masks else state.latent[n])
+                .abs()
+                .flatten()
+                for n in self.feat
+            ]
+        )
+        return {"saturated": float((1 - torch.tanh(live) ** 2).lt(SATURATED).float().mean())}
 
     def client_models(self, state):
         for k in range(len(self.test_parts)):
@@ -269,10 +309,18 @@ class FedAvgSplit(FedAvg, LocalSplitMethod):
 @register
 class BNNAvg(FedAvgSplit):
     """Latent real weights, binarised (times a fixed per-layer scale, mean |w0|) when used;
-    hidden activations binarised by sign; clients upload signs, the server averages them (sample
-    weighted) into the next latent weights. Real: BN parameters, biases; 1 byte per parameter."""
+    hidden activations binarised by sign; clients upload signs, the server's sample-weighted sum
+    of them, over all clients' samples by default (`normalize`), is the next latent weights.
+    Real: BN parameters, biases; 1 byte per parameter."""
 
     name = "bnnavg"
+
+    @dataclass(frozen=True)
+    class Params(LocalSplitParams):
+        # the signs' weights n_k / n, n over all clients' samples (eq. 1, as HideNseek): latents
+        # within about the sampled share of 0, which a local update can cross; "sampled": the
+        # plain mean vote, +-1 wherever the sampled clients agree
+        normalize: str = choice("all", NORMALIZE)
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
@@ -298,6 +346,17 @@ class BNNAvg(FedAvgSplit):
 
     def downlink_bits(self, state, clients):
         return [8 * self._n_params()] * len(clients)
+
+    def aggregate(self, state, updates, rnd):
+        new = super().aggregate(state, updates, rnd)
+        if self.hp.normalize == "sampled":
+            return new
+        share = updates.weights.sum().to(torch.float64) / self.sizes.sum().to(torch.float64)
+        scaled = {n: (new.model[n] * share).to(new.model[n].dtype) for n in self.bin}
+        return replace(new, model={**new.model, **scaled})
+
+    def global_masks(self, state):
+        return {n: hard_sign(state.model[n]) for n in self.bin}
 
     def client_models(self, state):
         model = {

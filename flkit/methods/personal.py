@@ -1,11 +1,17 @@
 """Methods scored on per-client local test splits, and the frozen-weight bookkeeping shared by the
 supermask methods (HideNseek, FedMask, Signed) and BNNAvg.
 
-Every client splits its data once (stratified by label, seeded, `local_test_frac`) into a local
-training part, the only data it trains on, and a local test part. The reported accuracy is the
-test-size-weighted mean over ALL clients of each client's accuracy on its own test part with its
-own model (its personalised model where the method has one), i.e. correct / total over the union of
-the local test parts. The dataset's global test set is not used.
+Every client splits its data once (seeded, `local_test_frac`) into a local training part, the only
+data it trains on, and a local test part: stratified by label (`local_split="stratified"`), or as
+LEAF splits a writer (`"writer"`: a seeded random share of the writer's samples, classes in
+proportion on average, so classes with few samples per writer still reach the test parts). The
+reported accuracy is the test-size-weighted mean of each scored client's accuracy on its own test
+part with its own model, i.e. correct / total over the union of their local test parts (the
+paper's "inference accuracy"). A method whose clients hold a personal part (a head, a pruning
+mask, BatchNorm statistics) scores, by default, only the clients that trained it
+(`score_clients="trained"`; "all" also scores never-sampled clients with their initial personal
+part); `coverage` is the share of clients with a local test part that are scored. The dataset's
+global test set is not used.
 """
 
 from __future__ import annotations
@@ -17,16 +23,21 @@ import torch
 from torch.func import functional_call
 from torch.nn import functional
 
-from ..data.partition import local_split
+from ..data.partition import local_split, writer_split
+from ..prune.supermask import flip_share
 from ..state import broadcast_state
 from ..utils import FlkitError, derive_seed, generator
 from .base import ClientUpdates, Method, RoundLog, ServerState
-from .hyperparameters import Hyperparameters, real
+from .hyperparameters import Hyperparameters, choice, real
+
+LOCAL_SPLITS = ("stratified", "writer")
+SCORE_CLIENTS = ("trained", "all")
 
 
 @dataclass(frozen=True)
 class LocalSplitParams(Hyperparameters):
     local_test_frac: float = real(0.25, 0.0, 1.0, low_open=True, high_open=True)
+    local_split: str = choice("stratified", LOCAL_SPLITS)  # how a client's test part is drawn
 
 
 class LocalSplitMethod(Method):
@@ -36,7 +47,8 @@ class LocalSplitMethod(Method):
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
-        ctx.parts, self.test_parts = local_split(
+        split = local_split if self.hp.local_split == "stratified" else writer_split
+        ctx.parts, self.test_parts = split(
             ctx.parts, ctx.y, self.hp.local_test_frac, derive_seed(ctx.seed, "local-test")
         )
         self.sizes = torch.tensor(
@@ -50,6 +62,34 @@ class LocalSplitMethod(Method):
         for k in range(len(self.test_parts)):
             yield k, state.model
 
+    def trained_clients(self, state: ServerState):
+        """[N] bool: which clients have trained their personal part; None for a method without
+        one (every client is scored with the global model)."""
+        return None
+
+    def scored(self, state: ServerState) -> list[int]:
+        """The clients whose local test part is scored (see the module docstring)."""
+        trained = self.trained_clients(state)
+        every = [k for k, ix in enumerate(self.test_parts) if len(ix)]
+        if trained is None or getattr(self.hp, "score_clients", "all") == "all":
+            return every
+        return [k for k in every if bool(trained[k])]
+
+    def coverage(self, state: ServerState) -> float:
+        """Share of the clients with a local test part that are scored."""
+        if self.trained_clients(state) is None:
+            raise FlkitError(
+                f"coverage of {self.name!r}: its clients hold no personal part (every client is "
+                "scored with the global model); accepted: a method with per-client heads or "
+                "masks, e.g. 'hidenseek', 'fedmask', 'signed'"
+            )
+        every = sum(1 for ix in self.test_parts if len(ix))
+        return len(self.scored(state)) / every if every else 0.0
+
+    def global_masks(self, state: ServerState):
+        """{name: Tensor} the global mask / sign entries (for the flip share); None: no mask."""
+        return None
+
     @torch.no_grad()
     def evaluate(self, state, x, y, per_class=None):
         """Test-size-weighted mean of the clients' local-test accuracies (x, y are not used)."""
@@ -58,10 +98,11 @@ class LocalSplitMethod(Method):
         model.eval()
         correct, loss, n = 0, 0.0, 0
         hits = torch.zeros(self.ctx.num_classes, device=cy.device)
+        scored = set(self.scored(state))
         try:
             for k, tensors in self.client_models(state):
                 ix = self.test_parts[k]
-                if len(ix) == 0:
+                if len(ix) == 0 or k not in scored:
                     continue
                 out = functional_call(model, dict(tensors), (cx[ix],))
                 pred = out.argmax(1)
@@ -72,10 +113,16 @@ class LocalSplitMethod(Method):
         finally:
             model.train(was)
         if n == 0:
-            raise FlkitError("no client has local test samples; raise local_test_frac")
+            if scored or not any(len(ix) for ix in self.test_parts):
+                raise FlkitError("no client has local test samples; raise local_test_frac")
+            # before any client has trained its personal part nothing is scored
+            nan = float("nan")
+            if per_class is None:
+                return nan, nan
+            return nan, nan, torch.full((per_class,), nan, device=cy.device)
         if per_class is None:
             return correct / n, loss / n
-        yt = torch.cat(list(self.test_parts))
+        yt = torch.cat([self.test_parts[k] for k in sorted(scored)])
         counts = torch.bincount(cy[yt], minlength=per_class).float()
         acc_c = torch.where(
             counts > 0, hits / counts.clamp(min=1), torch.full_like(counts, float("nan"))
@@ -95,6 +142,11 @@ class LocalSplitMethod(Method):
         new_state = self.aggregate(state, updates, rnd)
         w = updates.weights / updates.weights.sum()
         metrics = {"train_seconds": train_s, **self.round_metrics(new_state, updates)}
+        before = self.global_masks(state)
+        if before is not None:
+            metrics["flip_share"] = flip_share(before, self.global_masks(new_state))
+        if self.trained_clients(new_state) is not None:
+            metrics["coverage"] = self.coverage(new_state)
         return new_state, RoundLog(
             list(updates.bits_up), list(down), float((w * updates.train_loss).sum()), metrics
         )

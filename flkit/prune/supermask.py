@@ -21,6 +21,14 @@ from torch import nn
 from ..utils import FlkitError, check_choice
 
 SURROGATES = ("tanh", "literal")
+#: how a server turns the clients' mean vote back into a latent score:
+#: "inverse" the inverse of the surrogate (arctanh for signs, logit for binary masks) of the
+#:   clipped mean, the paper's eq. 8; a unanimous vote lands at the clip, where the surrogate's
+#:   derivative is about eps, so the next local update cannot flip it;
+#: "linear" the tangent of that inverse at the split vote (arctanh(m) ~ m, logit(p) ~ 4 (p - 1/2)):
+#:   the same mask (same sign / same side of 0.5), with |score| <= 1 (signs) or <= 2 (binary),
+#:   where the straight-through gradient is at least 0.42 (tanh') or 0.10 (sigmoid') of its peak.
+WRITEBACKS = ("inverse", "linear")
 
 
 def hard_sign(x: torch.Tensor) -> torch.Tensor:
@@ -49,6 +57,32 @@ def bnn_sign_ste(w: torch.Tensor) -> torch.Tensor:
 
 
 QUANTISERS = {"sign": sign_ste, "binary": binary_ste}
+
+
+def vote_to_score(
+    mean: torch.Tensor, kind: str = "sign", writeback: str = "inverse", eps: float = 1e-6
+) -> torch.Tensor:
+    """The latent score a server writes back for a mean vote (see ``WRITEBACKS``).
+
+    kind "sign": mean in [-1, 1]; "inverse" arctanh(clip(mean, -1 + eps, 1 - eps)), "linear"
+    clip(mean, -1, 1). kind "binary": mean in [0, 1]; "inverse" logit(clip(mean, eps, 1 - eps)),
+    "linear" 4 (clip(mean, 0, 1) - 1/2). Both write-backs give every position the same mask."""
+    check_choice("supermask kind", kind, tuple(QUANTISERS))
+    check_choice("write-back", writeback, WRITEBACKS)
+    if kind == "sign":
+        if writeback == "inverse":
+            return torch.atanh(mean.clamp(-1 + eps, 1 - eps))
+        return mean.clamp(-1.0, 1.0)
+    if writeback == "inverse":
+        return torch.logit(mean.clamp(eps, 1 - eps))
+    return 4.0 * (mean.clamp(0.0, 1.0) - 0.5)
+
+
+def flip_share(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]) -> float:
+    """Share of the mask entries (the tensors of ``before``) whose value differs in ``after``."""
+    changed = sum(int((before[n] != after[n]).sum()) for n in before)
+    total = sum(v.numel() for v in before.values())
+    return changed / total if total else 0.0
 
 
 class _MaskedSign(torch.autograd.Function):

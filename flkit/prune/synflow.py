@@ -146,7 +146,8 @@ def synflow_group_mask(
     Iteration k = 1..iterations re-scores the network with the current mask and keeps the top
     keep_ratio**(k / iterations) fraction of all groups of `layers` (ranked together, strict
     threshold). The model itself is not modified. dtype=torch.float64 guards against overflow of
-    the path products in deep networks (float32 gives the same VGG9 mask, about twice as fast)."""
+    the path products in deep networks (float32 gives the same VGG9 mask, faster: the measured
+    times are in benchmarks/RESULTS.md, HideNseek section)."""
     check_range("keep_ratio", keep_ratio, 0, 1, low_open=True)
     if isinstance(iterations, bool) or not isinstance(iterations, int):
         raise FlkitError(f"iterations={iterations!r} must be an integer >= 1")

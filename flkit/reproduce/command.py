@@ -141,8 +141,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "--preset",
         default="cpu",
         help="preset every notebook runs at: smoke (seconds, CPU), cpu (real data, "
-        "scaled down; default), paper (the paper's settings, GPU) or long (01 and 03 "
-        "only: the paper's regime on a free 2-core CPU machine, 37 and 68 min)",
+        "scaled down; default), paper (the paper's settings, GPU) or long (the "
+        "notebooks that have one: the paper's regime on a free 2-core CPU machine, up "
+        "to 2 h each)",
     )
     p.add_argument(
         "--only",

@@ -5,10 +5,11 @@ flkit.experiment.run (cached on disk, resumable), results as DataFrames.
     runs = main_runs(P)   # long table: task, method, seed, round, accuracy, bytes, time
     accuracy_table(runs)                  # Table 1: final accuracy, mean and std over seeds
 
-Measures, fixed before any run: accuracy = the test-size-weighted mean over all clients of each
-client's accuracy on its own local test split with its own model, at the last round (and the mean
-of the last three evaluations); bytes = per participating client per round, MiB; time = the sum
-over rounds of the measured local-training seconds (one-shot pruning epochs included).
+Measures, fixed before any run: accuracy = the test-size-weighted mean over the scored clients of
+each client's accuracy on its own local test split with its own model, at the last round (methods
+with personal heads or masks score only the clients that trained them; ``coverage`` = the share of
+clients scored, beside every accuracy); bytes = per participating client per round, MiB; time =
+the sum over rounds of the measured local-training seconds (one-shot pruning epochs included).
 """
 
 from __future__ import annotations
@@ -35,7 +36,26 @@ LABELS = {
     "signed": "Signed",
     "hidenseek": "HideNseek",
 }
-LR = {"fedavg_split": 0.001, "bnnavg": 0.01, "fedmask": 0.001, "signed": 0.001, "hidenseek": 10.0}
+#: the paper's learning rates (Sec. 4.2)
+PAPER_LR = {
+    "fedavg_split": 0.001,
+    "bnnavg": 0.01,
+    "fedmask": 0.001,
+    "signed": 0.001,
+    "hidenseek": 10.0,
+}
+#: the learning rates we run: the paper's, except the score learning rate of a supermask method
+#: whose scores do not move at the paper's, chosen once by ``regime.choose_score_lr`` on the HAR
+#: grid ``SCORE_LR_GRID`` (README, "Decisions")
+LR = {**PAPER_LR, "fedmask": 100.0, "signed": 10.0, "bnnavg": 1.0}
+SCORE_LR_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
+#: how the supermask methods turn votes into scores and whom they score (README, "Decisions")
+SUPERMASK_PARAMS = {
+    "hidenseek": {"normalize": "all", "writeback": "inverse", "score_clients": "trained"},
+    "fedmask": {"writeback": "linear", "score_clients": "trained"},
+    "signed": {"writeback": "linear", "score_clients": "trained"},
+    "bnnavg": {"normalize": "all"},
+}
 LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
 MIB = 2**20
 
@@ -59,15 +79,20 @@ def config(
     family = task.split("_")[0]
     check_choice("task", family, tuple(LOCAL_TEST))
     mp = {"local_test_frac": LOCAL_TEST[family]}
+    if family == "femnist":  # LEAF's per-writer split, not per class
+        mp["local_split"] = "writer"
     if method in ("hidenseek", "fedmask", "signed"):
         mp.update(keep_ratio=float(preset["keep_ratio"]), eps=float(preset["eps"]))
+    # passed explicitly, so that a run cached before a default changed is never served
+    mp.update(SUPERMASK_PARAMS.get(method, {}))
     if method == "hidenseek":
         mp.update(prune_iterations=int(preset["prune_iterations"]))
+    lr = float(method_over.pop("lr", LR[method]))
     mp.update(method_over)
     epochs = int(preset["har_epochs"] if family == "har" else preset["local_epochs"])
     common = dict(
         method=method,
-        lr=LR[method],
+        lr=lr,
         momentum=0.9,
         local_epochs=epochs,
         batch_size=int(preset["batch_size"]),
@@ -183,9 +208,12 @@ def keep_ratio_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.D
 
 
 def eps_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
-    """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation."""
+    """Sensitivity of HideNseek on HAR to the clip eps of the arctanh aggregation, with the votes
+    normalised over the sampled clients (``normalize="sampled"``): only there does a unanimous
+    vote reach the clip (normalised over all clients the mean vote stays within the sampled
+    share, and eps never binds)."""
     jobs = [
-        ("har", "hidenseek", s, {"eps": e}, {"eps": e})
+        ("har", "hidenseek", s, {"eps": e}, {"eps": e, "normalize": "sampled"})
         for e in [preset["eps"], *preset["eps_grid"]]
         for s in seeds(preset, seed)
     ]
@@ -194,18 +222,27 @@ def eps_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFram
 
 # --------------------------------------------------------------------------- tables
 def final_accuracy(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
-    """Per run: the last evaluated accuracy and the mean of its last three evaluations (%)."""
+    """Per run: the last evaluated accuracy (%), the mean of its last three evaluations (%) and
+    the share of clients scored at that evaluation (NaN: the method scores every client with the
+    global model)."""
     ev = runs.dropna(subset=["test_accuracy"])
     keys = list(by) + ["seed"]
-    last = ev.groupby(keys).tail(1).set_index(keys)["test_accuracy"] * 100
-    tail = ev.groupby(keys)["test_accuracy"].apply(lambda s: s.tail(3).mean() * 100)
-    return pd.DataFrame({"final": last, "last3": tail}).reset_index()
+    tail = ev.groupby(keys).tail(1).set_index(keys)
+    last = tail["test_accuracy"] * 100
+    mean3 = ev.groupby(keys)["test_accuracy"].apply(lambda s: s.tail(3).mean() * 100)
+    cover = tail["coverage"] if "coverage" in tail else pd.Series(float("nan"), index=tail.index)
+    return pd.DataFrame({"final": last, "last3": mean3, "coverage": cover}).reset_index()
 
 
 def accuracy_table(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
-    """Mean and std over seeds of the final accuracy (%), one row per task and method."""
+    """Mean and std over seeds of the final accuracy (%), one row per task and method, with the
+    smallest share of clients scored over the seeds (``coverage``; NaN: every client is scored
+    with the global model)."""
     f = final_accuracy(runs, by)
-    return f.groupby(list(by))["final"].agg(["mean", "std", "count"]).reset_index()
+    g = f.groupby(list(by))
+    out = g["final"].agg(["mean", "std", "count"])
+    out["coverage"] = g["coverage"].min()
+    return out.reset_index()
 
 
 def bytes_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -321,3 +358,34 @@ def aggregate_votes(signs, weights, rule: str = "arctanh", eps: float = 1e-6) ->
         return arctanh_aggregate(signs, weights, eps)
     w = weights / weights.sum()
     return (w.view(-1, 1) * signs).sum(0)
+
+
+def score_lr_grid(
+    preset,
+    methods=("fedmask", "signed", "bnnavg"),
+    grid=SCORE_LR_GRID,
+    seed: int = 0,
+    device="auto",
+    progress=False,
+) -> pd.DataFrame:
+    """The cheap runs that choose each supermask method's score learning rate: HAR at the
+    preset's scale, one seed, every lr of ``grid``; one row per (method, lr) with the regime
+    indicators ``regime.choose_score_lr`` reads (smallest flip share per round from round 3,
+    final accuracy above chance in points)."""
+    from .regime import FIRST_FLIP_ROUND, chance
+
+    rows = []
+    for method in methods:
+        for lr in grid:
+            h = _history(config(preset, "har", method, seed, device, lr=lr), progress)
+            late = h.loc[h["round"] >= FIRST_FLIP_ROUND, "flip_share"]
+            acc = h.dropna(subset=["test_accuracy"]).test_accuracy.iloc[-1] * 100
+            rows.append(
+                {
+                    "method": method,
+                    "lr": float(lr),
+                    "flip_share": float(late.min()),
+                    "above_chance": float(acc - chance("har")),
+                }
+            )
+    return pd.DataFrame(rows)

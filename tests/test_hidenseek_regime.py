@@ -1,0 +1,152 @@
+"""Notebook 04's regime rules on hand-built inputs: FedMask's gap to HideNseek, coverage, the
+per-method table, and the score learning rate chosen by the indicators alone."""
+
+import pandas as pd
+import pytest
+
+from flkit.papers.hidenseek import regime
+from flkit.utils import FlkitError
+
+
+def _acc(hs, fm):
+    return pd.DataFrame(
+        {
+            "task": ["har", "har", "femnist", "femnist"],
+            "method": ["HideNseek", "FedMask", "HideNseek", "FedMask"],
+            "mean": [hs[0], fm[0], hs[1], fm[1]],
+        }
+    )
+
+
+def _runs(flips, coverage):
+    rows = []
+    for method in ("HideNseek", "FedMask"):
+        for rnd, f in enumerate(flips, start=1):
+            rows.append(
+                {
+                    "task": "har",
+                    "method": method,
+                    "seed": 0,
+                    "round": rnd,
+                    "flip_share": f,
+                    "coverage": coverage[rnd - 1],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_fedmask_gap_and_coverage_rules():
+    runs = _runs([0.3, 0.1, 0.02, 0.04], [0.1, 0.5, 0.7, 0.8])
+    # gaps: HAR 80 - 70 = 10, FEMNIST 60 - 10 = 50 (FedMask not the paper's working baseline)
+    ours = regime.measure(runs, _acc((80.0, 60.0), (70.0, 10.0)))
+    assert ours["fedmask_gap"] == pytest.approx(50.0)
+    assert ours["coverage"] == pytest.approx(0.8)  # the last round's
+    assert ours["flip_share"] == pytest.approx(0.02)  # the smaller of rounds 3 and 4
+    inside = {r.indicator.key: r.inside for r in regime.readings(ours)}
+    assert inside == {
+        "flip_share": True,
+        "above_chance": False,  # FedMask on FEMNIST: 10 - 100/62 < 20 points
+        "fedmask_gap": False,
+        "coverage": True,
+    }
+    ok = regime.measure(runs, _acc((80.0, 60.0), (70.0, 58.0)))
+    assert ok["fedmask_gap"] == pytest.approx(10.0) and regime.in_regime(ok)
+    low = regime.measure(runs.assign(coverage=0.5), _acc((80.0, 60.0), (70.0, 58.0)))
+    assert not regime.in_regime(low)  # half the clients scored
+    for name in ("beats_baselines", "more_clients_no_help"):
+        assert set(regime.CLAIMS[name]) == set(regime.INDICATORS)
+
+
+def test_per_method_table():
+    tab = regime.per_method(
+        _runs([0.3, 0.1, 0.02, 0.04], [0.1, 0.5, 0.7, 0.8]), _acc((80, 60), (70, 10))
+    )
+    row = tab[tab.method == "FedMask"].iloc[0]
+    assert row.flip_share == pytest.approx(0.02) and row.coverage == pytest.approx(0.8)
+    assert row.above_chance == pytest.approx(70 - 100 / 6)
+
+
+def test_score_lr_is_the_smallest_that_keeps_learning():
+    grid = pd.DataFrame(
+        {
+            "method": ["fedmask"] * 4 + ["bnnavg"] * 2,
+            "lr": [0.001, 0.1, 10.0, 100.0, 0.01, 1.0],
+            "flip_share": [0.0, 0.0, 0.001, 0.01, 0.0, 0.0],
+            # lr 100 ends higher, but lr 10 already meets both rules: 10 is chosen
+            "above_chance": [-5.0, 1.0, 30.0, 60.0, 50.0, 2.0],
+        }
+    )
+    assert regime.choose_score_lr(grid) == {"bnnavg": None, "fedmask": 10.0}
+    with pytest.raises(FlkitError, match="accepted: at least"):
+        regime.choose_score_lr(grid.drop(columns=["flip_share"]))
+
+
+def _tables(act_coverage):
+    methods = ["FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek"]
+    tasks = ["har", "femnist", "mnist_a0.1", "mnist_a1"]
+    personal = ("FedMask", "Signed", "HideNseek")
+    acc = pd.DataFrame(
+        [
+            {
+                "task": t,
+                "method": m,
+                "mean": 50.0 + i,
+                "std": 1.0,
+                "count": 2,
+                "coverage": 0.9 if m in personal else float("nan"),
+            }
+            for t in tasks
+            for i, m in enumerate(methods)
+        ]
+    )
+    runs = pd.DataFrame(
+        [
+            {"task": t, "method": m, "seed": 0, "round": r, "flip_share": 0.01, "coverage": 0.9}
+            for t in tasks
+            for m in methods
+            for r in range(1, 5)
+        ]
+    )
+    act = pd.DataFrame(
+        [
+            {"active": a, "method": m, "mean": 60.0, "std": 0.0, "count": 2, "coverage": c}
+            for a, c in ((2, act_coverage), (8, 0.9))
+            for m in ("HideNseek", "FedMask")
+        ]
+    )
+    return runs, acc, act
+
+
+def test_table4_claim_reads_the_coverage_of_its_own_runs():
+    from flkit.papers.hidenseek import record
+    from flkit.workbook import presets
+    from flkit.workbook.report import Report
+
+    preset = presets.load("04_hidenseek", "cpu")
+    methods = ["FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek"]
+    byt = pd.DataFrame(
+        [
+            {"task": "har", "method": m, "up_MiB": v, "down_MiB": v}
+            for m, v in zip(methods, [4, 1, 0.5, 0.5, 0.3])
+        ]
+    )
+    tim = pd.DataFrame(
+        [
+            {"task": "har", "method": m, "per_round_s": v, "total_s": 10 * v}
+            for m, v in zip(methods, [1, 2, 4, 4, 3])
+        ]
+    )
+    kr = pd.DataFrame(
+        [
+            {"task": t, "keep_ratio": k, "mean": 60.0, "std": 0.0, "count": 2, "coverage": 0.9}
+            for t in ("mnist_a0.1", "mnist_a1")
+            for k in (0.2, 0.8)
+        ]
+    )
+    claim = "More active clients do not help HideNseek"
+    for cover, outside in ((0.5, True), (0.9, False)):
+        runs, acc, act = _tables(cover)
+        report = Report("04_hidenseek", preset, 0, device="cpu")
+        out = record.record_claims(report, preset, runs, acc, byt, tim, kr, act)
+        verdict = out.set_index("claim").at[claim, "verdict"]
+        assert (verdict == "outside regime") is outside
