@@ -64,6 +64,7 @@ class InversionResult:
     iters: torch.Tensor  # [K] iterations until the client stopped (the whole run if never)
     init_loss: torch.Tensor  # [K]
     final_loss: torch.Tensor  # [K] Disparity of the returned (x, y)
+    snapshots: list | None = None  # [(iteration, x, y)] every `snapshot_every` iterations
 
 
 def check_model_mode(model: nn.Module, mode: str) -> None:
@@ -186,14 +187,18 @@ def invert(
     box=None,
     backend: str = "auto",
     topk=None,
+    snapshot_every: int = 0,
 ) -> InversionResult:
     """Optimise surrogate data (x0, y0: [K, R, ...], [K, R, C]) so that the unroll from `start`
     ({name: [K, ...]}) reproduces `target` ({name: [K, ...]} updates of the trainable tensors).
 
     topk: one kept fraction per client (a sequence of K), overriding `spec.topk`, so that
     inversions with different masks share one batched computation. A client that met the
-    stopping tolerance leaves the batch: the later iterations compute only the others."""
+    stopping tolerance leaves the batch: the later iterations compute only the others.
+    snapshot_every > 0 keeps a copy of (x, y) before iteration 0, snapshot_every, ... and after
+    the last one (``InversionResult.snapshots``), to measure how the estimate improves."""
     check_model_mode(model, spec.model_mode)
+    check_range("snapshot_every", snapshot_every, 0)
     names = [n for n in param_names(model) if n in target]
     if not names:
         raise FlkitError("target holds none of the model's trainable tensors")
@@ -219,6 +224,7 @@ def invert(
     best_x, best_y = x.detach().clone(), y.detach().clone()
     stopped = torch.full((k,), -1, dtype=torch.long)
     losses = []
+    snaps = [] if snapshot_every > 0 else None
 
     def disparity(xx, yy, grad, rows=None):
         st, gl, mk = start, goal, mask
@@ -239,6 +245,8 @@ def invert(
         return (diff * mk if mk is not None else diff).sum(1)
 
     for it in range(spec.iters):
+        if snaps is not None and it % snapshot_every == 0:
+            snaps.append((it, x.detach().clone(), y.detach().clone()))
         live = stopped < 0
         if bool(live.all()):
             loss = disparity(x, y, True)
@@ -268,4 +276,6 @@ def invert(
     best_x[on], best_y[on] = x.detach()[on], y.detach()[on]
     iters = torch.where(stopped >= 0, stopped, torch.full_like(stopped, len(losses)))
     final = disparity(best_x, best_y, False).detach().cpu()
-    return InversionResult(best_x, best_y, torch.stack(losses), iters, losses[0], final)
+    if snaps is not None:
+        snaps.append((len(losses), best_x.clone(), best_y.clone()))
+    return InversionResult(best_x, best_y, torch.stack(losses), iters, losses[0], final, snaps)

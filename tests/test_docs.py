@@ -554,7 +554,7 @@ class LearningRateDecay(Hyperparameters):
         in found["ErrorFeedback.step"][0]
     )
     assert "returns 4 values" in found["resolve_backend"][0]
-    assert "'backend', 'topk']" in found["invert"][0]
+    assert "'backend', 'topk', 'snapshot_every']" in found["invert"][0]
     assert "has no attribute 'downlink'" in found["Method.downlink"][0]
     assert "BACKENDS" in found["BACKENDS"][0]
     assert "'low_open': True" in found["LearningRateDecay"][0]  # the rule, not only the default

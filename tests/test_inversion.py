@@ -199,22 +199,39 @@ def test_topk_mask_keeps_exactly_k():
         topk_mask(flat, 0.0)
 
 
-def test_stopping_tolerance_reports_iterations():
+def test_stopping_tolerance_stops_where_the_rule_first_holds():
+    """The stop iteration is the first it >= window at which the Disparity of an unstopped run
+    (tol 0, same iterations and schedule) fell by at most tol x its value `window` iterations
+    earlier; the stopped run's losses equal the unstopped run's up to there."""
     model = nn.Sequential(nn.Linear(4, 2)).double()
     w0 = broadcast_state(model_state(model), 1)
     local = LocalSpec(lr=0.1, batch_size=4, steps=1)
     target = {n: torch.zeros_like(v) for n, v in w0.items()}
     x0, y0 = init_data(1, InversionSpec(size=4), (4,), 2, 0, [0], "cpu", torch.float64)
-    res = invert(
-        model,
-        w0,
-        target,
-        local,
-        InversionSpec(size=4, iters=400, lr=0.05, tol=0.5, window=5),
-        x0,
-        y0,
+    tol, window = 0.5, 5
+    full = invert(model, w0, target, local, InversionSpec(size=4, iters=400, lr=0.05), x0, y0)
+    loss = full.losses[:, 0]
+    expect = next(
+        it for it in range(window, 400) if loss[it - window] - loss[it] <= tol * loss[it - window]
     )
-    assert int(res.iters[0]) < 400 and res.losses.shape[0] == int(res.iters[0]) + 1
+    spec = InversionSpec(size=4, iters=400, lr=0.05, tol=tol, window=window)
+    res = invert(model, w0, target, local, spec, x0, y0)
+    assert int(res.iters[0]) == expect
+    assert torch.allclose(res.losses[:, 0], loss[: expect + 1], rtol=1e-12)
+
+
+def test_snapshots_every_k_iterations_and_the_result():
+    model = nn.Sequential(nn.Linear(4, 2)).double()
+    w0 = broadcast_state(model_state(model), 1)
+    local = LocalSpec(lr=0.1, batch_size=4, steps=1)
+    target = {n: 0.01 * torch.ones_like(v) for n, v in w0.items()}
+    x0, y0 = init_data(1, InversionSpec(size=4), (4,), 2, 0, [0], "cpu", torch.float64)
+    res = invert(model, w0, target, local, InversionSpec(size=4, iters=5), x0, y0, snapshot_every=2)
+    assert [it for it, _, _ in res.snapshots] == [0, 2, 4, 5]
+    assert torch.equal(res.snapshots[0][1], x0) and torch.equal(res.snapshots[-1][1], res.x)
+    assert (
+        invert(model, w0, target, local, InversionSpec(size=4, iters=2), x0, y0).snapshots is None
+    )
 
 
 def test_box_and_schedule_and_modes():

@@ -40,8 +40,8 @@ def _staleness_acc() -> pd.DataFrame:
 
 
 def test_staleness_accuracy_at_another_tau_leaves_the_paper_cell_empty(tmp_path):
-    preset = presets.load("05_staleness", "cpu")  # tau = 20: the paper's Table 10 is at tau = 40
-    assert preset["tau"] != 40
+    preset = presets.load("05_staleness", "cpu", tau=20, partition="dirichlet")
+    assert preset["tau"] != 40  # the paper's Table 10 is at tau = 40
     r = _report(tmp_path)
     st_record.record_accuracy(r, preset, _staleness_acc())
     rows = _rows(r)
@@ -53,7 +53,7 @@ def test_staleness_accuracy_at_another_tau_leaves_the_paper_cell_empty(tmp_path)
 
 
 def test_staleness_accuracy_at_the_papers_setting_sits_beside_table_10(tmp_path):
-    preset = presets.load("05_staleness", "cpu", tau=40)  # alpha is 0.1 at cpu
+    preset = presets.load("05_staleness", "cpu", tau=40, partition="dirichlet")  # alpha 0.1
     r = _report(tmp_path)
     st_record.record_accuracy(r, preset, _staleness_acc())
     rows = _rows(r)
@@ -62,6 +62,11 @@ def test_staleness_accuracy_at_the_papers_setting_sits_beside_table_10(tmp_path)
     assert rows["Time, Unweighted"]["paper"] == 128
     assert rows["affected-class accuracy, Unstale"]["paper"] is None  # not in the paper's table
     _units_where_paper(r)
+    one = presets.load("05_staleness", "cpu", tau=40, partition="one_class")
+    r2 = _report(tmp_path / "one")
+    st_record.record_accuracy(r2, one, _staleness_acc())
+    unw = _rows(r2)["affected-class accuracy, Unweighted"]
+    assert unw["paper"] is None and "one class per client" in unw["note"]  # not Table 10's data
 
 
 def test_staleness_estimation_and_detection_pair_only_matching_settings(tmp_path):
@@ -96,14 +101,15 @@ def test_staleness_switch_round_says_when_there_was_none(tmp_path):
     preset = presets.load("05_staleness", "cpu")
     r = _report(tmp_path)
     st_record.record_switching(r, preset, pd.DataFrame({"round": [5, 10], "gamma": [1.0, 1.0]}))
-    row = _rows(r)["first round of the switch back (gamma < 1)"]
+    name = "round the switch back is detected (E1 > E2)"
+    row = _rows(r)[name]
     assert row["measured"] is None and f"no switch in {preset['rounds']} rounds" in row["note"]
-    assert "of 800" in row["note"] and row["paper"] == 155
+    assert "round 155 of 800" in row["note"] and row["paper"] is None  # runs of other lengths
     r2 = _report(tmp_path)
-    st_record.record_switching(
-        r2, preset, pd.DataFrame({"round": [5, 10, 15], "gamma": [1, 0.8, 0.5]})
-    )
-    assert _rows(r2)["first round of the switch back (gamma < 1)"]["measured"] == 10
+    nan = float("nan")
+    sw = pd.DataFrame({"round": [5, 10, 15], "gamma": [1, 1, 0.5], "switch_round": [nan, 52, 52]})
+    st_record.record_switching(r2, preset, sw)
+    assert _rows(r2)[name]["measured"] == 52 - preset["tau"]  # effective tau rounds later
 
 
 def _active(counts) -> pd.DataFrame:
@@ -272,7 +278,7 @@ def test_staleness_gi_cost_rows_name_our_setting(tmp_path):
 def test_staleness_sweep_pairs_table_11_only_at_its_alpha(tmp_path):
     cols = pd.MultiIndex.from_product([["tau=10", "tau=100"], ["acc", "time"]])
     table = pd.DataFrame([[70.0, 110.0, 40.0, 150.0]], index=["unweighted"], columns=cols)
-    preset = presets.load("05_staleness", "cpu")  # alpha = 0.1: Table 11's setting
+    preset = presets.load("05_staleness", "cpu", tau=20, partition="dirichlet")  # Table 11's alpha
     r = _report(tmp_path)
     st_record.record_sweep(r, preset, "tau", table)
     rows = _rows(r)

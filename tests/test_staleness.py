@@ -132,23 +132,39 @@ def test_fifo_gives_exact_lag_and_stale_clients_normal_before_tau():
 def test_wpred_prediction_and_correction_by_hand():
     ctx = _ctx()
     m = WPred(ctx, tau=3, affected_class=2, num_stale=2)
-    fifo = [{"w": torch.tensor([1.0])}, {"w": torch.tensor([2.0])}] + [
-        {"w": torch.tensor([9.0])}
-    ] * 3
-    pred = m.stale_start({}, fifo)
-    assert torch.allclose(pred["w"], torch.tensor([2.0 + 3 * (2.0 - 1.0)]))
+    # full window: FIFO w^0..w^6 (2 tau + 1 models), w^(t-tau) = w^3 = 4, w^(t-2 tau) = w^0 = 1
+    vals = [1.0, 2.0, 3.5, 4.0, 9.0, 9.0, 9.0]
+    pred = m.stale_start({}, [{"w": torch.tensor([v])} for v in vals])
+    assert torch.allclose(pred["w"], torch.tensor([4.0 + (4.0 - 1.0)]))
+    # early: FIFO w^0..w^4, w^(t-tau) = w^1 = 2, one past round: 2 + (2 - 1) (not 2 + 3 x 1)
+    pred_early = m.stale_start({}, [{"w": torch.tensor([v])} for v in vals[:2] + [9.0] * 3])
+    assert torch.allclose(pred_early["w"], torch.tensor([3.0]))
     m.param_names = ["w"]
     info = {"delta": {"w": torch.tensor([[0.1]])}, "now": {"w": torch.tensor([4.0])}, "start": pred}
     use, _ = m.adjust({}, info)
-    assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 5.0)]]))
+    assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 7.0)]]))
 
 
-def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
+def test_wpred_prediction_is_damped_on_a_decaying_trajectory():
+    """Global steps that halve every round (large early steps, as in training): the prediction
+    stays within the distance the model has already travelled, where extrapolating tau times the
+    latest step (the diverging rule) overshoots by far."""
+    tau = 10
+    m = WPred(_ctx(), tau=tau, affected_class=2, num_stale=2)
+    w = [sum(0.5**k for k in range(i)) for i in range(tau + 2)]  # w^i -> 2
+    fifo = [{"w": torch.tensor([v])} for v in w]  # t - tau = 1: one past step
+    then = w[1]
+    pred = float(m.stale_start({}, fifo)["w"])
+    assert pred == pytest.approx(then + (w[1] - w[0]))
+    assert abs(pred - then) <= abs(then - w[0]) + 1e-12
+    assert abs(then + tau * (w[1] - w[0]) - then) == pytest.approx(10.0)  # the old rule
+
+
+def test_wpred_round_uses_the_lagged_models_and_the_drift():
     """A whole W-Pred round with two stale clients (0, 1): they train from
-    w^(t-tau) + tau (w^(t-tau) - w^(t-tau-1)) built from the global models the run really had
-    (lag tau, not tau - 1; factor tau; the latest global step, not the one before), their update
-    is first-order corrected with w^t minus that prediction, and the mean takes w^t + Delta_use.
-    At t = tau only w^(t-tau) exists before it: no extrapolation."""
+    w^(t-tau) + (w^(t-tau) - w^(t-2 tau)) built from the global models the run really had (lag
+    tau, not tau - 1), their update is first-order corrected with w^t minus that prediction, and
+    the mean takes w^t + Delta_use. At t = tau no past model exists: the start is w^0."""
     tau = 2
     m, state, models, _ = _run(WPred, 6, _ctx(), tau=tau, affected_class=2, num_stale=2)
     t = 6  # round 7 = t 6: block [0, 1, 2], clients 0 and 1 stale
@@ -159,8 +175,8 @@ def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
     assert clients == [0, 1, 2]
     new, log = m.round(state, clients, t + 1)
     assert log.metrics["stale_participants"] == 2
-    then, prev = models[t - tau], models[t - tau - 1]
-    pred = {n: then[n] + tau * (then[n] - prev[n]) for n in now}
+    then, past = models[t - tau], models[t - 2 * tau]
+    pred = {n: then[n] + (then[n] - past[n]) for n in now}
     for n in now:
         assert torch.allclose(captured["info"]["start"][n], pred[n], atol=1e-12)
     stale = m.train({n: torch.stack([pred[n]] * 2) for n in now}, [0, 1], t + 1)
@@ -171,7 +187,7 @@ def test_wpred_round_uses_the_lagged_models_and_the_extrapolation_factor():
         assert torch.allclose(captured["use"][n], use, atol=1e-12)
         expect = (now[n] + use[0] + now[n] + use[1] + normal.state[n][0]) / 3
         assert torch.allclose(new.model[n], expect, atol=1e-12)
-    # first stale round (t = tau): w^(t-tau-1) does not exist, the client trains from w^0
+    # first stale round (t = tau): no model before w^(t-tau) = w^0, the client trains from w^0
     m2, _, models2, _ = _run(WPred, 2, _ctx(), tau=tau, affected_class=2, num_stale=2)
     first = {}
     m2.adjust = lambda st, info: (first.update(info) or info["delta"], {})
@@ -201,12 +217,16 @@ def test_asyn_tiers_population_weights_by_hand():
 
 
 def test_weighted_scales_the_stale_delta():
-    ctx = _ctx()
-    _, s_w, _, _ = _run(
-        methods.get("weighted"), 5, ctx, tau=3, affected_class=2, num_stale=2, b=3.0, a=1.0
+    """Delta_use = s(tau) Delta with s = 1 / (1 + e^(a (tau - b))): a = 1, b = 2, tau = 3 gives
+    1 / (1 + e) = 0.268941..., checked on the round's own stale delta."""
+    m, state, _, _ = _run(
+        methods.get("weighted"), 4, _ctx(), tau=3, affected_class=2, num_stale=2, b=2.0, a=1.0
     )
-    _, s_u, _, _ = _run(methods.get("unweighted"), 5, _ctx(), tau=3, affected_class=2, num_stale=2)
-    assert not torch.allclose(s_w.model["0.weight"], s_u.model["0.weight"])
+    captured = _spy_adjust(m)
+    _, log = m.round(state, m.select_clients(state, 5), 5)
+    assert log.metrics["stale_weight"] == pytest.approx(0.2689414213699951)
+    for n, d in captured["info"]["delta"].items():
+        assert torch.allclose(captured["use"][n], 0.2689414213699951 * d, atol=1e-12)
 
 
 def test_gi_disabled_equals_unweighted_and_enabled_changes_the_model():
@@ -263,11 +283,18 @@ def test_gi_round_aggregates_the_estimate():
         ({"gi_iters": 0}, "gi_iters"),
         ({"gamma_window": -0.5}, "gamma_window"),
         ({"participation": "random"}, "participation"),
+        ({"tau": 2.5}, "tau"),
+        ({"gi_tol": -0.1}, "gi_tol"),
     ],
 )
 def test_bad_input_is_refused_before_training(params, match):
     with pytest.raises(FlkitError, match=match):
         methods.get("gi_staleness")(_ctx(), **{"affected_class": 2, "num_stale": 2, **params})
+
+
+def test_unknown_wpred_rule_names_the_accepted_ones():
+    with pytest.raises(FlkitError, match="'extrapolate'.*drift"):
+        WPred(_ctx(), tau=2, affected_class=2, num_stale=2, predict="extrapolate")
 
 
 def test_gi_refuses_minibatch_clients():

@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from flkit.methods.staleness import first_order, weighted_factor
 from flkit.papers.staleness import claims, exercise, study
@@ -57,10 +58,45 @@ def test_estimation_and_switch_claims():
         ]
     )
     assert claims.gi_error_lower_at_large_tau(err)[0]
-    sw = pd.DataFrame({"err_gi_l1": [0.5, 0.5, 0.5, 0.5], "err_stale_l1": [0.9, 0.8, 0.6, 0.4]})
-    assert claims.e2_falls_below_e1(sw)[0]
-    sw2 = pd.DataFrame({"err_gi_l1": [0.3, 0.3, 0.3, 0.3], "err_stale_l1": [0.9, 0.8, 0.6, 0.4]})
+    sw = pd.DataFrame({"err_gi_l1": [0.5] * 4, "err_stale_l1": [0.9, 0.45, 0.4, 0.3]})
+    assert claims.e2_falls_below_e1(sw)[0]  # last 3: E2 0.383 < E1 0.5
+    sw2 = pd.DataFrame({"err_gi_l1": [0.3] * 4, "err_stale_l1": [0.9, 0.8, 0.6, 0.4]})
     assert not claims.e2_falls_below_e1(sw2)[0]
+    # one noisy round below E1 is not the crossing: E2 shrinks (0.733 -> 0.633) and dips to 0.4
+    # once, but its mean over the last 3 rounds (0.633) stays above E1 (0.5)
+    dip = pd.DataFrame({"err_gi_l1": [0.5] * 6, "err_stale_l1": [0.9, 0.9, 0.4, 0.7, 0.6, 0.6]})
+    assert not claims.e2_falls_below_e1(dip)[0]
+
+
+def test_efficiency_claims_judge_topk_and_warm_start_apart():
+    eff = pd.DataFrame(
+        [
+            {
+                "device": "top-5 %",
+                "target_error": 0.33,
+                "reference_iterations": 200.0,
+                "device_iterations": 60.0,
+                "reached": 2,
+                "clients": 2,
+                "saved": 0.7,
+            },
+            {
+                "device": "warm start",
+                "target_error": 0.3,
+                "reference_iterations": 300.0,
+                "device_iterations": float("nan"),
+                "reached": 1,
+                "clients": 2,
+                "saved": float("nan"),
+            },
+        ]
+    )
+    holds, ev = claims.topk_saves_iterations(eff)
+    assert holds and "60 iterations vs 200" in ev and "70 % saved" in ev
+    holds, ev = claims.warm_start_saves_iterations(eff)
+    assert holds is False and "1 of 2 clients" in ev  # a client never reached the error
+    eff.loc[1, ["device_iterations", "reached", "saved"]] = [300.0, 2, 0.0]
+    assert claims.warm_start_saves_iterations(eff)[0] is False  # as many iterations: no saving
 
 
 def test_time_column_by_hand():
@@ -106,11 +142,73 @@ def test_exercise_checker(capsys):
 
 
 def test_presets_share_keys_and_configs_validate():
-    tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "paper")}
+    tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "long", "paper")}
     keys = {p: set(t) for p, t in tables.items()}
-    assert keys["smoke"] == keys["cpu"] == keys["paper"]
+    assert keys["smoke"] == keys["cpu"] == keys["long"] == keys["paper"]
     for _p, preset in tables.items():
         for m in preset["methods"]:
             cfg = study.config(preset, m, 0)
             assert cfg.method_params["tau"] == preset["tau"]
             assert cfg.batch_size >= preset["samples_per_client"]  # full-batch local GD
+
+
+def test_iterations_to_a_target_error_by_hand():
+    from flkit.papers.staleness.estimation import iterations_to
+
+    its = [0, 10, 20, 30]
+    err = torch.tensor([[0.9, 0.9], [0.5, 0.8], [0.3, 0.7], [0.35, 0.6]])
+    got = iterations_to(its, err, torch.tensor([0.4, 0.5]))
+    assert got[0] == 20 and math.isnan(got[1])  # client 1 never gets to 0.5
+    assert iterations_to(its, err, torch.tensor([0.9, 0.6])).tolist() == [0.0, 30.0]
+
+
+def test_efficiency_study_at_smoke():
+    """End to end on the smoke preset: the unmasked cold start reaches its own final error (the
+    reference) by construction, every row measures the same clients."""
+    from flkit.papers.staleness import estimation
+
+    pre = presets.load("05_staleness", "smoke")
+    eff = estimation.efficiency(pre, estimation.Trajectory(pre, 0))
+    assert eff["device"].tolist() == ["top-5 %", "warm start"]
+    assert (eff["clients"] == pre["est_clients"]).all()
+    assert (eff["reference_iterations"] <= pre["stop_iters"]).all()
+    assert eff.loc[0, "target_error"] == pytest.approx(eff.loc[1, "target_error"] + 0.03)
+
+
+def test_one_class_partition_config_and_bad_partition():
+    from flkit.utils import FlkitError
+
+    pre = dict(presets.load("05_staleness", "cpu"))
+    cfg = study.config({**pre, "partition": "one_class"}, "unweighted", 0)
+    assert (cfg.partition, cfg.partition_kwargs) == ("shards", {"shards_per_client": 1})
+    cfg = study.config({**pre, "partition": "dirichlet"}, "unweighted", 0)
+    assert cfg.partition == "dirichlet" and cfg.partition_kwargs["alpha"] == pre["alpha"]
+    with pytest.raises(FlkitError, match="'iid'.*dirichlet.*one_class"):
+        study.config({**pre, "partition": "iid"}, "unweighted", 0)
+
+
+def test_dropout_floor_is_measured_beside_the_estimators():
+    """Two trainings of the same clients from the same model differ only by their dropout draws:
+    a positive error that is the same at every tau (the model has dropout)."""
+    from flkit.papers.staleness import estimation
+
+    pre = presets.load("05_staleness", "smoke")
+    err = estimation.estimation_error(pre, estimation.Trajectory(pre, 0))
+    floor = err[err.estimator == "dropout floor"]
+    assert sorted(floor["tau"]) == sorted(pre["est_taus"])
+    assert (floor["cos"] > 0).all() and floor["cos"].nunique() == 1
+
+
+def test_gi_gain_is_read_per_seed():
+    acc = pd.DataFrame(
+        {"acc": [70.0, 60.0], "time": [100.0, 130.0]}, index=["gi_staleness", "unweighted"]
+    )
+    rows = []
+    for m, finals in {"gi_staleness": [0.8, 0.6], "unweighted": [0.5, 0.7]}.items():
+        for s, a in enumerate(finals):
+            rows.append({"method": m, "seed": s, "round": 1, "affected_accuracy": a})
+    hist = pd.DataFrame(rows)
+    assert claims.per_seed_gain(hist, "gi_staleness", "unweighted") == pytest.approx([30, -10])
+    assert claims.gi_beats_unweighted(acc)[0]  # the mean alone: +10 points
+    holds, ev = claims.gi_beats_unweighted(acc, hist=hist)
+    assert not holds and "per seed +30.0, -10.0 points" in ev  # one seed loses

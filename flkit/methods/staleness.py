@@ -131,7 +131,7 @@ class StalenessMethod(Method):
     Params = StalenessParams
     State = StalenessState
     stale_enabled = False
-    extra_history = 0  # additional global models the FIFO keeps (W-Pred: 1)
+    extra_history = 0  # additional global models the FIFO keeps (W-Pred: tau)
 
     def check_params(self):
         ctx, hp = self.ctx, self.hp
@@ -290,25 +290,45 @@ class FirstOrder(Unweighted):
         ), {}
 
 
+def drift_prediction(then: dict, past: dict) -> dict:
+    """W-Pred's predicted global model: `then` = w^(t-tau) moved once more by the drift it made
+    since `past` = w^(t-tau-span), span = min(tau, t - tau) rounds: then + (then - past). With
+    span = tau this continues the mean global step of the last tau rounds for tau rounds; it is
+    damped by construction: the prediction never moves farther than the model already moved over
+    span rounds (a single early, large step is never scaled up by tau)."""
+    return {
+        n: then[n] + (then[n] - past[n]) if then[n].is_floating_point() else then[n] for n in then
+    }
+
+
+#: how W-Pred predicts the future global model ("drift": the mean global step over the last
+#: tau rounds, the smoothed step that Hakimi et al.'s look-ahead uses in place of the last one)
+W_PRED_RULES = ("drift",)
+
+
 class WPred(FirstOrder):
-    """The stale client trains from a predicted global model w^(t-tau) + tau (w^(t-tau) -
-    w^(t-tau-1)) (linear extrapolation of the latest global step; no extrapolation when
-    w^(t-tau-1) does not exist yet); its update is then first-order corrected by
-    w^t - prediction."""
+    """Future-weight prediction (Hakimi et al. 2019, as the paper describes it): the stale client
+    trains from a prediction of w^t made at t - tau, then its update is first-order corrected by
+    w^t minus that prediction. The prediction (`predict="drift"`, :func:`drift_prediction`) adds
+    to w^(t-tau) the drift of the last min(tau, t - tau) rounds (at t = tau, with no past model,
+    it is w^(t-tau) itself)."""
 
     name = "w_pred"
-    extra_history = 1
+
+    @dataclass(frozen=True)
+    class Params(StalenessParams):
+        lam: float = real(4.0, 0.0)  # lambda' of the compensation
+        predict: str = choice("drift", W_PRED_RULES)
+
+    @property
+    def extra_history(self):
+        return self.hp.tau  # w^(t-2 tau): the start of the drift window
 
     def stale_start(self, state, fifo):
         tau = self.hp.tau
         then = fifo[-(tau + 1)]
-        if len(fifo) < tau + 2:
-            return then
-        prev = fifo[-(tau + 2)]
-        return {
-            n: then[n] + tau * (then[n] - prev[n]) if then[n].is_floating_point() else then[n]
-            for n in then
-        }
+        span = min(tau, len(fifo) - (tau + 1))
+        return drift_prediction(then, fifo[-(tau + 1) - span])
 
     def adjust(self, state, info):
         return _first_order_all(

@@ -6,7 +6,8 @@ and re-runs the client's local program on it from the current global model,
 with top-K masked targets, warm-started surrogate data per client, an optional uniqueness test
 (only stale updates far from the unstale ones of round t - tau are inverted) and the switch back
 to plain aggregation: when the oracle shows that the estimate is worse than the stale update
-(E1 > margin * E2), the switch takes effect `switch_delay` rounds later (the truth about w^t only
+(mean E1 > margin * mean E2 over the last `switch_window` inversion rounds, :func:`switch_due`),
+the switch takes effect `switch_delay` rounds later (the truth about w^t only
 arrives then) and gamma falls linearly to 0 over `gamma_window` x the rounds before the switch.
 """
 
@@ -31,6 +32,20 @@ from .staleness import (
 )
 
 
+def switch_due(errors, window: int, margin: float = 1.0) -> bool:
+    """The switching test on a window: `errors` holds (E1, E2) per inversion round (each the mean
+    over that round's inverted clients); the switch is due once `window` rounds are there and
+    their mean E1 exceeds `margin` x their mean E2. The paper compares E1 and E2 as curves over
+    training averaged over clients (Fig. 5), so one round's comparison, often of one client, is
+    read as too noisy to end the inversions."""
+    last = list(errors)[-window:]
+    if len(last) < window:
+        return False
+    e1 = sum(e for e, _ in last) / window
+    e2 = sum(e for _, e in last) / window
+    return e1 > margin * e2
+
+
 class GIStaleness(Unweighted):
     name = "gi_staleness"
 
@@ -51,6 +66,7 @@ class GIStaleness(Unweighted):
         switch: str = choice("paper", ("paper", "none"))  # switch back to plain aggregation
         switch_metric: str = choice("l1", ("l1", "cos"))
         switch_margin: float = real(1.0, 0.0, low_open=True)
+        switch_window: int = integer(5, 1)  # inversion rounds whose mean errors are compared
         switch_delay: int | None = integer(None, 0, optional=True)  # None: tau rounds
         switch_at: int | None = integer(None, 0, optional=True)  # a fixed switching round
         gamma_window: float = real(0.1, 0.0)  # ramp length, as a fraction of the switch round
@@ -59,6 +75,7 @@ class GIStaleness(Unweighted):
     class State(StalenessState):
         cache: dict = field(default_factory=dict)  # {client: (surrogate x, label logits)}
         unstale_hist: list = field(default_factory=list)  # flat unstale updates per round
+        switch_errors: list = field(default_factory=list)  # (E1, E2) of each inversion round
         switch_detected: int | None = None  # the round the oracle showed the estimate worse
         switch_round: int | None = None  # the round gamma starts to fall
 
@@ -201,8 +218,9 @@ class GIStaleness(Unweighted):
             and hp.switch == "paper"
             and hp.switch_at is None
         ):
-            e1, e2 = self._switch_errors(info)
-            if e1 > hp.switch_margin * e2:
+            errs = [*state.switch_errors, self._switch_errors(info)][-hp.switch_window :]
+            new = replace(new, switch_errors=errs)
+            if switch_due(errs, hp.switch_window, hp.switch_margin):
                 delay = hp.tau if hp.switch_delay is None else hp.switch_delay
                 new = replace(new, switch_detected=info["t"], switch_round=info["t"] + delay)
         return new

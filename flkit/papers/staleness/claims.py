@@ -40,13 +40,31 @@ def compensations_track_unweighted(acc: pd.DataFrame, tol: float = 2.0, chance: 
     ) + " vs Unweighted"
 
 
-def gi_beats_unweighted(acc: pd.DataFrame, min_gain: float = 2.0):
+def per_seed_gain(hist: pd.DataFrame, a: str, b: str, last: int = 3) -> list:
+    """Per seed, method `a` minus method `b` in final affected-class accuracy (points; mean of
+    the last `last` evaluations): the seed-to-seed noise a mean gain is read against."""
+    ev = hist.dropna(subset=["affected_accuracy"])
+    fin = {
+        k: 100 * g.sort_values("round")["affected_accuracy"].tail(last).mean()
+        for k, g in ev.groupby(["method", "seed"])
+    }
+    seeds = sorted({s for m, s in fin if m in (a, b)})
+    return [fin[(a, s)] - fin[(b, s)] for s in seeds if (a, s) in fin and (b, s) in fin]
+
+
+def gi_beats_unweighted(acc: pd.DataFrame, min_gain: float = 2.0, hist=None):
     """Ours ends at least `min_gain` points above Unweighted and Unweighted needs more rounds
-    (Time > 100) to reach the common target."""
+    (Time > 100) to reach the common target; with `hist`, every seed's gain is positive too
+    (the mean is read against the seeds' spread, named in the evidence)."""
     g, u = acc.loc["gi_staleness", "acc"], acc.loc["unweighted", "acc"]
     t = acc.loc["unweighted", "time"]
     ok = g - u >= min_gain and (t > 100 if not math.isnan(t) else False)
-    return ok, f"Ours {g:.1f} % vs Unweighted {u:.1f} % (Unweighted's Time {t:.0f} vs Ours 100)"
+    ev = f"Ours {g:.1f} % vs Unweighted {u:.1f} % (Unweighted's Time {t:.0f} vs Ours 100)"
+    if hist is not None:
+        gains = per_seed_gain(hist, "gi_staleness", "unweighted")
+        ok = ok and bool(gains) and min(gains) > 0
+        ev += "; per seed " + ", ".join(f"{x:+.1f}" for x in gains) + " points"
+    return ok, ev
 
 
 def gi_error_lower_at_large_tau(err: pd.DataFrame):
@@ -63,35 +81,51 @@ def gi_error_lower_at_large_tau(err: pd.DataFrame):
     )
 
 
-def e2_falls_below_e1(sw: pd.DataFrame, col: str = "l1"):
-    """E2 (stale vs truth) shrinks over training and ends below E1 (GI vs truth) at some round."""
+def e2_falls_below_e1(sw: pd.DataFrame, col: str = "l1", window: int = 3):
+    """E2 (stale vs truth) shrinks over training (second half below the first) and, over the last
+    `window` inversion rounds, is below E1 (GI vs truth) on average: the late crossing, not a
+    single round where the noise puts E2 under E1."""
     if len(sw) < 2:
         return None, "fewer than two rounds with an inversion"
     e1, e2 = sw[f"err_gi_{col}"].values, sw[f"err_stale_{col}"].values
     half = len(e2) // 2 or 1
     shrinks = e2[half:].mean() < e2[:half].mean()
-    below = (e2 < e1).any()
+    below = e2[-window:].mean() < e1[-window:].mean()
     return bool(shrinks and below), (
         f"E2 first half {e2[:half].mean():.3f}, second half "
         f"{e2[half:].mean():.3f}; E2 < E1 in {(e2 < e1).sum()} of "
-        f"{len(e2)} inversion rounds"
+        f"{len(e2)} inversion rounds; last {min(window, len(e2))}: E2 {e2[-window:].mean():.3f} "
+        f"vs E1 {e1[-window:].mean():.3f}"
     )
 
 
-def efficiency_devices(sparse: pd.DataFrame, warm: pd.DataFrame, max_error_rise: float = 0.1):
-    """Top-5 % masking saves iterations with an error rise <= `max_error_rise` (cosine distance),
-    and warm start saves iterations when the data did not change."""
-    row = sparse[(sparse["sparsification"] - 0.95).abs() < 1e-9]
+def _saves(eff: pd.DataFrame, device: str):
+    row = eff[eff["device"].str.startswith(device)]
     if row.empty:
-        return None, "top-5 % not measured"
-    saved = float(row["computation_reduction"].iloc[0])
-    rise = float(row["error"].iloc[0] - sparse["error"].iloc[0])
-    w = float(warm[warm["data_changed"] == 0]["saved"].iloc[0])
-    ok = saved > 0 and rise <= max_error_rise and w > 0
-    return ok, (
-        f"top-5 %: {100 * saved:.0f} % fewer iterations, error {rise:+.3f}; "
-        f"warm start saves {100 * w:.0f} %"
+        return None, f"{device} not measured"
+    r = row.iloc[0]
+    ev = (
+        f"{r['device']}: {r['device_iterations']:.0f} iterations vs "
+        f"{r['reference_iterations']:.0f} "
+        f"(unmasked cold start) to the estimation error {r['target_error']:.3f}, reached by "
+        f"{int(r['reached'])} of {int(r['clients'])} clients"
     )
+    if r["reached"] < r["clients"]:
+        return False, ev
+    return bool(r["saved"] > 0), f"{ev}; {100 * r['saved']:.0f} % saved"
+
+
+def topk_saves_iterations(eff: pd.DataFrame):
+    """The top-K masked inversion reaches the unmasked cold start's estimation error (plus the
+    error rise the paper accepts) in fewer iterations, for every client
+    (``estimation.efficiency``)."""
+    return _saves(eff, "top-")
+
+
+def warm_start_saves_iterations(eff: pd.DataFrame):
+    """The warm-started inversion (data unchanged) reaches the cold start's estimation error in
+    fewer iterations, for every client (``estimation.efficiency``)."""
+    return _saves(eff, "warm")
 
 
 def privacy_degrades(priv: pd.DataFrame, factor: float = 2.0):

@@ -9,8 +9,14 @@ import torch
 
 from ...data.partition import label_counts, partition
 from ...experiment import RunConfig, Setup, run
+from ...methods.staleness import stale_clients
 from ...state import model_state
-from ...utils import derive_seed
+from ...utils import FlkitError, derive_seed
+from . import regime
+
+#: how the clients' data is drawn: Dirichlet label proportions (the paper's tables) or one class
+#: per client (the official one-class script)
+PARTITIONS = ("dirichlet", "one_class")
 
 NAMES = {
     "unstale": "Unstale",
@@ -44,18 +50,29 @@ def config(
         )
     mp.update(extra)
     ds = {k: preset[f"{k}"] for k in ("train_subset", "test_subset") if preset[k]}
+    scheme = preset.get("partition", "dirichlet")
+    if scheme not in PARTITIONS:
+        raise FlkitError(f"partition={scheme!r}; accepted: {list(PARTITIONS)}")
+    if scheme == "one_class":
+        # the official one-class script: the label-sorted data cut into one contiguous chunk per
+        # client, chunks dealt at random (a chunk may straddle two classes), so the stale clients
+        # (the holders of the most affected-class samples) are that class's holders
+        part, pkw = "shards", {"shards_per_client": 1}
+    else:
+        part = "dirichlet"
+        pkw = {
+            "alpha": float(preset["alpha"] if alpha is None else alpha),
+            "samples_per_client": preset["samples_per_client"],
+            "rounding": "floor",
+        }
     return RunConfig(
         backend=preset["backend"],
         method=method,
         dataset=preset["dataset"],
         model=preset["model"],
         num_clients=preset["num_clients"],
-        partition="dirichlet",
-        partition_kwargs={
-            "alpha": float(preset["alpha"] if alpha is None else alpha),
-            "samples_per_client": preset["samples_per_client"],
-            "rounding": "floor",
-        },
+        partition=part,
+        partition_kwargs=pkw,
         clients_per_round=preset["per_round"],
         local_epochs=None,
         local_steps=preset["local_steps"],
@@ -100,7 +117,7 @@ def compare(
             cfg = config(preset, m, s, alpha, tau)
             h = run(cfg, setup=fresh_setup(cfg), progress=progress).history.copy()
             h["method"], h["seed"] = m, s
-            h["alpha"] = cfg.partition_kwargs["alpha"]
+            h["alpha"] = cfg.partition_kwargs.get("alpha", float("nan"))
             h["tau"] = cfg.method_params["tau"]
             frames.append(h)
     return pd.concat(frames, ignore_index=True)
@@ -160,6 +177,18 @@ def sweep(preset, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
         t.columns = pd.MultiIndex.from_product([[f"{which}={v:g}"], t.columns])
         parts.append(t)
     return pd.concat(parts, axis=1)
+
+
+def affected_share(preset, seed: int) -> float:
+    """Share of the affected class's training samples held by the stale clients, mean over the
+    preset's seeds (regime indicator ``affected_share``)."""
+    out = []
+    for s in range(seed, seed + preset["seeds"]):
+        setup = fresh_setup(config(preset, "unstale", s))
+        y = setup.data.y_train
+        stale = stale_clients(setup.parts, y, preset["affected_class"], preset["num_stale"])
+        out.append(regime.affected_share(setup.parts, y, stale, preset["affected_class"]))
+    return float(sum(out) / len(out))
 
 
 def dirichlet_counts(preset, seed: int) -> dict:
