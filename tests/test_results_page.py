@@ -175,6 +175,25 @@ def test_publish_merges_writes_the_page_and_the_readme_column(tmp_path):
     assert rp.readme_table(readme, merged) == readme
 
 
+def test_publish_writes_each_paper_readmes_verdicts_block(tmp_path):
+    run, entries = _folder(tmp_path)
+    paper = tmp_path / "flkit" / "papers" / "stc" / "README.md"
+    paper.parent.mkdir(parents=True)
+    paper.write_text(
+        f"# STC\n\n## What reproduces\n\n{rp.VERDICTS_BEGIN}\nSTALE ROWS\n{rp.VERDICTS_END}\n"
+    )
+    rp.publish(run, root=tmp_path)
+    text = paper.read_text()
+    assert "STALE ROWS" not in text and text.startswith("# STC\n\n## What reproduces\n\n")
+    assert "#### At `cpu`: 1 of 2 hold, 1 outside regime\n" in text
+    assert "| claim | verdict | evidence | regime: ours; paper; rule | per seed |" in text
+    assert rp.readme_verdicts(text, "01_stc", entries) == text  # regenerating changes nothing
+    empty = rp.paper_verdicts("01_stc", [])
+    assert "No run of 01_stc has been published yet" in empty
+    with pytest.raises(FlkitError, match="no single verdicts block"):
+        rp.readme_verdicts("# STC\n", "01_stc", entries)
+
+
 def test_published_page_is_what_the_generator_writes():
     data, page = ROOT / "docs" / "results.json", ROOT / "docs" / "RESULTS.md"
     if not data.is_file():
@@ -185,3 +204,35 @@ def test_published_page_is_what_the_generator_writes():
     )
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert rp.readme_table(readme, entries) == readme, "README's results column is not generated"
+
+
+def test_every_paper_readme_holds_its_generated_verdicts():
+    data = ROOT / "docs" / "results.json"
+    entries = json.loads(data.read_text(encoding="utf-8")) if data.is_file() else []
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.ipynb"))
+    for nb in notebooks:
+        text = rp.paper_readme(ROOT, nb).read_text(encoding="utf-8")
+        assert rp.readme_verdicts(text, nb, entries) == text, (
+            f"the verdicts block of {nb}'s README is not what publishing writes"
+        )
+
+
+def test_the_report_names_the_commit_read_when_the_runs_started(tmp_path):
+    """HEAD can move while notebooks run (a commit made meanwhile); the page must name the commit
+    the runs started from, which is what each run records, or publishing refuses the folder."""
+    from flkit.reproduce.render import write_reports
+
+    start = {"commit": "a" * 40, "dirty": False}
+    plan = {
+        "out": tmp_path,
+        "runs": [],
+        "notebooks": [],
+        "seeds": [0],
+        "preset": "cpu",
+        "jobs": 1,
+        "overrides": {},
+        "notebooks_dir": str(tmp_path),
+        "source": start,
+    }
+    write_reports(plan, [], 1.0)
+    assert json.loads((tmp_path / "summary.json").read_text())["commit"] == "a" * 40

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..utils import FlkitError
 from ..workbook import presets
 from ..workbook.presets import unknown_choice
+from ..workbook.report import source_commit
 
 #: the folder holding the flkit package (a source checkout's root): on the kernels' PYTHONPATH
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -296,4 +297,7 @@ def plan(
         "jobs": jobs,
         "overrides": overrides,
         "notebooks_dir": str(folder.resolve()),
+        # read before any notebook starts: the commit the runs record, even if HEAD moves
+        # while they run
+        "source": source_commit(),
     }

@@ -347,7 +347,7 @@ def write_reports(plan_: dict, infos: list[dict], wall_time_s: float | None = No
         "wall_time_s": wall_time_s,
         "versions": versions(),
         "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        **source_commit(),
+        **(plan_.get("source") or source_commit()),
     }
     save_text(out / "report.md", _render_md(head, parts))
     save_text(out / "report.html", _render_html(head, parts, out))
