@@ -19,9 +19,9 @@ HOW = "seed 0, `flkit reproduce`, 2 CPU cores"
 RUN_TIMES: dict[str, tuple[float | None, str]] = {
     "00_fl_primer": (57, "2026-11-22"),
     "01_stc_projection": (1393.8, "2026-11-23"),
-    "02_feddip": (12.1 * 60, "2026-11-23"),
-    "03_fedast": (764.3, "2026-11-26"),
-    "04_hidenseek": (19.0 * 60, "2026-11-23"),
+    "02_feddip": (14.7 * 60, "2026-11-27"),
+    "03_fedast": (None, "2026-11-27"),
+    "04_hidenseek": (11.8 * 60, "2026-11-27"),
     "05_staleness": (826.6, "2026-11-26"),
 }
 
