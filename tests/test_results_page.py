@@ -112,6 +112,8 @@ def test_page_of_a_hand_made_folder_is_exactly_the_expected_markdown(tmp_path):
     assert rp.check_run_dir(run) == entries
     failed = rp.entry({**SECTION, "status": "FAILED"}, [], HEAD)  # a notebook that never finished
     assert rp.summary_line(failed) == "FAILED: no claims recorded" and failed["seeds"] == []
+    two_fail = {**entries[0], "claims": [{"verdict": "does not hold"}] * 2 + [{"verdict": "holds"}]}
+    assert rp.summary_line(two_fail) == "1 of 3 hold, 2 do not hold"
 
 
 def test_runs_from_another_commit_than_the_page_claims_are_refused(tmp_path):

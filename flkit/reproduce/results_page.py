@@ -152,7 +152,10 @@ def summary_line(e: dict) -> str:
         return status + "no claims recorded"
     n = {v: vs.count(v) for v in VERDICTS}
     parts = [f"{n[HOLDS]} of {len(vs)} hold"]
-    parts += [f"{n[v]} {v}" for v in (DOES_NOT_HOLD, OUTSIDE_REGIME, INCONCLUSIVE) if n[v]]
+    for v in (DOES_NOT_HOLD, OUTSIDE_REGIME, INCONCLUSIVE):
+        if n[v]:
+            said = "do not hold" if v == DOES_NOT_HOLD and n[v] > 1 else v
+            parts.append(f"{n[v]} {said}")
     return status + ", ".join(parts)
 
 
@@ -356,6 +359,16 @@ def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
     merged = [e for e in old if (e["notebook"], e["preset"]) not in keys] + new
     merged.sort(key=lambda e: (e["notebook"], e["preset"]))
     save_text(store, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+    return rewrite_pages(root)
+
+
+def rewrite_pages(root: str | Path) -> Path:
+    """Rewrite ``docs/RESULTS.md``, the README's results column and every paper README's verdicts
+    block from ``docs/results.json`` under ``root`` (what :func:`publish` does after merging; also
+    after a change to how the page is written). Returns the page's path."""
+    root = Path(root)
+    store = root / DOCS_DATA
+    merged = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
     save_text(root / DOCS_PAGE, render(merged))
     readme = root / README
     if readme.is_file():
