@@ -135,9 +135,11 @@ def test_readme_has_the_fixed_sections(folder):
 
 @pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
 def test_readme_holds_no_lab_log(folder):
+    # the verdicts block is generated from recorded runs and names their date on purpose
+    text = re.sub(r"<!-- verdicts:.*?<!-- /verdicts -->", "", _readme(folder), flags=re.DOTALL)
     lines = [
         f"{i}: {line.strip()[:100]}"
-        for i, line in enumerate(_readme(folder).splitlines(), 1)
+        for i, line in enumerate(text.splitlines(), 1)
         if LAB_LOG.search(line)
     ]
     assert not lines, (
