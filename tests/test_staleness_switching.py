@@ -99,3 +99,17 @@ def test_warm_start_reuses_the_clients_last_surrogate_data(monkeypatch):
     assert torch.equal(calls[1][0], calls[0][1])  # second start = first result
     assert not torch.equal(calls[0][0], calls[0][1])
     assert torch.equal(state.cache[0][0], calls[1][1][0])
+
+
+def test_detected_round_is_tau_before_the_switch_takes_effect():
+    import math
+
+    import pandas as pd
+
+    from flkit.papers.staleness.estimation import detected_round
+
+    nan = math.nan
+    sw = pd.DataFrame({"round": [5, 10, 15], "switch_round": [nan, 52, 52]})
+    assert detected_round(sw, 40) == 12  # effective at 52, detected 40 rounds earlier
+    assert detected_round(pd.DataFrame({"round": [5]}), 40) is None  # the rule never ran
+    assert detected_round(pd.DataFrame({"switch_round": [nan, nan]}), 40) is None

@@ -212,6 +212,22 @@ def sparsification(preset, tr: Trajectory) -> pd.DataFrame:
     return df
 
 
+def cold_start(tr: Trajectory, clients, size: int):
+    """The random surrogate data a cold-started inversion of ``clients`` begins from (seeded per
+    client, so the cold runs of Table 5 and of the efficiency study start from the same data)."""
+    x = tr.setup.data.x_train
+    return init_data(
+        len(clients),
+        InversionSpec(size=size),
+        x.shape[1:],
+        tr.setup.data.num_classes,
+        tr.method.ctx.seed,
+        [("cold", c) for c in clients],
+        x.device,
+        x.dtype,
+    )
+
+
 def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     """Table 5: iterations to the stopping tolerance of the next inversion of the same clients,
     warm-started from the previous surrogate data vs random, when a fraction of their data
@@ -234,8 +250,6 @@ def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     n_train = len(tr.setup.data.y_train)
     then = tr.models[t - tau]
     targets, xs, ys = [], [], []
-    x = tr.setup.data.x_train
-    cold_spec = InversionSpec(size=preset["est_size"])
     for change in preset["warm_changes"]:
         parts = list(tr.method.ctx.parts)
         g = torch.Generator().manual_seed(int(1000 * change) + 7)
@@ -246,16 +260,7 @@ def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
             ix[pos] = torch.randint(0, n_train, (k,), generator=g).to(ix.device)
             parts[c] = ix
         stale = tr.update(then, clients, parts=parts)
-        x0, y0 = init_data(
-            nc,
-            cold_spec,
-            x.shape[1:],
-            tr.setup.data.num_classes,
-            tr.method.ctx.seed,
-            [("cold", c) for c in clients],
-            x.device,
-            x.dtype,
-        )
+        x0, y0 = cold_start(tr, clients, preset["est_size"])
         targets += [stale, stale]
         xs += [x0, first.x]
         ys += [y0, first.y]
@@ -324,18 +329,7 @@ def efficiency(preset, tr: Trajectory, slack: float | None = None) -> pd.DataFra
     first = tr.invert(
         tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients), preset["est_size"], iters, 1.0
     )
-    x = tr.setup.data.x_train
-    cold = InversionSpec(size=preset["est_size"])
-    x0, y0 = init_data(
-        nc,
-        cold,
-        x.shape[1:],
-        tr.setup.data.num_classes,
-        tr.method.ctx.seed,
-        [("cold", c) for c in clients],
-        x.device,
-        x.dtype,
-    )
+    x0, y0 = cold_start(tr, clients, preset["est_size"])
     res = tr.invert(
         then,
         _repeat(stale, 3),
@@ -366,6 +360,15 @@ def efficiency(preset, tr: Trajectory, slack: float | None = None) -> pd.DataFra
             }
         )
     return pd.DataFrame(rows)
+
+
+def detected_round(sw: pd.DataFrame, tau: int) -> int | None:
+    """The round at which the server detects E1 > E2 in :func:`switching`'s table (its
+    ``switch_round`` is when the switch takes effect, tau rounds after detection); None when the
+    rule never fired."""
+    if "switch_round" not in sw or not sw["switch_round"].notna().any():
+        return None
+    return int(sw["switch_round"].dropna().iloc[0]) - int(tau)
 
 
 def switching(hist: pd.DataFrame, seed: int) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from . import claims, numbers, regime
+from .estimation import detected_round
 from .study import NAMES
 
 __all__ = [
@@ -125,9 +126,7 @@ def record_switching(report, preset, sw: pd.DataFrame) -> None:
     its window; the switch then takes effect tau rounds later), beside the paper's crossing round.
     The runs' lengths differ (ours `rounds`, the paper's 800), so the paper's round is in the note,
     not beside ours."""
-    detected = None
-    if "switch_round" in sw and sw["switch_round"].notna().any():
-        detected = int(sw["switch_round"].dropna().iloc[0]) - int(preset["tau"])
+    detected = detected_round(sw, preset["tau"])
     report.number(
         "round the switch back is detected (E1 > E2)",
         detected,
