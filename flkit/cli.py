@@ -7,9 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from . import reproduce
-from .course import command as course_command
-from .data import admin as data_admin
 from .utils import run_command
 
 EPILOG = """examples:
@@ -307,24 +304,63 @@ def cmd_run(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _register_data(sub) -> None:
+    from .data.admin import register_cli
+
+    register_cli(sub)
+
+
+def _register_reproduce(sub) -> None:
+    from .reproduce.command import register_cli
+
+    register_cli(sub)
+
+
+def _register_sweep(sub) -> None:
+    from .reproduce.sweep import register_cli
+
+    register_cli(sub)
+
+
+def _register_course(sub) -> None:
+    from .course.command import register_cli
+
+    register_cli(sub)
+
+
+# Each sub-command's parser is built by its own module, imported only when the parser is: a
+# `flkit run` process never imports the notebook runner, the data admin or the course tools.
+COMMANDS = {
+    "run": add_run_parser,
+    "data": _register_data,
+    "reproduce": _register_reproduce,
+    "sweep": _register_sweep,
+    "course": _register_course,
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `flkit` parser with every sub-command, or with ``only`` that one (what `main` builds
+    when the command line names it first: the other sub-commands' modules are not imported)."""
     parser = argparse.ArgumentParser(
         prog="flkit",
         description="flkit: federated-learning workbook tools",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="{run,data,reproduce,sweep,course}")
-    add_run_parser(sub)
-    data_admin.register_cli(sub)
-    reproduce.register_cli(sub)
-    reproduce.register_sweep_cli(sub)
-    course_command.register_cli(sub)
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
+    for name, register in COMMANDS.items():
+        if only is None or name == only:
+            register(sub)
     return parser
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse reads the sub-command's arguments with that sub-command's parser alone, so a
+    # parser holding only it parses them (and reports their errors) as the full one does
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    return run_command(build_parser(only), argv)
 
 
 if __name__ == "__main__":

@@ -92,3 +92,13 @@ def test_run_prints_the_chosen_model_and_a_cache_hit(tmp_path, capsys):
     assert cli_main([*argv, "--model", "logreg"]) == 0  # the same run, named in full
     third = capsys.readouterr().out
     assert "no --model given" not in third and "loaded from cache" in third
+
+
+@pytest.mark.parametrize("command", sorted(p for p in COMMANDS if p.count(" ") == 1))
+def test_a_parser_built_for_one_sub_command_is_that_sub_command_of_the_full_one(command):
+    """`main` builds only the sub-command its command line names first: that parser's help, and
+    so its options and defaults, are those of the full parser's."""
+    name = command.split()[1]
+    alone = dict(_parsers(build_parser(only=name)))[("flkit", name)]
+    assert alone.format_help() == COMMANDS[command].format_help()
+    assert build_parser(only=name).format_usage() == build_parser().format_usage()

@@ -15,8 +15,10 @@ from flkit.methods.staleness import (
     AsynTiers,
     Unweighted,
     WPred,
+    drift_prediction,
     first_order,
     gamma_ramp,
+    prediction_error,
     round_robin,
     stale_clients,
     uniqueness_threshold,
@@ -134,15 +136,19 @@ def test_wpred_prediction_and_correction_by_hand():
     m = WPred(ctx, tau=3, affected_class=2, num_stale=2)
     # full window: FIFO w^0..w^6 (2 tau + 1 models), w^(t-tau) = w^3 = 4, w^(t-2 tau) = w^0 = 1
     vals = [1.0, 2.0, 3.5, 4.0, 9.0, 9.0, 9.0]
+    # default damping 0.5: 4 + 0.5 (4 - 1)
     pred = m.stale_start({}, [{"w": torch.tensor([v])} for v in vals])
-    assert torch.allclose(pred["w"], torch.tensor([4.0 + (4.0 - 1.0)]))
-    # early: FIFO w^0..w^4, w^(t-tau) = w^1 = 2, one past round: 2 + (2 - 1) (not 2 + 3 x 1)
+    assert torch.allclose(pred["w"], torch.tensor([5.5]))
+    undamped = WPred(ctx, tau=3, affected_class=2, num_stale=2, damping=1.0)
+    full = undamped.stale_start({}, [{"w": torch.tensor([v])} for v in vals])
+    assert torch.allclose(full["w"], torch.tensor([7.0]))
+    # early: FIFO w^0..w^4, w^(t-tau) = w^1 = 2, one past round: 2 + 0.5 (2 - 1) (not 2 + 3 x 1)
     pred_early = m.stale_start({}, [{"w": torch.tensor([v])} for v in vals[:2] + [9.0] * 3])
-    assert torch.allclose(pred_early["w"], torch.tensor([3.0]))
+    assert torch.allclose(pred_early["w"], torch.tensor([2.5]))
     m.param_names = ["w"]
     info = {"delta": {"w": torch.tensor([[0.1]])}, "now": {"w": torch.tensor([4.0])}, "start": pred}
     use, _ = m.adjust({}, info)
-    assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 7.0)]]))
+    assert torch.allclose(use["w"], torch.tensor([[0.1 - 4 * 0.01 * (4.0 - 5.5)]]))
 
 
 def test_wpred_prediction_is_damped_on_a_decaying_trajectory():
@@ -155,14 +161,67 @@ def test_wpred_prediction_is_damped_on_a_decaying_trajectory():
     fifo = [{"w": torch.tensor([v])} for v in w]  # t - tau = 1: one past step
     then = w[1]
     pred = float(m.stale_start({}, fifo)["w"])
-    assert pred == pytest.approx(then + (w[1] - w[0]))
+    assert pred == pytest.approx(then + 0.5 * (w[1] - w[0]))
     assert abs(pred - then) <= abs(then - w[0]) + 1e-12
     assert abs(then + tau * (w[1] - w[0]) - then) == pytest.approx(10.0)  # the old rule
 
 
+def _drift_and_noise(tau, rounds, v, sigma):
+    """w^t = t v e_0 + sigma (e_1 + ... + e_t): a steady drift plus a step of size sigma in a new
+    orthogonal direction every round (the zig-zag of round-robin blocks pulling the model their
+    own way). Norms are then exact: for t >= 2 tau and damping b,
+    ||w_pred - w^t||^2 = (1 - b)^2 tau^2 v^2 + (b^2 + 1) tau sigma^2,
+    ||w^(t-tau) - w^t||^2 = tau^2 v^2 + tau sigma^2."""
+    dim = rounds + 2
+    out, w = [], torch.zeros(dim, dtype=torch.float64)
+    for t in range(rounds + 1):
+        if t:
+            w = w.clone()
+            w[0] += v
+            w[t + 1] += sigma
+        out.append({"w": w})
+    return out
+
+
+@pytest.mark.parametrize(
+    "damping, ratio", [(0.0, 1.0), (0.5, math.sqrt(44 / 48)), (1.0, math.sqrt(64 / 48))]
+)
+def test_prediction_error_by_hand(damping, ratio):
+    # tau 4, v 1, sigma^2 8: drift^2 16, noise 4 x 8 = 32 (the measured run: noise ~ drift)
+    models = _drift_and_noise(4, 20, 1.0, math.sqrt(8))
+    got = prediction_error(models, 4, damping, start=8)
+    assert got == pytest.approx(ratio, rel=1e-12)
+
+
+def test_wpred_default_prediction_is_closer_than_no_prediction_on_a_noisy_drift():
+    """On a trajectory whose round-to-round zig-zag is as large as its drift (as the Unstale run
+    of the `cpu` preset is), the undamped drift lands farther from w^t than w^(t-tau) itself
+    (ratio sqrt(64/48) = 1.15: the first-order correction then acts on a larger gap and W-Pred
+    diverged); W-Pred's default prediction must be closer to w^t than not predicting."""
+    tau = 4
+    models = _drift_and_noise(tau, 20, 1.0, math.sqrt(8))
+    m = WPred(_ctx(), tau=tau, affected_class=2, num_stale=2)
+    for t in range(2 * tau, len(models)):
+        fifo = models[t - 2 * tau : t + 1]
+        pred = m.stale_start({}, fifo)["w"]
+        now, then = models[t]["w"], models[t - tau]["w"]
+        assert float((pred - now).norm()) == pytest.approx(math.sqrt(44), rel=1e-12)
+        assert (pred - now).norm() < (then - now).norm()
+
+
+def test_drift_prediction_and_prediction_error_refuse_bad_values():
+    one = {"w": torch.tensor([1.0])}
+    with pytest.raises(FlkitError, match="damping.*1.5"):
+        drift_prediction(one, one, 1.5)
+    with pytest.raises(FlkitError, match="damping"):
+        WPred(_ctx(), tau=2, affected_class=2, num_stale=2, damping=-0.1)
+    with pytest.raises(FlkitError, match="start=1"):
+        prediction_error([one] * 5, 2, 0.5, start=1)
+
+
 def test_wpred_round_uses_the_lagged_models_and_the_drift():
     """A whole W-Pred round with two stale clients (0, 1): they train from
-    w^(t-tau) + (w^(t-tau) - w^(t-2 tau)) built from the global models the run really had (lag
+    w^(t-tau) + 0.5 (w^(t-tau) - w^(t-2 tau)) built from the global models the run really had (lag
     tau, not tau - 1), their update is first-order corrected with w^t minus that prediction, and
     the mean takes w^t + Delta_use. At t = tau no past model exists: the start is w^0."""
     tau = 2
@@ -176,7 +235,7 @@ def test_wpred_round_uses_the_lagged_models_and_the_drift():
     new, log = m.round(state, clients, t + 1)
     assert log.metrics["stale_participants"] == 2
     then, past = models[t - tau], models[t - 2 * tau]
-    pred = {n: then[n] + (then[n] - past[n]) for n in now}
+    pred = {n: then[n] + 0.5 * (then[n] - past[n]) for n in now}  # default damping 0.5
     for n in now:
         assert torch.allclose(captured["info"]["start"][n], pred[n], atol=1e-12)
     stale = m.train({n: torch.stack([pred[n]] * 2) for n in now}, [0, 1], t + 1)

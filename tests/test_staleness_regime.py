@@ -85,3 +85,12 @@ def test_search_table_applies_the_rule():
     finally:
         regime.SEARCH = orig
     assert t["meets rule"].tolist() == [True, False, False, False]
+
+
+def test_wpred_default_damping_is_the_one_the_recorded_rule_picks():
+    from flkit.methods.staleness import W_PRED_DAMPING, WPred
+
+    assert regime.w_pred_damping() == W_PRED_DAMPING == WPred.Params().damping == 0.5
+    # the undamped drift is recorded as worse than no prediction at all
+    row = {r["damping"]: r for r in regime.W_PRED_DAMPING_SEARCH}
+    assert row[1.0]["error_from_tau"] > row[0.0]["error_from_tau"] == 1.0

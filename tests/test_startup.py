@@ -55,6 +55,81 @@ def test_the_command_line_and_a_run_import_nothing_they_do_not_use(tmp_path):
     assert "torch._dynamo" not in loaded
 
 
+# modules of flkit.methods a FedAvg run needs: the shared machinery, the registry and its family
+METHOD_MACHINERY = {"__init__", "base", "hyperparameters", "registry", "fedavg"}
+OTHER_FAMILIES = {
+    f"flkit.methods.{p.stem}"
+    for p in (ROOT / "flkit" / "methods").glob("*.py")
+    if p.stem not in METHOD_MACHINERY
+}
+# what `flkit run` never uses: the other sub-commands and heavy packages (pandas builds the
+# history after the last round)
+NOT_BEFORE_THE_FIRST_ROUND = {
+    "flkit.reproduce",
+    "flkit.course",
+    "flkit.data.admin",
+    "pandas",
+    "matplotlib",
+}
+
+
+def _unused(loaded: set[str]) -> list[str]:
+    return sorted(
+        m
+        for m in loaded
+        if m in OTHER_FAMILIES
+        or any(m == u or m.startswith(u + ".") for u in NOT_BEFORE_THE_FIRST_ROUND)
+    )
+
+
+def test_a_run_reaches_its_first_round_without_the_other_commands_or_families(tmp_path):
+    out = tmp_path / "at-first-round.json"
+    # the modules loaded when the run's first round starts, as `python -m flkit run` loads them
+    code = (
+        "import json, sys\n"
+        "from flkit.methods.base import Method\n"
+        "real = Method.round\n"
+        "def first(self, *a, **k):\n"
+        f"    json.dump(sorted(sys.modules), open({str(out)!r}, 'w'))\n"
+        "    Method.round = real\n"
+        "    return real(self, *a, **k)\n"
+        "Method.round = first\n"
+        "import runpy\n"
+        "sys.argv = ['flkit', 'run', 'fedavg', '--dataset', 'synthetic', '--model', 'logreg',"
+        " '--clients', '4', '--clients-per-round', '2', '--rounds', '1', '--backend', 'wide',"
+        " '--no-progress']\n"
+        "runpy.run_module('flkit', run_name='__main__')\n"
+    )
+    env = dict(os.environ, FLKIT_RUNS=str(tmp_path / "runs"))
+    env["FLKIT_MACHINE_DIR"] = str(tmp_path / "machine")
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    loaded = set(json.loads(out.read_text()))
+    assert "flkit.methods.fedavg" in loaded and "flkit.experiment" in loaded
+    assert OTHER_FAMILIES  # the families are found
+    assert _unused(loaded) == []
+
+
+def test_the_method_list_needs_no_family(tmp_path):
+    """`flkit run --list` (and a bad method name's message) names every method, no family loaded."""
+    code = (
+        "import sys\n"
+        "from flkit.cli import main\n"
+        "main(['run', '--list'])\n"
+        "print('loaded:', *sorted(m for m in sys.modules if m.startswith('flkit.methods.')))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    listed = res.stdout.split("methods:", 1)[1].split("\n", 1)[0]
+    for name in ("fedavg", "fedprox", "stc", "feddip", "hidenseek", "fedmask", "gi_staleness"):
+        assert name in [n.strip() for n in listed.split(",")]
+    loaded = set(res.stdout.split("loaded:", 1)[1].split())
+    assert not loaded & OTHER_FAMILIES
+
+
 def test_machine_folder_is_beside_the_run_cache_and_can_be_moved(tmp_path, monkeypatch):
     monkeypatch.delenv("FLKIT_MACHINE_DIR")
     monkeypatch.setenv("FLKIT_RUNS_DIR", str(tmp_path / "runs"))

@@ -218,6 +218,49 @@ def test_registry_holds_every_family_and_refuses_clashes():
     assert methods.get("fedavg") is methods.FedAvg
 
 
+def test_the_family_table_is_what_the_families_register():
+    """registry.FAMILIES lists the names without importing a family: it must say exactly which
+    module registers each built-in method, no more and no fewer."""
+    import importlib
+
+    from flkit.methods import registry
+
+    for path in sorted((PKG / "methods").glob("*.py")):
+        importlib.import_module(_module_name(path))  # every family registers its methods
+    built_in = {
+        name: cls.__module__
+        for name, cls in methods.REGISTRY.items()
+        if cls.__module__.startswith("flkit.methods.")
+    }
+    assert built_in == {name: registry.family_module(name) for name in registry.FAMILIES}
+    assert methods.names() == sorted(built_in)
+
+
+def test_get_imports_only_the_family_asked_for_and_a_clash_is_seen_before_it_loads():
+    code = (
+        "import sys\n"
+        "from flkit import methods\n"
+        "from flkit.utils import FlkitError\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('flkit.methods.'))\n"
+        "before = loaded()\n"
+        "assert methods.get('stc_pa').__module__ == 'flkit.methods.stc'\n"
+        "print(sorted(set(loaded()) - set(before)))\n"
+        "try:\n"
+        "    methods.register(type('Mine', (methods.Method,), {'name': 'snip'}))\n"
+        "except FlkitError as e:\n"
+        "    print(e)\n"
+        "print(methods.pruning_dst.PruneFL.name)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    new, clash, attr = res.stdout.splitlines()
+    # stc and what it imports (flkit.projection is no method module)
+    assert new == "['flkit.methods.stc']"
+    assert "'snip' is taken by flkit.methods.pruning_static.SNIP" in clash
+    assert attr == "prunefl"  # a family is an attribute of the package, loaded on first use
+
+
 def test_a_new_family_registers_by_decorating():
     cls = methods.register(type("Tmp", (methods.FedAvg,), {"name": "tmp_structure_test"}))
     try:

@@ -1,6 +1,8 @@
 """Federated methods, one family per module, each registered by name.
 
-Adding a family is one line here: ``from . import <family>``. The family module subclasses
+Adding a family is one line per method in ``registry.FAMILIES`` (name -> family module): the
+names are listed from there, and a family is imported only when one of its methods is asked for
+(``get``), or when its module is named (``flkit.methods.stc``). The family module subclasses
 :class:`Method` (from ``.base``), declares each method's hyperparameters as a ``Params`` dataclass
 (``.hyperparameters``) and its server state as a ``State`` dataclass, decorates every runnable
 class with ``@register`` (from ``.registry``) and imports nothing from this package's
@@ -9,19 +11,8 @@ class with ``@register`` (from ``.registry``) and imports nothing from this pack
 
 from __future__ import annotations
 
-# each family registers its methods on import
-from . import (  # noqa: F401
-    fedavg,
-    fedmask,
-    hidenseek,
-    personal,
-    pruning,
-    pruning_dst,
-    pruning_static,
-    staleness,
-    staleness_gi,
-    stc,
-)
+import importlib
+
 from .base import (
     ClientUpdates,
     Method,
@@ -41,7 +32,7 @@ from .hyperparameters import (
     integer,
     real,
 )
-from .registry import REGISTRY, get, names, register
+from .registry import FAMILIES, REGISTRY, get, names, register
 
 __all__ = [
     "ClientUpdates",
@@ -64,4 +55,17 @@ __all__ = [
     "get",
     "names",
     "REGISTRY",
+    "FAMILIES",
 ]
+
+# modules of this package that are imported on first use (families; `personal` is the base of
+# two of them)
+_LAZY = {*FAMILIES.values(), "personal"}
+
+
+def __getattr__(name: str):
+    """``flkit.methods.<family>`` imports that family on first use, as an eager import would
+    have made it an attribute."""
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

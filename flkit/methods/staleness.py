@@ -290,28 +290,65 @@ class FirstOrder(Unweighted):
         ), {}
 
 
-def drift_prediction(then: dict, past: dict) -> dict:
-    """W-Pred's predicted global model: `then` = w^(t-tau) moved once more by the drift it made
-    since `past` = w^(t-tau-span), span = min(tau, t - tau) rounds: then + (then - past). With
-    span = tau this continues the mean global step of the last tau rounds for tau rounds; it is
-    damped by construction: the prediction never moves farther than the model already moved over
+def drift_prediction(then: dict, past: dict, damping: float = 1.0) -> dict:
+    """W-Pred's predicted global model: `then` = w^(t-tau) moved on by `damping` times the drift
+    it made since `past` = w^(t-tau-span), span = min(tau, t - tau) rounds:
+    then + damping (then - past). With span = tau and damping 1 this continues the mean global
+    step of the last tau rounds for tau rounds; damping 0 is w^(t-tau) itself (no prediction).
+    The prediction never moves farther than `damping` times what the model already moved over
     span rounds (a single early, large step is never scaled up by tau)."""
+    check_range("damping", damping, 0, 1)
     return {
-        n: then[n] + (then[n] - past[n]) if then[n].is_floating_point() else then[n] for n in then
+        n: then[n] + damping * (then[n] - past[n]) if then[n].is_floating_point() else then[n]
+        for n in then
     }
+
+
+def prediction_error(models: list, tau: int, damping: float, start: int | None = None) -> float:
+    """Mean over t of ||w_pred^t - w^t|| / ||w^t - w^(t-tau)|| along a sequence of global models
+    [w^0, w^1, ...] (dicts of floating tensors), for t from `start` (default tau) to the last:
+    the error of W-Pred's prediction relative to not predicting at all (1 = as far from w^t as
+    w^(t-tau) is, below 1 = the prediction helps)."""
+    check_range("tau", tau, 1)
+    start = tau if start is None else start
+    if start < tau or start >= len(models):
+        raise FlkitError(
+            f"start={start}; accepted: tau={tau} <= start < {len(models)} (the models given)"
+        )
+    names = [n for n, v in models[0].items() if v.is_floating_point()]
+
+    def flat(m):
+        return torch.cat([m[n].double().flatten() for n in names])
+
+    ratios = []
+    for t in range(start, len(models)):
+        span = min(tau, t - tau)
+        then = models[t - tau]
+        pred = flat(drift_prediction(then, models[t - tau - span], damping))
+        now, base = flat(models[t]), flat(then)
+        ratios.append(float((pred - now).norm() / (now - base).norm().clamp_min(1e-300)))
+    return sum(ratios) / len(ratios)
 
 
 #: how W-Pred predicts the future global model ("drift": the mean global step over the last
 #: tau rounds, the smoothed step that Hakimi et al.'s look-ahead uses in place of the last one)
 W_PRED_RULES = ("drift",)
 
+#: W-Pred's default damping of the drift: the value of {0, 0.1, 0.25, 0.5, 0.75, 1} with the
+#: smallest `prediction_error` on the Unstale trajectory of the `cpu` preset (chosen by that
+#: indicator, not by any accuracy; the table is in the staleness paper's README and regime.py)
+W_PRED_DAMPING = 0.5
+
 
 class WPred(FirstOrder):
     """Future-weight prediction (Hakimi et al. 2019, as the paper describes it): the stale client
     trains from a prediction of w^t made at t - tau, then its update is first-order corrected by
     w^t minus that prediction. The prediction (`predict="drift"`, :func:`drift_prediction`) adds
-    to w^(t-tau) the drift of the last min(tau, t - tau) rounds (at t = tau, with no past model,
-    it is w^(t-tau) itself)."""
+    to w^(t-tau) `damping` times the drift of the last min(tau, t - tau) rounds (at t = tau, with
+    no past model, it is w^(t-tau) itself). Undamped (damping 1), on a trajectory that zig-zags
+    about as much as it drifts, the prediction lands farther from w^t than w^(t-tau) does, and the
+    stale update trained from it, corrected by that larger gap, pulls the model away; the default
+    damping is the one with the smallest :func:`prediction_error` (`W_PRED_DAMPING`)."""
 
     name = "w_pred"
 
@@ -319,6 +356,7 @@ class WPred(FirstOrder):
     class Params(StalenessParams):
         lam: float = real(4.0, 0.0)  # lambda' of the compensation
         predict: str = choice("drift", W_PRED_RULES)
+        damping: float = real(W_PRED_DAMPING, 0.0, 1.0)  # share of the drift the prediction adds
 
     @property
     def extra_history(self):
@@ -328,7 +366,7 @@ class WPred(FirstOrder):
         tau = self.hp.tau
         then = fifo[-(tau + 1)]
         span = min(tau, len(fifo) - (tau + 1))
-        return drift_prediction(then, fifo[-(tau + 1) - span])
+        return drift_prediction(then, fifo[-(tau + 1) - span], self.hp.damping)
 
     def adjust(self, state, info):
         return _first_order_all(

@@ -123,6 +123,32 @@ SEARCH_RULE = (
     f"on 2 idle cores; the gap must be >= {MIN_GAP:g} points"
 )
 
+#: W-Pred's damping (``w_pred``'s ``damping``, :func:`flkit.methods.staleness.prediction_error`):
+#: the rule, fixed before any W-Pred accuracy with a damped prediction was read, takes the
+#: damping of this grid with the smallest mean relative prediction error
+#: ||w_pred^t - w^t|| / ||w^t - w^(t-tau)|| along the Unstale trajectory of the `cpu` preset
+#: (seed 0, 200 rounds, tau 40; t from tau, and from 2 tau where the drift window is full).
+#: 1 = no better than not predicting; the undamped drift (1.0) is worse than that.
+W_PRED_DAMPING_RULE = (
+    "W-Pred's damping: the value of the grid with the smallest mean prediction error "
+    "||w_pred^t - w^t|| / ||w^t - w^(t-tau)|| on the Unstale trajectory of the cpu preset "
+    "(seed 0, 200 rounds), fixed before reading any damped W-Pred accuracy"
+)
+W_PRED_DAMPING_SEARCH: list[dict] = [
+    {"damping": 0.0, "error_from_tau": 1.000, "error_from_2tau": 1.000},
+    {"damping": 0.1, "error_from_tau": 0.941, "error_from_2tau": 0.923},
+    {"damping": 0.25, "error_from_tau": 0.877, "error_from_2tau": 0.833},
+    {"damping": 0.5, "error_from_tau": 0.851, "error_from_2tau": 0.782},
+    {"damping": 0.75, "error_from_tau": 0.940, "error_from_2tau": 0.872},
+    {"damping": 1.0, "error_from_tau": 1.116, "error_from_2tau": 1.069},
+]
+
+
+def w_pred_damping() -> float:
+    """The damping :data:`W_PRED_DAMPING_RULE` picks from :data:`W_PRED_DAMPING_SEARCH`."""
+    return min(W_PRED_DAMPING_SEARCH, key=lambda r: r["error_from_tau"])["damping"]
+
+
 INDICATORS = {
     "staleness_gap": Indicator(
         "staleness_gap",
