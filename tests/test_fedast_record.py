@@ -40,15 +40,17 @@ def test_notebook_cells_are_short_and_record_through_the_paper_folder():
 
 
 def test_buffer_rows_name_the_best_b_and_its_ratio(tmp_path):
-    preset = presets.load("03_fedast", "cpu")  # buffer_requests = 58
-    # mean time to target by b: 1 -> 30, 4 -> 20, 16 -> 25; best b = 4 (interior), R/b = 14.5
+    preset = presets.load("03_fedast", "cpu")  # buffer_requests = 58, load 2 x 58 / 100 = 1.16
+    # mean time to target by b (seeds 0 and 1 alike): 1 -> 30, 4 -> 20, 16 -> 25; best b = 4
+    # (interior), R/b = 14.5
     buf = pd.DataFrame(
         {
-            "buffer": [1, 1, 4, 4, 16, 16],
-            "task": ["a", "b"] * 3,
-            "reached": [True] * 6,
-            "time_to_target": [20.0, 40.0, 10.0, 30.0, 20.0, 30.0],
-            "horizon": [1500.0] * 6,
+            "buffer": [1, 1, 4, 4, 16, 16] * 2,
+            "task": ["a", "b"] * 6,
+            "seed": [0] * 6 + [1] * 6,
+            "reached": [True] * 12,
+            "time_to_target": [20.0, 40.0, 10.0, 30.0, 20.0, 30.0] * 2,
+            "horizon": [1500.0] * 12,
         }
     )
     r = _report(tmp_path)
@@ -59,6 +61,31 @@ def test_buffer_rows_name_the_best_b_and_its_ratio(tmp_path):
     assert ratio["measured"] == 14.5 and ratio["paper"] == 35  # 58 / 4
     (claim,) = r.claims.values()
     assert claim["holds"] is True and claim["paper"] == "Figs. 8/9"
+    # its regime: the load 1.16 against the paper's 350 / 300 = 1.167, within 20 %
+    (reading,) = claim["regime"]
+    assert reading["key"] == "buffer_load" and reading["inside"] is True
+    assert reading["ours"] == 1.16 and reading["paper"] == 1.167
+
+
+def test_buffer_claim_is_outside_regime_at_another_load(tmp_path):
+    """2 x 90 / 100 = 1.8 is 54 % above the paper's 1.167: outside the 20 % rule, whatever the
+    sweep shows."""
+    preset = dict(presets.load("03_fedast", "cpu"), buffer_requests=90)
+    buf = pd.DataFrame(
+        {
+            "buffer": [1, 4, 16] * 2,
+            "task": ["a"] * 6,
+            "seed": [0, 0, 0, 1, 1, 1],
+            "reached": [True] * 6,
+            "time_to_target": [30.0, 20.0, 25.0] * 2,
+            "horizon": [1500.0] * 6,
+        }
+    )
+    r = _report(tmp_path)
+    record.record_buffer(r, preset, buf)
+    (claim,) = r.claims.values()
+    assert claim["verdict"] == "outside regime" and claim["face"] is True
+    assert claim["regime"][0]["ours"] == 1.8
 
 
 def test_gain_rows_put_the_papers_46_percent_beside_the_most_tasks_only(tmp_path):
@@ -80,8 +107,11 @@ def test_gain_rows_put_the_papers_46_percent_beside_the_most_tasks_only(tmp_path
     assert [v["measured"] for v in rows.values()] == [-10.0, 5.1, None]
     assert [v["paper"] for v in rows.values()] == [None, None, 46.0]
     (claim,) = r.claims.values()
-    assert claim["holds"] is True and "M=2: -10.0%" in claim["evidence"]
-    assert "paper ≈ 64" in claim["evidence"]
+    # one seed: the seed rule makes it inconclusive and keeps the face value (-10 % < 5 %)
+    assert claim["verdict"] == "inconclusive" and claim["face"] is None
+    assert "1 seed(s) [0], fewer than 2" in claim["reason"]
+    assert claim["reason"].endswith("at face value it holds")
+    assert "M=2: -10.0%" in claim["evidence"] and "paper ≈ 64" in claim["evidence"]
 
 
 class _FinishedRun:
@@ -111,7 +141,30 @@ def test_dynamic_rows_give_the_gain_per_level(tmp_path):
     assert (high["measured"], high["paper"]) == (20.0, 11.9)  # (200 - 160) / 200
     assert list(table.level) == ["main", "high"]
     (claim,) = r.claims.values()
-    assert claim["holds"] is True  # 10 % < 20 % <= the small-margin bound of 20 %
+    # 10 % < 20 % <= the small-margin bound of 20 %, but on one seed: inconclusive
+    assert claim["verdict"] == "inconclusive"
+    assert claim["reason"].endswith("at face value it holds")
+
+
+def test_dynamic_with_one_level_cannot_judge_growth(tmp_path):
+    """One target level (cpu): 'grows with difficulty' is unmeasured, so the claim is
+    inconclusive even over two seeds; the reason gives the small-margin half's face value
+    (gain (100 - 95) / 100 = 5 %, within 20 %: it holds)."""
+    dvs = pd.DataFrame(
+        {
+            "level": ["main"] * 4,
+            "method": ["fedast_d", "fedast_s"] * 2,
+            "seed": [0, 0, 1, 1],
+            "all_done": [95.0, 100.0, 95.0, 100.0],
+        }
+    )
+    r = _report(tmp_path)
+    record.record_dynamic(r, dvs)
+    (claim,) = r.claims.values()
+    assert claim["verdict"] == "inconclusive"
+    assert claim["reason"].startswith("one target level")
+    assert "small-margin half holds" in claim["reason"]
+    assert r.numbers["Figs. 21-26: gain of dynamic over static, main targets"]["measured"] == 5.0
 
 
 def test_paper_only_rows_have_no_measurement(tmp_path):

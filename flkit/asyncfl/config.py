@@ -213,7 +213,11 @@ class FedASTRun:
     # ---------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["tasks"] = [asdict(t) for t in self.tasks]
+        # a task without model flags keeps the key it had before the field existed
+        d["tasks"] = [
+            {k: v for k, v in asdict(t).items() if k != "model_flags" or v is not None}
+            for t in self.tasks
+        ]
         for k, default in _LATER_KNOBS.items():
             if d[k] == default or (isinstance(default, tuple) and tuple(d[k]) == default):
                 del d[k]

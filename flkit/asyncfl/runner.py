@@ -211,7 +211,7 @@ def centralised(
     cfg.validate()
     dev = resolve_device(device)
     key = {
-        "centralised": asdict(t),
+        "centralised": {k: v for k, v in asdict(t).items() if k != "model_flags" or v is not None},
         "steps": int(steps),
         "seed": int(seed),
         "device": dev.type,

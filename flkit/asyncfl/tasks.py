@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,7 +23,9 @@ class TaskConfig:
     ``requests``/``buffer``: FedAST's initial R_m and b_m (``buffer=None``: max(1, ceil(R/ratio))).
     ``weight``: the Sync client-share weight.
     ``server_lr=None``: 0.1 FedAST, 0.038 NoBuffer, 1 Sync.
-    ``train_subset``: a class-stratified subset of the training set (fast presets)."""
+    ``train_subset``: a class-stratified subset of the training set (fast presets).
+    ``model_flags``: the model's own flags (``flkit.models.flags(model)``), e.g.
+    ``{"hidden_size": 32}`` for a narrower Shakespeare LSTM; None: the paper's model."""
 
     name: str
     dataset: str = "mnist"
@@ -40,6 +43,7 @@ class TaskConfig:
     train_subset: int | None = None
     max_rounds: int | None = None
     delay_ratio: float | None = None
+    model_flags: dict | None = None
 
     def validate(self):
         if not isinstance(self.name, str) or not self.name:
@@ -72,6 +76,29 @@ class TaskConfig:
             check_range(f"max_rounds of task {self.name!r}", self.max_rounds, 1)
         if self.delay_ratio is not None:
             check_range(f"delay_ratio of task {self.name!r}", self.delay_ratio, 0, low_open=True)
+        if self.model_flags is not None:
+            self.check_model_flags()
+
+    def model_name(self) -> str:
+        """The model this task trains: ``model``, else the dataset's default."""
+        return self.model or self.default("model")
+
+    def check_model_flags(self) -> None:
+        """``model_flags`` is a mapping of flags the task's model accepts (FlkitError naming the
+        flag and the accepted ones otherwise); the values are checked when the model is built."""
+        if not isinstance(self.model_flags, Mapping):
+            raise FlkitError(
+                f"model_flags of task {self.name!r}={self.model_flags!r}; accepted: a mapping "
+                "of model flags, e.g. {'hidden_size': 32}, or None"
+            )
+        name = self.model_name()
+        accepted = _models.flags(name)
+        for key in self.model_flags:
+            if key not in accepted:
+                raise FlkitError(
+                    f"model_flags of task {self.name!r}: unknown flag {key!r} for model "
+                    f"{name!r}; accepted: {', '.join(accepted) or '(none)'}"
+                )
 
     def default(self, key):
         return DATASET_DEFAULTS[self.dataset][key]

@@ -171,11 +171,11 @@ class EngineTrainer:
         st.cfg = t
         st.data = ds
         st.parts = self._partition(t, ds)
-        name = t.model or t.default("model")
+        name = t.model_name()
         torch.manual_seed(derive_seed(self.seed, "init", t.name))
-        kw = {}
+        kw = dict(t.model_flags or {})
         if name == "logreg":
-            kw = dict(num_classes=ds.num_classes, in_channels=int(ds.input_shape[0]))
+            kw.update(num_classes=ds.num_classes, in_channels=int(ds.input_shape[0]))
         model = _models.build(name, **kw)
         model = model.to(self.device, dtype=self.dtype)
         st.model = model

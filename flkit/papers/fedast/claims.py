@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 
 from flkit import metrics
+from flkit.utils import FlkitError
 
+from .configs import IDENTICAL_FEDAST as _IDENTICAL_FEDAST
 from .tables import curves
 
 #: Fig. 2: "far slower" is more than this factor times Sync-ST's time ...
@@ -29,9 +31,41 @@ EQUAL_GAP, MIN_GAP = 0.03, 0.01
 SMALL_GAIN_PCT = 20.0
 
 
-#: the FedAST variant of the identical-task experiments (Figs. 2 and 5): the paper runs identical
-#: tasks with static allocation, option S (Realloc has no dispersion difference to act on)
-IDENTICAL_FEDAST = "fedast_s"
+#: a claim comparing run outcomes (times to target, accuracies, curve noise) needs at least this
+#: many seeds: with fewer the spread over seeds is not measured, so the run cannot tell the effect
+#: from seed noise and the verdict is inconclusive (its reason keeps the face-value outcome)
+MIN_SEEDS = 2
+
+
+def seed_rule(holds, seeds, min_seeds: int = MIN_SEEDS) -> tuple[object, str]:
+    """``(holds, reason)`` for ``report.claim``: unchanged (reason "") with at least
+    ``min_seeds`` distinct seeds; otherwise ``(None, reason)``, the reason naming the seeds and
+    the face-value outcome, which makes the verdict inconclusive (``flkit.workbook.verdict``)."""
+    if isinstance(min_seeds, bool) or not isinstance(min_seeds, int) or min_seeds < 1:
+        raise FlkitError(f"min_seeds={min_seeds!r}; accepted: an integer >= 1")
+    distinct = sorted({int(s) for s in seeds})
+    if len(distinct) >= min_seeds:
+        return holds, ""
+    face = {True: "it holds", False: "it does not hold"}.get(holds, "it cannot be judged either")
+    return None, (
+        f"{len(distinct)} seed(s) {distinct}, fewer than {min_seeds}: the spread over seeds is "
+        f"not measured, so the effect cannot be told from seed noise; at face value {face}"
+    )
+
+
+def binomial_se(accuracy: float, n: int) -> float:
+    """Binomial standard error of an accuracy measured on ``n`` test items:
+    sqrt(p (1 - p) / n). FlkitError for p outside [0, 1] or n < 1."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise FlkitError(f"n={n!r} test items; accepted: an integer >= 1")
+    p = float(accuracy)
+    if not 0.0 <= p <= 1.0:
+        raise FlkitError(f"accuracy={accuracy!r}; accepted: a number in [0, 1]")
+    return math.sqrt(p * (1.0 - p) / int(n))
+
+
+#: the FedAST variant of the identical-task experiments (option S, as the paper)
+IDENTICAL_FEDAST = _IDENTICAL_FEDAST
 
 
 def _num(v) -> float | None:

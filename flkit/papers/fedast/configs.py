@@ -1,7 +1,9 @@
 """The run configs of notebook 03's experiments (plain dicts for :func:`flkit.asyncfl.run`): the
 settings every run of a preset shares, M identical tasks, Fig. 2's identical tasks on their own
-pool, the heterogeneous task mix (checked before any data is loaded) and Fig. 3's equal-arrival
-points. ``preset``: the notebook's preset (``preset.toml`` beside this file)."""
+pool, the heterogeneous task mix (checked before any data is loaded), Fig. 3's equal-arrival
+points, the buffer and k sweeps' points, the regime ablation's preset and every run of the notebook
+in one list (:func:`notebook_runs`). ``preset``: the notebook's preset (``preset.toml`` beside
+this file)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,24 @@ from flkit.utils import FlkitError, check_choice
 
 from .numbers import LOAD
 
+#: the FedAST variant of the identical-task experiments (Figs. 2 and 5): the paper runs identical
+#: tasks with static allocation, option S (Realloc has no dispersion difference to act on)
+IDENTICAL_FEDAST = "fedast_s"
+
 __all__ = [
     "base",
     "task_dict",
+    "lstm_width",
     "identical",
     "fig2_config",
     "check_mix",
     "heterogeneous",
     "active_config",
+    "IDENTICAL_FEDAST",
+    "buffer_config",
+    "k_config",
+    "regime_preset",
+    "notebook_runs",
 ]
 
 
@@ -57,8 +69,24 @@ def task_dict(preset, name, dataset, target, requests, buffer=None, weight=1.0, 
     model = preset.get(f"{dataset}_model", "")
     if model:
         t["model"] = model
+    if dataset == "shakespeare":
+        width = lstm_width(preset)
+        if width:
+            t["model_flags"] = {"hidden_size": width}
     t.update(kw)
     return t
+
+
+def lstm_width(preset) -> int:
+    """The Shakespeare LSTM's hidden size at this preset (``preset['shakespeare_width']``; 0 or
+    absent: the paper's 100). FlkitError for anything but an integer >= 0."""
+    w = preset.get("shakespeare_width", 0)
+    if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+        raise FlkitError(
+            f"shakespeare_width={w!r}; accepted: an integer >= 1 (the LSTM's hidden size), or 0 "
+            "for the paper's 100"
+        )
+    return w
 
 
 def identical(
@@ -85,18 +113,20 @@ def identical(
     return dict(method=method, tasks=tasks, **base(preset, **changes))
 
 
-def fig2_config(preset, method: str, **changes) -> dict:
-    """Fig. 2's run: ``preset['fig2_M']`` identical tasks of ``preset['fig2_dataset']`` at
-    ``preset['fig2_target']``, timed with ``preset['fig2_delay_ratio']`` (0: the dataset's own
-    delays; the cheap presets time a small learner as CIFAR-10, 0.228, so Sync-ST's round is the
-    paper's), on its own pool: ``fig2_num_clients`` clients, ``fig2_total_requests`` requests in
-    all and first-``fig2_k`` (the paper: 1000, 384 and 30; a reduced pool keeps the load 1.28, R/b
-    near 32 and k/n = 30/50)."""
+def fig2_config(preset, method: str, n_tasks: int | None = None, **changes) -> dict:
+    """Fig. 2's run: ``n_tasks`` (default ``preset['fig2_M']``) identical tasks of
+    ``preset['fig2_dataset']`` at ``preset['fig2_target']``, timed with
+    ``preset['fig2_delay_ratio']`` (0: the dataset's own delays; the cheap presets time a small
+    learner as CIFAR-10, 0.228, so Sync-ST's round is the paper's), on its own pool:
+    ``fig2_num_clients`` clients, ``fig2_total_requests`` requests in all and first-``fig2_k``
+    (the paper: 1000, 384 and 30; a reduced pool keeps the load 1.28, R/b near 32 and k/n =
+    30/50). Fig. 5 runs M = ``preset['Ms']`` tasks on the same pool, so its largest M is Fig. 2's
+    run."""
     ratio = float(preset["fig2_delay_ratio"])
     pool = dict(num_clients=int(preset["fig2_num_clients"]), k=int(preset["fig2_k"]))
     return identical(
         preset,
-        int(preset["fig2_M"]),
+        int(preset["fig2_M"] if n_tasks is None else n_tasks),
         method,
         dataset=preset["fig2_dataset"],
         total_requests=int(preset["fig2_total_requests"]),
@@ -189,3 +219,79 @@ def active_config(preset, requests: int, method: str) -> dict:
     )
     cfg["tasks"] = [dict(t, target=None) for t in cfg["tasks"]]
     return cfg
+
+
+def buffer_config(preset, buffer: int) -> dict:
+    """One point of the buffer sweep: the two tasks of ``preset['buffer_datasets']`` at
+    ``preset['buffer_targets']``, option S, R = ``preset['buffer_requests']`` and b = ``buffer``
+    per task, run to the targets or ``preset['buffer_time']``."""
+    requests = int(preset["buffer_requests"])
+    ds, targets = list(preset["buffer_datasets"]), list(preset["buffer_targets"])
+    names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
+    tasks = [
+        task_dict(preset, names[i], d, float(targets[i]), requests, buffer=int(buffer))
+        for i, d in enumerate(ds)
+    ]
+    return dict(
+        method="fedast_s", tasks=tasks, **base(preset, max_time=float(preset["buffer_time"]))
+    )
+
+
+def k_config(preset, k: int) -> dict:
+    """One point of the k sweep: Sync-ST on one task of ``preset['dataset']``, first-``k``."""
+    cfg = identical(preset, 1, "sync_st", k=int(k))
+    cfg["tasks"][0]["name"] = preset["dataset"]
+    return cfg
+
+
+def regime_preset(preset) -> dict:
+    """``preset`` with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
+    ablation): N, sum R, the ratio r, Sync first-k and the main targets (the Sync-ST shares scaled
+    with the available pool)."""
+    ablated = dict(preset)
+
+    def pool(p):
+        return max(1, round(float(p["availability"]) * int(p["num_clients"])))
+
+    # the Sync-ST shares are clients of the available pool: scaled with it
+    scale = pool({**preset, "num_clients": preset["regime_num_clients"]}) / pool(preset)
+    ablated["het_shares"] = [float(x) * scale for x in preset["het_shares"]]
+    ablated.update(
+        num_clients=int(preset["regime_num_clients"]),
+        total_requests=int(preset["regime_total_requests"]),
+        ratio=int(preset["regime_ratio"]),
+        k=int(preset["regime_k"]),
+        het_targets_main=[float(t) for t in preset["regime_het_targets"]],
+    )
+    return ablated
+
+
+def notebook_runs(preset, seeds: Sequence[int]) -> list[tuple[dict, int]]:
+    """Every trained simulation of notebook 03 at ``preset`` as ``(config, seed)`` pairs, without
+    duplicates, the dearest experiments first (the four-task mix runs, then Fig. 2, the buffer
+    sweep, Fig. 5, Fig. 3, the k sweep): ``study.prefetch`` hands them to the ``jobs`` workers
+    in this order, so the long runs start first and the short ones fill the gaps."""
+    seeds = [int(s) for s in seeds]
+    levels = list(preset["dvs_levels"])
+    cfgs = [heterogeneous(preset, "fedast_d", "main")]
+    cfgs += [heterogeneous(preset, m, lv) for lv in levels for m in ("fedast_s", "fedast_d")]
+    cfgs.append(heterogeneous(preset, "nobuffer", "main", max_time=float(preset["fig4_time"])))
+    cfgs.append(heterogeneous(preset, "sync_st", "main"))
+    ablated = regime_preset(preset)
+    cfgs += [heterogeneous(ablated, m) for m in ("fedast_d", "sync_st")]
+    cfgs += [fig2_config(preset, m) for m in preset["fig2_methods"]]
+    cfgs += [buffer_config(preset, b) for b in sorted(map(int, preset["buffers"]), reverse=True)]
+    for n_tasks in sorted((int(m) for m in preset["Ms"]), reverse=True):
+        cfgs += [fig2_config(preset, m, n_tasks=n_tasks) for m in (IDENTICAL_FEDAST, "sync_st")]
+    for per_task in sorted((int(r) for r in preset["active_requests"]), reverse=True):
+        cfgs += [active_config(preset, per_task, m) for m in ("fedast_d", "nobuffer")]
+    cfgs += [k_config(preset, k) for k in preset["ks"]]
+    out, seen = [], set()
+    for cfg in cfgs:
+        key = asyncfl.FedASTRun.from_dict(cfg).validate().to_dict()
+        for s in seeds:
+            tag = (repr(key), s)
+            if tag not in seen:
+                seen.add(tag)
+                out.append((cfg, s))
+    return out

@@ -71,7 +71,7 @@ def gain_figure(preset, gains: pd.DataFrame, df: pd.DataFrame):
         paper_note=f"paper: up to {NUMBERS['max_time_gain_vs_sync_st_pct']} % "
         "(abstract; largest over its datasets)",
     )
-    ax.set_title(f"{preset['dataset']}: FedAST vs Sync-ST, identical tasks")
+    ax.set_title(f"{preset['fig2_dataset']}: FedAST vs Sync-ST, identical tasks")
     return fig
 
 

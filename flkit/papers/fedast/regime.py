@@ -437,6 +437,7 @@ def timing_table(
             rows.append(
                 {
                     "experiment": exp,
+                    "key": key,
                     "indicator": text,
                     "paper": p,
                     "ours": o,

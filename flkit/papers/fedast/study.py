@@ -14,16 +14,21 @@ import pandas as pd
 import torch
 
 from flkit import asyncfl
-from flkit.utils import FlkitError
+from flkit.utils import FlkitError, check_choice
 
 from .configs import (
+    IDENTICAL_FEDAST,
     active_config,
     base,
+    buffer_config,
     check_mix,
     fig2_config,
     heterogeneous,
     identical,
-    task_dict,
+    k_config,
+    lstm_width,
+    notebook_runs,
+    regime_preset,
 )
 from .numbers import LOAD, NUMBERS
 from .tables import final_test_loss, staleness, summarize
@@ -32,6 +37,9 @@ __all__ = [
     "seeds_of",
     "use_threads",
     "describe",
+    "VERSION0_TEXT",
+    "evaluation_line",
+    "test_size",
     "run_all",
     "base",
     "identical",
@@ -40,11 +48,16 @@ __all__ = [
     "heterogeneous",
     "compare_methods",
     "fig2_compare",
+    "fig5_compare",
+    "notebook_runs",
+    "prefetch",
     "active_config",
     "active_sweep",
     "largest_active_runs",
     "centralised",
+    "buffer_config",
     "buffer_sweep",
+    "k_config",
     "buffer_load",
     "buffer_line",
     "k_sweep",
@@ -93,9 +106,39 @@ def describe(preset) -> str:
         f"`{preset['cifar10_model'] or 'cnn_cifar10'}`. Heterogeneous mix: "
         f"{' + '.join(preset['het_datasets'])}, Sync-ST shares {preset['het_shares']} (paper "
         f"100/84/48/68 of 300). Fig. 2: {preset['fig2_M']} identical `{preset['fig2_dataset']}` "
-        f"tasks, option S. Periodic test "
-        f"checks use {preset['eval_subset'] or 'all'} test images; target crossings are confirmed "
-        "on the full test set."
+        f"tasks, option S (Fig. 5: M = {list(preset['Ms'])} on the same pool). Shakespeare LSTM "
+        f"hidden size {lstm_width(preset) or 100} (paper 100). Version 0: `{preset['version0']}` "
+        f"({VERSION0_TEXT[preset['version0']]}). {evaluation_line(preset)}"
+    )
+
+
+#: what each ``version0`` option means (the official code aliases version 0 of each model)
+VERSION0_TEXT = {
+    "paper": "the paper's description: every request trains from the model version it was sent "
+    "with; the official code's version 0 aliases the live model instead",
+    "official": "the official code: version 0 aliases the live model, so the first requests "
+    "train from the model current when they arrive",
+}
+
+
+def test_size(dataset: str) -> int:
+    """Items in the full test set of ``dataset`` (the final accuracies are measured on it)."""
+    from flkit import data as _data
+
+    check_choice("dataset", dataset, asyncfl.DATASET_DEFAULTS)
+    return int(_data.identity(dataset)["test"])
+
+
+def evaluation_line(preset) -> str:
+    """How accuracies are measured at this preset, with the binomial standard error of a
+    periodic check (at accuracy 0.5, the largest)."""
+    n = int(preset["eval_subset"])
+    if n <= 0:
+        return "Every test runs on the full test set."
+    return (
+        f"Periodic tests (the curves) run on a fixed stratified subset of {n} test items, binomial "
+        f"SE at most {0.5 / n**0.5:.3f}; target crossings are confirmed, and final accuracies "
+        "measured, on the full test set."
     )
 
 
@@ -172,6 +215,22 @@ def fig2_compare(preset, seeds: Sequence[int], device="auto", progress=True):
         device,
         progress=progress,
         config=lambda n_tasks, m: fig2_config(preset, m),
+    )
+
+
+def fig5_compare(preset, seeds: Sequence[int], device="auto", progress=True):
+    """Fig. 5: FedAST(S) (:data:`~.claims.IDENTICAL_FEDAST`) and Sync-ST on M =
+    ``preset['Ms']`` identical tasks on Fig. 2's pool (:func:`fig2_config`), so the largest M is
+    Fig. 2's run (read from the run cache) and in its timing regime; what
+    :func:`compare_methods` returns."""
+    return compare_methods(
+        preset,
+        [int(m) for m in preset["Ms"]],
+        [IDENTICAL_FEDAST, "sync_st"],
+        seeds,
+        device,
+        progress=progress,
+        config=lambda n_tasks, m: fig2_config(preset, m, n_tasks=n_tasks),
     )
 
 
@@ -261,21 +320,8 @@ def buffer_sweep(
     not reach its target by then has ``reached`` False and no time to target. ``final_accuracy``: at
     the task's last test."""
     requests = int(preset["buffer_requests"])
-    ds = list(preset["buffer_datasets"])
-    targets = list(preset["buffer_targets"])
     horizon = float(preset["buffer_time"])
-    names = [d if ds.count(d) == 1 else f"{d}-{i + 1}" for i, d in enumerate(ds)]
-    cfgs = {
-        int(b): dict(
-            method="fedast_s",
-            tasks=[
-                task_dict(preset, names[i], d, float(targets[i]), requests, buffer=int(b))
-                for i, d in enumerate(ds)
-            ],
-            **base(preset, max_time=horizon),
-        )
-        for b in buffers
-    }
+    cfgs = {int(b): buffer_config(preset, b) for b in buffers}
     rows = []
     for b, s, res in _runs(preset, cfgs, seeds, device, progress):
         for name in res.tasks:
@@ -300,11 +346,7 @@ def k_sweep(
 ) -> pd.DataFrame:
     """Figs. 10-12: Sync-ST on one task, first-k swept: time and rounds to target, final accuracy
     (accuracy at the end of the run: at the target crossing or at max_time)."""
-    cfgs = {}
-    for k in ks:
-        cfg = identical(preset, 1, "sync_st", k=int(k))
-        cfg["tasks"][0]["name"] = preset["dataset"]
-        cfgs[int(k)] = cfg
+    cfgs = {int(k): k_config(preset, k) for k in ks}
     rows = []
     for k, s, res in _runs(preset, cfgs, seeds, device, progress):
         name = res.tasks[0]
@@ -355,28 +397,6 @@ def fig4_nobuffer(preset, seeds: Sequence[int], device="auto", progress=True) ->
     return {s: res[("nobuffer", s)] for s in (int(x) for x in seeds)}
 
 
-def regime_preset(preset) -> dict:
-    """``preset`` with the heterogeneous run's scale replaced by the ``regime_*`` keys (the regime
-    ablation): N, sum R, the ratio r, Sync first-k and the main targets (the Sync-ST shares scaled
-    with the available pool)."""
-    ablated = dict(preset)
-
-    def pool(p):
-        return max(1, round(float(p["availability"]) * int(p["num_clients"])))
-
-    # the Sync-ST shares are clients of the available pool: scaled with it
-    scale = pool({**preset, "num_clients": preset["regime_num_clients"]}) / pool(preset)
-    ablated["het_shares"] = [float(x) * scale for x in preset["het_shares"]]
-    ablated.update(
-        num_clients=int(preset["regime_num_clients"]),
-        total_requests=int(preset["regime_total_requests"]),
-        ratio=int(preset["regime_ratio"]),
-        k=int(preset["regime_k"]),
-        het_targets_main=[float(t) for t in preset["regime_het_targets"]],
-    )
-    return ablated
-
-
 def ablation_line(preset, ablated, paper_regime: dict) -> str:
     """What the regime ablation's preset ``ablated`` changes from ``preset``, in one line."""
     keys = ("num_clients", "total_requests", "ratio", "k", "het_targets_main")
@@ -389,6 +409,16 @@ def ablation_line(preset, ablated, paper_regime: dict) -> str:
         f"after: {setting(ablated)} (before: {setting(preset)}); paper-setting round length "
         f"{paper_regime['sync_round_length']:.3g}"
     )
+
+
+def prefetch(preset, seeds: Sequence[int], device="auto", progress=True) -> int:
+    """Runs every simulation of :func:`notebook_runs` not yet in the run cache in
+    ``preset['jobs']`` worker processes, dearest first, so both cores stay busy; the sections
+    then read their runs from the cache. Changes the wall time, never a number (a run's result
+    depends only on its config, seed and device type). Returns the number of runs."""
+    items = notebook_runs(preset, seeds)
+    run_all(preset, items, device, progress)
+    return len(items)
 
 
 def dynamic_vs_static(
