@@ -344,8 +344,8 @@ def test_mnist_split_options_come_from_the_preset():
     from flkit.papers.hidenseek import study
     from flkit.workbook import presets
 
-    # smoke / cpu: the plain split, with exactly the options their cached runs were keyed on
-    for name in ("smoke", "cpu"):
+    # smoke / cpu / long: the plain split, with exactly the options their cached runs were keyed on
+    for name in ("smoke", "cpu", "long"):
         p = presets.load("04_hidenseek", name)
         cfg = study.config(p, f"mnist_a{p['alphas'][0]:g}", "hidenseek", 0, "cpu")
         assert cfg.partition_kwargs == {"alpha": p["alphas"][0], "min_samples": 20}

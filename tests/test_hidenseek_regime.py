@@ -150,3 +150,68 @@ def test_table4_claim_reads_the_coverage_of_its_own_runs():
         out = record.record_claims(report, preset, runs, acc, byt, tim, kr, act)
         verdict = out.set_index("claim").at[claim, "verdict"]
         assert (verdict == "outside regime") is outside
+
+
+def test_plateau_rise_is_the_fitted_rise_over_the_last_rounds():
+    rounds = list(range(2, 42, 2))
+    # a straight line of 0.3 points per round: 5 rounds rise 1.5 points, whatever came before
+    early = [10.0] * 10  # rounds 2-20 lie outside the 20-round window ending at 40
+    late = [50 + 0.3 * r for r in rounds[10:]]
+    assert regime.plateau_rise(rounds, early + late) == pytest.approx(1.5)
+    # a zigzag around a flat line has slope 0 when it is symmetric
+    flat = [80.0, 82.0, 80.0, 82.0, 81.0, 81.0, 82.0, 80.0, 82.0, 80.0]
+    assert regime.plateau_rise(rounds[10:], flat) == pytest.approx(0.0, abs=1e-12)
+    assert regime.plateau_rise([38, 40], [80.0, 81.0]) is None  # two points: no fit
+    with pytest.raises(FlkitError, match="one per round"):
+        regime.plateau_rise([2, 4, 6], [1.0, 2.0])
+
+
+def _search(rows):
+    cols = ("method", "rounds", "above_chance", "flip_share", "rise5")
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_long_rounds_are_the_fewest_in_regime_not_the_best_scoring():
+    good = [("HideNseek", 25.0, 1e-3), ("FedMask", 21.0, 1e-4), ("Signed", 20.0, 1e-5)]
+    rows = [("FedAvg", 30, 60.0, None, 3.0), ("FedAvg", 60, 70.0, None, 0.9)]
+    rows += [("FedAvg", 90, 75.0, None, 0.2)]
+    for r in (30, 60, 90):
+        # every method ends higher at 90, but 60 already meets the rule
+        rows += [(m, r, a + r / 10, f, None) for m, a, f in good]
+        rows += [("BNNAvg", r, 22.0, 1e-4, None)]
+    out = regime.choose_long_rounds(_search(rows))
+    assert out["rounds"] == 60 and out["meets_rule"]
+    assert out["unmet"][30] == ["FedAvg rise5"]  # 3 points over 5 rounds: still climbing
+    # Signed stops flipping from 60 on, BNNAvg is below 20 points everywhere: nothing qualifies
+    bad = _search(rows).copy()
+    bad.loc[(bad.method == "Signed") & (bad.rounds >= 60), "flip_share"] = 0.0
+    bad.loc[bad.method == "BNNAvg", "above_chance"] = 15.0
+    out = regime.choose_long_rounds(bad)
+    assert out["rounds"] == 90 and not out["meets_rule"]
+    assert out["unmet"][60] == ["Signed flip_share", "BNNAvg above_chance"]
+    # a supermask method missing from the table cannot be in regime
+    out = regime.choose_long_rounds(_search(rows)[lambda t: t.method != "FedMask"])
+    assert not out["meets_rule"] and "FedMask above_chance" in out["unmet"][60]
+    with pytest.raises(FlkitError, match="accepted: at least"):
+        regime.choose_long_rounds(_search(rows).drop(columns=["rise5"]))
+
+
+def test_long_preset_is_cpu_with_the_rounds_the_search_chose():
+    from flkit.papers.hidenseek import study
+    from flkit.workbook import presets
+
+    assert "long" in presets.available("04_hidenseek")
+    cpu, long = (presets.load("04_hidenseek", n) for n in ("cpu", "long"))
+    assert {k for k in cpu if cpu[k] != long[k]} == {"mnist_rounds"}
+    chosen = regime.choose_long_rounds()  # the recorded search
+    assert long["mnist_rounds"] == chosen["rounds"] and chosen["rounds"] in study.LONG_ROUNDS_GRID
+    assert {r["rounds"] for r in regime.LONG_SEARCH} == set(study.LONG_ROUNDS_GRID)
+
+
+def test_rounds_search_refuses_a_round_that_is_never_evaluated():
+    from flkit.papers.hidenseek import study
+    from flkit.workbook import presets
+
+    cpu = presets.load("04_hidenseek", "cpu")  # eval_every = 2: round 31 has no evaluation
+    with pytest.raises(FlkitError, match=r"rounds \[31\].*eval_every=2"):
+        study.rounds_search(cpu, grid=(31, 90))

@@ -20,7 +20,10 @@ fixed before any verdict was read:
   probability 0.9^200 < 1e-9; rule: at least 0.75, so the accuracy describes most clients.
 
 The score learning rate of each supermask method is chosen once by the same indicators
-(``choose_score_lr``), never by which method ends higher.
+(``choose_score_lr``), never by which method ends higher. So are the MNIST rounds of the `long`
+preset (``choose_long_rounds`` on ``LONG_SEARCH``): the fewest rounds at which dense FedAvg is
+near its plateau (``plateau_rise`` below 1 point) and every supermask method is in the rules of
+``flip_share`` and ``above_chance`` on MNIST alpha = 1.
 
 An indicator the runs do not record is None: the claims that depend on it are then inconclusive
 ("regime not measured"), never judged as if in the paper's regime.
@@ -52,6 +55,12 @@ FIRST_FLIP_ROUND = 3
 MAX_FEDMASK_GAP = ACC_GAIN_RANGE_MILD[1]
 #: the smallest share of test clients scored
 MIN_COVERAGE = 0.75
+#: dense FedAvg "near its plateau" (the `long` preset's rule): its rise over the last
+#: PLATEAU_SPAN rounds, read from the least-squares slope over the last PLATEAU_WINDOW rounds
+#: (one evaluation is too noisy for a 1-point rule), below MAX_PLATEAU_RISE points
+PLATEAU_WINDOW = 20
+PLATEAU_SPAN = 5
+MAX_PLATEAU_RISE = 1.0
 
 INDICATORS = {
     "flip_share": Indicator(
@@ -102,6 +111,9 @@ __all__ = [
     "in_regime",
     "chance",
     "choose_score_lr",
+    "plateau_rise",
+    "choose_long_rounds",
+    "LONG_SEARCH",
 ]
 
 
@@ -196,3 +208,81 @@ def readings(ours: Mapping, keys=None) -> list:
 
 def in_regime(ours: Mapping) -> bool:
     return all(r.inside for r in readings(ours))
+
+
+#: the search that set the `long` preset's MNIST rounds (``study.rounds_search`` on MNIST
+#: alpha = 1, seed 0, the `cpu` settings otherwise; one 90-round run per method read at each
+#: grid value; one torch thread on a shared 2-core machine, so ``train_s``, the local-training
+#: seconds up to that round, is a guide, not a run time). accuracy in %, above_chance and rise5
+#: in points, flip_share the smallest from round 3 (None: FedAvg has no mask)
+_LONG_COLUMNS = ("method", "rounds", "accuracy", "above_chance", "flip_share", "rise5", "train_s")
+_LONG_ROWS = (
+    ("FedAvg", 30, 72.9, 62.9, None, 7.02, 35),
+    ("FedAvg", 60, 84.5, 74.5, None, 0.59, 71),
+    ("FedAvg", 90, 89.5, 79.5, None, 0.36, 106),
+    ("BNNAvg", 30, 24.2, 14.2, 1.3e-04, 2.1, 46),
+    ("BNNAvg", 60, 20.1, 10.1, 4.9e-05, 0.1, 84),
+    ("BNNAvg", 90, 25.6, 15.6, 4.9e-05, -0.94, 116),
+    ("Signed", 30, 22.6, 12.6, 6.2e-06, 0.95, 36),
+    ("Signed", 60, 24.1, 14.1, 0.0, 0.73, 65),
+    ("Signed", 90, 25.4, 15.4, 0.0, 0.69, 85),
+    ("FedMask", 30, 27.6, 17.6, 8.0e-05, 3.99, 27),
+    ("FedMask", 60, 22.6, 12.6, 4.9e-05, -0.38, 59),
+    ("FedMask", 90, 18.3, 8.3, 1.9e-05, -1.21, 88),
+    ("HideNseek", 30, 23.3, 13.3, 1.7e-03, 2.0, 24),
+    ("HideNseek", 60, 46.8, 36.8, 7.8e-04, 3.88, 50),
+    ("HideNseek", 90, 21.8, 11.8, 0.0, -3.4, 77),
+)
+LONG_SEARCH: list[dict] = [dict(zip(_LONG_COLUMNS, row)) for row in _LONG_ROWS]
+
+
+def plateau_rise(rounds, accuracy, window: int = PLATEAU_WINDOW, span: int = PLATEAU_SPAN):
+    """``span`` times the least-squares slope of ``accuracy`` (points) against ``rounds`` over the
+    evaluations of the last ``window`` rounds (rounds > last - window): how much the curve still
+    rises over ``span`` rounds. None with fewer than 3 evaluations there."""
+    r = pd.Series(list(rounds), dtype=float)
+    a = pd.Series(list(accuracy), dtype=float)
+    if len(r) != len(a):
+        raise FlkitError(f"{len(r)} rounds but {len(a)} accuracies; accepted: one per round")
+    keep = r > r.max() - window if len(r) else r.astype(bool)
+    r, a = r[keep], a[keep]
+    if len(r) < 3:
+        return None
+    dr = r - r.mean()
+    return float(span * (dr * (a - a.mean())).sum() / (dr * dr).sum())
+
+
+def choose_long_rounds(table: pd.DataFrame | None = None) -> dict:
+    """The `long` preset's MNIST rounds from a search table (columns method, rounds,
+    above_chance, flip_share, rise5; ``study.rounds_search``): the fewest rounds at which dense
+    FedAvg rises by less than MAX_PLATEAU_RISE points over the last PLATEAU_SPAN rounds and every
+    supermask method is at least MIN_ABOVE_CHANCE points above chance with a flip in every round
+    from round 3. Regime indicators only; which method ends higher plays no part. Returns
+    {"rounds": the chosen value, or the largest searched when none qualifies, "meets_rule",
+    "unmet": {rounds: [the indicators out of their rule]}}. Default: the recorded
+    :data:`LONG_SEARCH`."""
+    if table is None:
+        table = pd.DataFrame(LONG_SEARCH)
+    need = {"method", "rounds", "above_chance", "flip_share", "rise5"}
+    if not need <= set(table.columns):
+        raise FlkitError(
+            f"rounds search has columns {sorted(table.columns)}; accepted: at least {sorted(need)}"
+        )
+    unmet = {}
+    for r, g in table.groupby("rounds"):
+        out = []
+        dense = g[g.method == "FedAvg"]
+        rise = dense.rise5.iloc[0] if len(dense) else None
+        if rise is None or pd.isna(rise) or not rise < MAX_PLATEAU_RISE:
+            out.append("FedAvg rise5")
+        for m in SUPERMASK:
+            row = g[g.method == m]
+            if not len(row) or not row.above_chance.iloc[0] >= MIN_ABOVE_CHANCE:
+                out.append(f"{m} above_chance")
+            f = row.flip_share.iloc[0] if len(row) else None
+            if f is None or pd.isna(f) or not f > 0:
+                out.append(f"{m} flip_share")
+        unmet[int(r)] = out
+    ok = [r for r, out in unmet.items() if not out]
+    chosen = min(ok) if ok else max(unmet)
+    return {"rounds": chosen, "meets_rule": bool(ok), "unmet": unmet}

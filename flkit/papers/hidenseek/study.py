@@ -27,7 +27,7 @@ from ...prune import (
     weight_fraction,
     weight_layers,
 )
-from ...utils import check_choice, configure_threads, derive_seed, generator
+from ...utils import FlkitError, check_choice, configure_threads, derive_seed, generator
 
 LABELS = {
     "fedavg_split": "FedAvg",
@@ -386,6 +386,67 @@ def score_lr_grid(
                     "lr": float(lr),
                     "flip_share": float(late.min()),
                     "above_chance": float(acc - chance("har")),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+#: the rounds the `long` preset may give MNIST, read by ``regime.choose_long_rounds``
+LONG_ROUNDS_GRID = (30, 60, 90)
+
+
+def rounds_search(
+    preset,
+    grid=LONG_ROUNDS_GRID,
+    methods=None,
+    task: str = "mnist_a1",
+    seed: int = 0,
+    device="auto",
+    progress=False,
+    out_dir=None,
+) -> pd.DataFrame:
+    """The runs that choose the `long` preset's rounds: each method once on ``task`` for
+    max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
+    rounds of a longer run are the R-round run: the learning rate is constant and nothing depends
+    on the total). One row per (method, R): accuracy at round R (%), above chance (points), the
+    smallest flip share in rounds 3..R (None for a method without a mask), the rise over the last
+    5 rounds read from the fit over the last 20 (``regime.plateau_rise``), and the local-training
+    seconds up to R."""
+    from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
+
+    family = task.split("_")[0]
+    longest = max(grid)
+    bad = [r for r in grid if r % int(preset["eval_every"]) and r != longest]
+    if bad:
+        raise FlkitError(
+            f"rounds {bad} of the grid are never evaluated; accepted: multiples of "
+            f"eval_every={preset['eval_every']} or the largest, {longest}"
+        )
+    longer = {**preset, f"{family}_rounds": longest}
+    rows = []
+    for method in methods or preset["methods"]:
+        res = run(config(longer, task, method, seed, device), out_dir=out_dir, progress=progress)
+        h = res.history
+        for r in sorted(grid):
+            upto = h[h["round"] <= r]
+            ev = upto.dropna(subset=["test_accuracy"])
+            acc = float(ev.test_accuracy.iloc[-1] * 100)
+            late = upto.loc[upto["round"] >= FIRST_FLIP_ROUND]
+            flips = (
+                float(late.flip_share.min())
+                if "flip_share" in late and late.flip_share.notna().any()
+                else None
+            )
+            rows.append(
+                {
+                    "task": task,
+                    "method": LABELS[method],
+                    "rounds": r,
+                    "accuracy": acc,
+                    "above_chance": acc - chance(task),
+                    "flip_share": flips,
+                    "rise5": plateau_rise(ev["round"], ev.test_accuracy * 100),
+                    "train_s": float(upto.train_seconds.sum()),
                 }
             )
     return pd.DataFrame(rows)
