@@ -75,8 +75,10 @@ def test_stc_share_is_the_smallest_over_seeds_and_not_reached_is_outside():
         )
 
     assert regime.measure(tab([197, 160]))["fedavg_share"] == pytest.approx(0.8)
-    assert regime.in_regime(tab([197, 160]))  # 0.8 >= 0.75 in both seeds
-    assert not regime.in_regime(tab([197, 140]))  # 0.7 in one seed
+    share = ["fedavg_share"]  # a table of FedAvg rows alone has no STC / FedAvg ratio
+    assert regime.in_regime(tab([197, 160]), keys=share)  # 0.8 >= 0.75 in both seeds
+    assert not regime.in_regime(tab([197, 140]), keys=share)  # 0.7 in one seed
+    assert not regime.in_regime(tab([197, 160]))  # every indicator: the STC ratio is missing
     assert regime.measure(tab([197, np.nan]))["fedavg_share"] is None
     r = regime.readings(tab([197, np.nan]))[0]
     assert r.inside is False and r.indicator.paper == 0.985  # never reached: outside, not unknown

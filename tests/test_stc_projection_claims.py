@@ -145,3 +145,57 @@ def test_link_summary_from_the_table():
     text = cl.link_summary(tab, 0.95)
     assert "FedFV: reaches 95% at round 110 (mean of 2/2 seeds); oscillation 1.50" in text
     assert "both: reaches 95% at round 190 (mean of 1/2 seeds); oscillation 2.00" in text
+
+
+def _in_fedavg_regime(stc_rounds):
+    """One seed, 200 rounds, FedAvg at 180 (share 0.9): every claim holds at face value as long as
+    STC reaches the target after STC-PA (150)."""
+    return _tab(
+        [
+            ("fedavg", 0, 180, 300.0, 1.0, 1.0, 1.0),
+            ("stc", 0, stc_rounds, 280.0, 2.0, 47.0, 46.0),
+            ("stc_pa", 0, 150, 200.0, 1.5, 47.5, 45.5),
+        ],
+        target=0.95,
+    ).assign(rounds=200)
+
+
+def test_record_reads_each_claims_own_indicators(tmp_path):
+    from flkit.papers.stc_projection import regime
+
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path / "behind")
+    behind = _in_fedavg_regime(190)  # STC / FedAvg 190 / 180 = 1.06: STC behind, not the paper's
+    df = stc_claims.record(r, behind, "mnist", regime=regime.claim_readings(behind))
+    assert df.verdict.tolist() == [
+        "holds",  # traffic: no regime
+        "outside regime",  # rounds
+        "outside regime",  # variance
+        "holds",  # STC oscillates more than FedAvg: FedAvg's share only
+        "outside regime",  # STC-PA oscillates less than STC
+    ]
+    assert "STC / FedAvg" in df.regime[1] and "STC / FedAvg" not in df.regime[3]
+    assert r.claims[df.claim[1]]["regime"][1]["ours"] == pytest.approx(190 / 180)
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path / "ahead")
+    ahead = _in_fedavg_regime(160)  # 160 / 180 = 0.89: inside 0.70-0.90
+    df = stc_claims.record(r, ahead, "mnist", regime=regime.claim_readings(ahead))
+    assert df.verdict.tolist() == ["holds"] * 5
+    never = _in_fedavg_regime(None)  # STC never reaches it: outside, not "does not hold"
+    df = stc_claims.record(r, never, "mnist", regime=regime.claim_readings(never))
+    assert df.verdict.tolist()[1:] == [
+        "outside regime",
+        "outside regime",
+        "holds",
+        "outside regime",
+    ]
+
+
+def test_record_refuses_a_mapping_without_every_training_claim(tmp_path):
+    from flkit.papers.stc_projection import regime
+
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
+    tab = _in_fedavg_regime(160)
+    partial = {"rounds": regime.readings(tab, ["fedavg_share"])}
+    with pytest.raises(FlkitError, match="variance") as err:
+        stc_claims.record(r, tab, "mnist", regime=partial)
+    assert "claim_readings" in str(err.value)
+    assert r.claims == {}  # refused before any claim was recorded

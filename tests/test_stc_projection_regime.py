@@ -36,12 +36,13 @@ def _history(first_90, first_95, var):
     )
 
 
-def _results(seeds=(0,)):
+def _results(seeds=(0,), **override):
     cfg = SimpleNamespace(clients_per_round=10, dataset="mnist")
     spec = {  # method: (round to 90 %, round to 95 %, variance)
         "fedavg": (3, 9, 0.02),
         "stc": (4, None, 0.03),
         "stc_pa": (2, 5, 0.01),
+        **override,
     }
     return {
         (m, s): SimpleNamespace(history=_history(*spec[m]), config=cfg) for s in seeds for m in spec
@@ -68,9 +69,13 @@ def test_paper_values_only_at_the_papers_target():
 
 
 def test_in_regime_rule():
-    assert regime.in_regime(tables.summary(_results(), 0.95))  # 9 / 10 >= 0.75
-    assert not regime.in_regime(tables.summary(_results(), 0.9))  # 3 / 10 < 0.75
-    assert not regime.in_regime(tables.summary(_results(), 0.95), min_fraction=0.95)
+    share = ["fedavg_share"]
+    assert regime.in_regime(tables.summary(_results(), 0.95), keys=share)  # 9 / 10 >= 0.75
+    assert not regime.in_regime(tables.summary(_results(), 0.9), keys=share)  # 3 / 10 < 0.75
+    assert not regime.in_regime(tables.summary(_results(), 0.95), min_fraction=0.95, keys=share)
+    # every indicator: STC never reaches 95 %, so its ratio to FedAvg is outside the band
+    assert not regime.in_regime(tables.summary(_results(), 0.95))
+    assert regime.in_regime(tables.summary(_results(stc=(4, 7, 0.03)), 0.95))  # 7 / 9 = 0.78
     with pytest.raises(FlkitError, match="min_fraction"):
         regime.in_regime(tables.summary(_results(), 0.95), min_fraction=2)
 
@@ -84,7 +89,11 @@ def test_target_ablation_table():
     var = tab.loc["FedAvg: across-client variance %², 2nd half"]
     assert var["verdict at 95%"] is True  # STC-PA 100 %² is the lowest
     reg = tab.loc["in the paper's regime (regime.in_regime)"]
-    assert reg["ours at 90%"] is False and reg["ours at 95%"] is True
+    # 90 %: FedAvg's share 0.3 and STC / FedAvg 4 / 3; 95 %: share 0.9 but STC never gets there
+    assert reg["ours at 90%"] is False and reg["ours at 95%"] is False
+    ratio = tab.loc["STC / FedAvg: rounds to target"]
+    assert ratio["paper"] == regime.PAPER_STC_RATIO
+    assert ratio["ours at 90%"] == pytest.approx(4 / 3, abs=5e-3) and ratio["ours at 95%"] is None
     with pytest.raises(FlkitError, match="two targets"):
         regime.target_ablation(_results(), [0.9])
 
@@ -165,3 +174,59 @@ def test_readme_shows_every_row_of_the_recorded_search():
     readme = (Path(regime.__file__).parent / "README.md").read_text(encoding="utf-8")
     for row in regime.CALIBRATION_SEARCH:
         assert f"| {row['setting']} | {row['run_rounds']} |" in readme, row["setting"]
+
+
+# --------------------------------------------------------------------------- STC against FedAvg
+def _summary(rows, run=200, target=0.95):
+    """A hand-built ``tables.summary`` table: rows (method, seed, rounds to the target)."""
+    return pd.DataFrame(rows, columns=["method", "seed", "rounds_to_target"]).assign(
+        rounds=run, target=target, variance=10.0
+    )
+
+
+def test_stc_ratio_is_the_largest_over_seeds():
+    tab = _summary(
+        [("fedavg", 0, 180), ("stc", 0, 140), ("fedavg", 1, 190), ("stc", 1, 160)]
+    )  # 140 / 180 = 0.778, 160 / 190 = 0.842
+    assert regime.stc_ratios(tab) == pytest.approx([140 / 180, 160 / 190])
+    ours = regime.measure(tab)
+    assert ours["stc_ratio"] == pytest.approx(160 / 190)
+    r = {x.indicator.key: x for x in regime.readings(tab)}["stc_ratio"]
+    assert r.inside is True and r.indicator.paper == pytest.approx(0.797)  # 157 / 197
+    assert r.indicator.rule.text() == "0.7–0.9"
+    assert regime.in_regime(tab)  # shares 0.9 and 0.95 too
+
+
+def test_stc_ratio_outside_the_band_or_missing_is_outside():
+    slow = _summary([("fedavg", 0, 180), ("stc", 0, 171)])  # 0.95: STC barely ahead
+    fast = _summary([("fedavg", 0, 180), ("stc", 0, 117)])  # 0.65: far ahead
+    never = _summary(
+        [("fedavg", 0, 180), ("stc", 0, 140), ("fedavg", 1, 190), ("stc", 1, None)]
+    )  # seed 1: STC never reaches the target, however good seed 0 is
+    for tab, ratio in ((slow, 0.95), (fast, 0.65), (never, None)):
+        ours = regime.measure(tab)["stc_ratio"]
+        assert ours == (None if ratio is None else pytest.approx(ratio))
+        r = {x.indicator.key: x for x in regime.readings(tab)}["stc_ratio"]
+        assert r.inside is False  # never "unknown": STC not reaching is not the paper's STC
+        assert not regime.in_regime(tab) and regime.in_regime(tab, keys=["fedavg_share"])
+    ind = regime.indicators(never).set_index("indicator").loc["STC / FedAvg: rounds to 95%"]
+    assert ind["ours"] is None and ind["per seed"] == [pytest.approx(0.778), None]
+
+
+def test_claims_map_to_their_indicators():
+    from flkit.papers.stc_projection import claims as stc_claims
+
+    assert regime.CLAIMS == {
+        "rounds": ("fedavg_share", "stc_ratio"),
+        "variance": ("fedavg_share", "stc_ratio"),
+        "stc_oscillates_more_than_fedavg": ("fedavg_share",),  # STC against FedAvg itself
+        "stc_pa_oscillates_less_than_stc": ("fedavg_share", "stc_ratio"),
+    }
+    tab = _summary([("fedavg", 0, 180), ("stc", 0, 140), ("stc_pa", 0, 100)]).assign(
+        variance=1.0, oscillation=1.0, factor_up=47.0, factor_down=47.0
+    )
+    training = {c["key"] for c in stc_claims.verdicts(tab, "mnist") if not c["exact"]}
+    assert training == set(regime.CLAIMS)  # every training claim has its indicators
+    per_claim = regime.claim_readings(tab)
+    keys = {c: [r.indicator.key for r in rs] for c, rs in per_claim.items()}
+    assert keys == {c: list(k) for c, k in regime.CLAIMS.items()}

@@ -10,15 +10,17 @@ verdict is a function of the table with its thresholds as named parameters::
 
 ``exact`` marks the traffic claim: byte counts follow from the model's shapes, so that verdict is
 judged at every preset (``flkit.workbook.report`` makes the others inconclusive at ``smoke``).
+``key`` names each claim for ``regime.CLAIMS`` (the regime indicators it depends on).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
-from flkit.utils import check_choice
+from flkit.utils import FlkitError, check_choice
 
 from .numbers import NUMBERS as PAPER
 from .study import PAPER_METHODS
@@ -68,6 +70,7 @@ def traffic(
         f"{model or 'model'}, simulator counter)",
         paper="Table 2",
         exact=True,
+        key="traffic",
     )
 
 
@@ -101,6 +104,7 @@ def rounds(tab: pd.DataFrame, part: str) -> dict:
         evidence="; ".join(ev) + " (— = not reached)" + reason,
         paper="Table 2",
         exact=False,
+        key="rounds",
     )
 
 
@@ -121,6 +125,7 @@ def variance(tab: pd.DataFrame, part: str) -> dict:
         + f" ({sum(ok)}/{len(ok)} seeds)",
         paper="Fig. 4" if part == "mnist" else "Fig. 6",
         exact=False,
+        key="variance",
     )
 
 
@@ -141,6 +146,7 @@ def oscillation(tab: pd.DataFrame, part: str, a: str, b: str, more: bool) -> dic
         + f" ({sum(ok)}/{len(ok)} seeds)",
         paper="Fig. 3" if part == "mnist" else "Fig. 5",
         exact=False,
+        key=f"{a}_oscillates_{'more' if more else 'less'}_than_{b}",
     )
 
 
@@ -148,7 +154,7 @@ def verdicts(
     tab: pd.DataFrame, part: str, model: str | None = None, tolerance: float = 0.10
 ) -> list[dict]:
     """Every claim for one dataset: dicts with text, holds (True/False/None), evidence, paper,
-    exact (True: independent of training)."""
+    exact (True: independent of training), key (the claim's name in ``regime.CLAIMS``)."""
     check_choice("part", part, PARTS)
     out = [traffic(tab, part, model, tolerance)]
     out += [
@@ -172,16 +178,26 @@ def record(
     """Every verdict of one dataset into ``report``; returns them as a DataFrame (claim, verdict,
     evidence, paper, regime).
 
-    ``regime``: the readings of the regime indicators (``regime.readings(tab)``, MNIST) that
-    every claim about training depends on: ``report.claim`` records such a claim as "outside
-    regime" when FedAvg's rounds to the target are not where the paper's are. The traffic claim
-    follows from the model's shapes and carries none.
+    ``regime``: the readings of the regime indicators the claims about training depend on, either
+    per claim, {claim key: readings} (``regime.claim_readings(tab)``, MNIST: each claim with the
+    indicators ``regime.CLAIMS`` names for it), or one list for every such claim.
+    ``report.claim`` records a claim as "outside regime" when one of its readings breaks the
+    paper's rule. The traffic claim follows from the model's shapes and carries none.
 
     ``qualitative``: a reason why this dataset's run is too short to judge training claims at
     this preset (the CIFAR-10 part of ``cpu``); then every verdict except the exact traffic one
     is recorded as inconclusive with that reason and the face-value outcome."""
+    found = verdicts(tab, part, model, tolerance)
+    if isinstance(regime, Mapping):
+        lacking = [c["key"] for c in found if not c["exact"] and c["key"] not in regime]
+        if lacking:
+            raise FlkitError(
+                f"regime has no readings for claim(s) {lacking}; accepted: a mapping with a key "
+                f"per training claim ({[c['key'] for c in found if not c['exact']]}, as "
+                "regime.claim_readings(tab) gives) or one list of readings for every claim"
+            )
     rows = []
-    for c in verdicts(tab, part, model, tolerance):
+    for c in found:
         holds, reason = c["holds"], ""
         if qualitative and not c["exact"]:
             face = {
@@ -192,7 +208,10 @@ def record(
             holds, reason = None, f"too short at this preset ({qualitative}); at face value {face}"
         elif holds is None:
             reason = "no method reached the target at this scale"
-        reg = [] if c["exact"] else list(regime)
+        if c["exact"]:
+            reg = []
+        else:
+            reg = list(regime[c["key"]] if isinstance(regime, Mapping) else regime)
         verdict = report.claim(
             c["text"],
             holds,
