@@ -4,6 +4,7 @@ README, in each notebook's introduction and by `flkit reproduce --list`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,39 @@ def test_reproduce_list_shows_every_measured_time(capsys):
     out = capsys.readouterr().out
     for name in NOTEBOOKS:
         assert run_times.sentence(name) in out
+
+
+# A paper README may state its notebook's `cpu` time ("measured at 30.0 min") where it reasons
+# about the budget; the figure must then be the one run_times.py holds.
+MEASURED_AT = re.compile(r"measured\s+at\s+(\d+\s+h\s+\d+\s+min|\d+(?:\.\d+)?\s+(?:min|s))\b")
+
+
+def _quotes_disagreeing(text: str, notebook: str) -> list[str]:
+    seconds, _ = run_times.RUN_TIMES[notebook]
+    want = None if seconds is None else run_times.duration(seconds)
+    return [q for q in (re.sub(r"\s+", " ", m) for m in MEASURED_AT.findall(text)) if q != want]
+
+
+def test_paper_readmes_quote_the_measured_time():
+    checked = 0
+    for toml in sorted((ROOT / "flkit" / "papers").glob("*/preset.toml")):
+        meta = re.search(r'^notebook = "(.+)\.ipynb"', toml.read_text(encoding="utf-8"), re.M)
+        notebook = meta.group(1)
+        if notebook not in run_times.RUN_TIMES:
+            continue  # the template
+        text = (toml.parent / "README.md").read_text(encoding="utf-8")
+        bad = _quotes_disagreeing(text, notebook)
+        assert not bad, (
+            f"{toml.parent.name}/README.md quotes {bad} as measured; run_times.py holds "
+            f"{run_times.sentence(notebook)}"
+        )
+        checked += len(MEASURED_AT.findall(text))
+    assert checked, "no paper README quotes a measured time: the check reads nothing"
+
+
+def test_a_stale_quote_is_caught(monkeypatch):
+    monkeypatch.setattr(run_times, "RUN_TIMES", {"05_x": (40.4 * 60, "2026-11-27")})
+    text = "it was measured at 30.0 min, within\nthe budget; later measured at\n40.4 min"
+    assert _quotes_disagreeing(text, "05_x") == ["30.0 min"]
+    monkeypatch.setattr(run_times, "RUN_TIMES", {"05_x": (None, "2026-11-27")})
+    assert _quotes_disagreeing("measured at 1 h 5 min", "05_x") == ["1 h 5 min"]

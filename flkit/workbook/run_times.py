@@ -22,7 +22,7 @@ RUN_TIMES: dict[str, tuple[float | None, str]] = {
     "02_feddip": (14.7 * 60, "2026-11-27"),
     "03_fedast": (None, "2026-11-27"),
     "04_hidenseek": (11.8 * 60, "2026-11-27"),
-    "05_staleness": (40.4 * 60, "2026-11-27"),
+    "05_staleness": (1799.2, "2026-11-27"),
 }
 
 __all__ = ["RUN_TIMES", "HOW", "duration", "sentence", "total"]
