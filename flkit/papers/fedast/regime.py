@@ -27,10 +27,14 @@ per time unit and per Sync-ST round, staleness mean and p90) stand side by side;
 are chosen so each is within :data:`TIMING_TOLERANCE` of the paper's, before any training run.
 
 The rule (fixed before any verdict, :func:`paper_indicators`): a claim comparing FedAST with
-Sync-ST on heterogeneous tasks is in the paper's regime when our FedAST updates per Sync-ST round
-are within ``TOLERANCE`` of the paper setting's. Interface (the same in every paper's
-``regime.py``): ``paper_indicators()``, ``measure(...)``, ``readings(ours, keys)``,
-``in_regime(ours)``, ``CLAIMS``.
+Sync-ST on heterogeneous tasks is in the paper's regime when our timing-only FedAST updates per
+Sync-ST round in the four-task mix (the ``heterogeneous`` rows of :func:`timing_table`) are within
+``TOLERANCE`` of the paper setting's, both computed the same way. The in-run counterparts
+(:func:`indicators`: Sync-ST rounds to target, staleness of the trained run) are evidence only:
+a trained run stops each task at its target, so its rounds shorten and its per-task update rate
+thins out as tasks finish, and they depend on the targets, not on the timing alone. Interface
+(the same in every paper's ``regime.py``): ``paper_indicators()``, ``measure(...)``,
+``readings(ours, keys)``, ``in_regime(ours)``, ``CLAIMS``.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from flkit import asyncfl
-from flkit.utils import check_choice
+from flkit.utils import FlkitError, check_choice
 from flkit.workbook.verdict import Indicator, read, within
 
 from . import configs
@@ -54,12 +58,13 @@ __all__ = [
     "TimingTrainer",
     "indicators",
     "paper_setting",
+    "IN_RUN_PAPER",
     "regime_table",
     "regime_note",
     "ablation_rows",
     "TOLERANCE",
     "CLAIMS",
-    "updates_per_sync_round",
+    "TIMING_CLAIM_KEYS",
     "paper_indicators",
     "measure",
     "readings",
@@ -138,23 +143,6 @@ def indicators(fedast: dict, sync: dict) -> dict:
     }
 
 
-def updates_per_sync_round(fedast: dict, sync: dict) -> float | None:
-    """FedAST server updates of one task per time unit (all updates over the number of tasks,
-    mean over seeds) times Sync-ST's mean round length (over seeds); None when a side has no run
-    or no round."""
-    rates = [
-        len(r.history) / r.total_time / max(1, len(r.tasks))
-        for r in fedast.values()
-        if r.total_time > 0
-    ]
-    lengths = [
-        r.total_time / r.stats["rounds"] for r in sync.values() if r.stats.get("rounds", 0) > 0
-    ]
-    if not rates or not lengths:
-        return None
-    return float(np.mean(rates) * np.mean(lengths))
-
-
 def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
     """The indicators of the paper's heterogeneous setting from a timing-only simulation (see the
     module doc): FedAST option S with R = 96, b = 3 per task for ``horizon`` time units, and
@@ -201,50 +189,75 @@ def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
         "sync_round_length": length,
         "staleness_mean": mean,
         "staleness_p90": p90,
-        "updates_per_sync_round": updates_per_sync_round({0: fed}, {0: sync}),
     }
 
 
-def paper_indicators(paper: dict | None = None) -> dict[str, Indicator]:
-    """The indicators that carry a rule, with the paper setting's values (``paper``: the output of
-    :func:`paper_setting`; computed when None, a timing-only simulation of a few seconds)."""
-    paper = paper_setting() if paper is None else paper
+def _mix_rows(timing: pd.DataFrame) -> pd.DataFrame:
+    rows = timing[timing.experiment == "heterogeneous"].set_index("key")
+    missing = [k for k in TIMING_CLAIM_KEYS if k not in rows.index]
+    if missing:
+        raise FlkitError(
+            f"timing indicators {missing} of experiment 'heterogeneous' are not in the timing "
+            f"table; present: {list(rows.index)} (pass regime.timing_table's output)"
+        )
+    return rows
+
+
+#: the timing indicators the heterogeneous claims are judged by (:data:`CLAIMS`)
+TIMING_CLAIM_KEYS = tuple(dict.fromkeys(k for keys in CLAIMS.values() for k in keys))
+
+
+def paper_indicators(timing: pd.DataFrame) -> dict[str, Indicator]:
+    """The indicators that carry a rule, with the paper setting's values: the ``paper`` column
+    of the ``heterogeneous`` rows of ``timing`` (:func:`timing_table`), so the paper's value and
+    ours come from the same timing-only computation."""
+    rows = _mix_rows(timing)
     return {
-        "updates_per_sync_round": Indicator(
-            "updates_per_sync_round",
-            "FedAST updates of one task per Sync-ST round (heterogeneous tasks)",
-            round(float(paper["updates_per_sync_round"]), 1),
+        key: Indicator(
+            f"heterogeneous_{key}",
+            f"{TIMING_INDICATORS[key]} (heterogeneous, timing only)",
+            round(float(rows.loc[key, "paper"]), 1),
             within(TOLERANCE),
         )
+        for key in TIMING_CLAIM_KEYS
     }
 
 
-def measure(fedast: dict, sync: dict) -> dict:
-    """Our indicators of one experiment: :func:`indicators` plus the FedAST updates per Sync-ST
-    round. fedast / sync: {seed: SimResult}."""
+def measure(timing: pd.DataFrame) -> dict:
+    """Our indicators of the heterogeneous claims: the ``ours`` column of the ``heterogeneous``
+    rows of ``timing`` (:func:`timing_table` of the preset the claim's runs used)."""
+    rows = _mix_rows(timing)
     return {
-        **indicators(fedast, sync),
-        "updates_per_sync_round": updates_per_sync_round(fedast, sync),
+        key: None if pd.isna(rows.loc[key, "ours"]) else float(rows.loc[key, "ours"])
+        for key in TIMING_CLAIM_KEYS
     }
 
 
-def readings(ours: dict, paper: dict | None = None, keys=None) -> list:
-    """Readings for ``report.claim(regime=...)``: ``keys`` (default: every indicator that carries a
-    rule) of ``ours`` (:func:`measure`) against ``paper`` (:func:`paper_setting`)."""
-    ind = paper_indicators(paper)
-    return read(ind, ours, list(ind) if keys is None else keys)
+def readings(timing: pd.DataFrame, keys=None) -> list:
+    """Readings for ``report.claim(regime=...)``: ``keys`` (default: every indicator that carries
+    a rule) of ours against the paper setting's, both from ``timing`` (:func:`timing_table`)."""
+    ind = paper_indicators(timing)
+    return read(ind, measure(timing), list(ind) if keys is None else keys)
 
 
-def in_regime(ours: dict, paper: dict | None = None) -> bool:
-    return all(r.inside for r in readings(ours, paper))
+def in_regime(timing: pd.DataFrame) -> bool:
+    return all(r.inside for r in readings(timing))
+
+
+#: in-run indicators with a paper counterpart measured the same way: Sync-ST rounds to every
+#: target (the paper's inferred completion time over its round length); the paper reports no
+#: staleness of its trained runs, so the in-run staleness stands without a paper value (the
+#: paper setting's timing-only staleness is in :func:`timing_table`)
+IN_RUN_PAPER = ("sync_rounds",)
 
 
 def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
-    """One row per indicator: the paper's value and one column per entry of ``columns``
-    ({label: indicators dict}), e.g. {"ours (cpu)": ..., "ours (ablation)": ...}."""
+    """One row per in-run indicator: the paper's value (only for :data:`IN_RUN_PAPER`) and one
+    column per entry of ``columns`` ({label: indicators dict}), e.g. {"ours (cpu)": ...,
+    "ours (ablation)": ...}."""
     rows = []
     for key, text in INDICATORS.items():
-        row = {"indicator": text, "paper": paper.get(key)}
+        row = {"indicator": text, "paper": paper.get(key) if key in IN_RUN_PAPER else None}
         for label, ind in columns.items():
             row[label] = ind.get(key)
         rows.append(row)
@@ -252,22 +265,22 @@ def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
 
 
 def regime_note(ours: dict, paper: dict, sync: bool = True) -> str:
-    """The indicators beside the paper's, as one line for a claim's evidence (``sync`` False:
-    the staleness part only, for claims without a Sync-ST run)."""
+    """The in-run indicators as one line for a claim's evidence, the paper's value beside those
+    that have one (:data:`IN_RUN_PAPER`; ``sync`` False: the staleness part only, for claims
+    without a Sync-ST run)."""
 
     def f(x):
         return "n/a" if x is None else f"{x:.3g}"
 
     stale = (
-        f"FedAST staleness mean {f(ours.get('staleness_mean'))} / p90 "
-        f"{f(ours.get('staleness_p90'))} (paper setting {f(paper.get('staleness_mean'))} / "
-        f"{f(paper.get('staleness_p90'))})"
+        f"FedAST staleness in the run mean {f(ours.get('staleness_mean'))} / p90 "
+        f"{f(ours.get('staleness_p90'))}"
     )
     if not sync:
         return f"regime: {stale}"
     return (
         f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))} (paper ≈ "
-        f"{f(paper.get('sync_rounds'))}); {stale}"
+        f"{f(paper.get('sync_rounds'))}, inferred); {stale}"
     )
 
 
@@ -406,17 +419,23 @@ def experiment_configs(preset, experiment: str, requests: int | None = None) -> 
 
 
 def timing_table(
-    preset, paper_preset=None, seeds: Sequence[int] = (0,), horizon: float = 300.0
+    preset,
+    paper_preset=None,
+    seeds: Sequence[int] = (0,),
+    horizon: float = 300.0,
+    experiments: Sequence[str] = TIMING_EXPERIMENTS,
 ) -> pd.DataFrame:
     """Regime first: the timing-only indicators of every experiment (:data:`TIMING_EXPERIMENTS`)
     in the paper's setting (``paper_preset``, default the ``paper`` preset) beside ``preset``'s,
     with ours / paper and whether that is within :data:`TIMING_TOLERANCE`. No training: a few
-    seconds per experiment and seed."""
+    seconds per experiment and seed. ``experiments``: a subset of :data:`TIMING_EXPERIMENTS`."""
     from flkit.workbook import presets as _presets
 
+    for exp in experiments:
+        check_choice("experiment", exp, TIMING_EXPERIMENTS)
     paper_preset = paper_preset or _presets.load("03_fedast", "paper")
     rows = []
-    for exp in TIMING_EXPERIMENTS:
+    for exp in experiments:
         # Fig. 3: both pools at our largest R (the paper does not give its x-values)
         req = max(preset["active_requests"]) if exp == "fig3" else None
         ours = timing_indicators(**experiment_configs(preset, exp), seeds=seeds, horizon=horizon)
