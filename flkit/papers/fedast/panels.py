@@ -98,7 +98,11 @@ def queue_timeline(res, clients=None, t_max: float | None = None, ax=None, max_c
         ncol=len(handles),
         fontsize=8,
     )
-    ax.set_title("Client queues (FCFS): requests of two tasks, bar = processing, line = waiting")
+    n = len(tasks)
+    ax.set_title(
+        f"Client queues (FCFS): requests of {n} task{'s' if n != 1 else ''}, "
+        "bar = processing, line = waiting"
+    )
     return ax
 
 
