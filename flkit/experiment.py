@@ -12,6 +12,10 @@ checkpoint saves and a resume restores (the "auto" backend's timing probe puts i
 drawing from it). A run resumed from a checkpoint therefore writes, byte for byte, the history of
 a run never stopped, and a measured backend choice trains like a remembered or pinned one.
 
+A CPU run's identity (its key, its folder's name) holds the torch thread count it computes
+with: a run at 1 thread is never served to a process at 2, and a checkpoint is resumed only under
+its own count.
+
 A finished run folder is served only when its files match their manifest (:mod:`flkit.store`);
 a damaged one is reported with its path and trained again, a damaged checkpoint is never resumed
 from, and a run whose loss stops being finite ends with an error naming the round.
@@ -151,9 +155,16 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def key(self) -> dict:
-        """What identifies the results: everything but the device choice 'auto' is resolved."""
+        """What identifies the results: everything but the device choice 'auto' is resolved, and
+        on the CPU ``threads``, the torch intra-op threads the run computes with now
+        (``torch.get_num_threads()``): they split sums into other partial sums, so the same config
+        at 1 and at 2 threads differs in the last bits after one round and by more over many. A
+        GPU run does its float work on the GPU, whatever the CPU thread count, so its key has
+        none."""
         d = self.to_dict()
         d["device"] = str(resolve_device(self.device)).split(":")[0]
+        if d["device"] == "cpu":
+            d["threads"] = torch.get_num_threads()
         return d
 
     def data_identity(self) -> dict:
@@ -174,11 +185,21 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
+        """The config of a field dict; a :meth:`key` is read with :func:`config_of`."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
             raise FlkitError(f"unknown RunConfig field(s) {unknown}; accepted: {sorted(names)}")
         return cls(**d)
+
+
+#: what a :meth:`RunConfig.key` holds beside the config's fields
+KEY_ONLY = ("threads",)
+
+
+def config_of(key: dict) -> RunConfig:
+    """The config a :meth:`RunConfig.key` (a run's config.json) was made from."""
+    return RunConfig.from_dict({k: v for k, v in key.items() if k not in KEY_ONLY})
 
 
 @dataclass
@@ -306,6 +327,7 @@ def run(
         check_value("checkpoint_every", checkpoint_every, {"kind": "integer", "low": 1})
     check_value("checkpoint_seconds", checkpoint_seconds, {"kind": "real", "low": 0})
     config, setup, choice = resolve_backend(config, out_dir, cache, setup)
+    key = config.key()  # the thread count the run computes with, for its folder and records
     data_used = config.data_identity()  # refuses a reduced copy at `paper` before any work
     folder = run_folder(config, out_dir) if cache else None
     if folder is not None and store.is_done(folder):
@@ -334,11 +356,12 @@ def run(
         _damaged(folder, problem, "training starts again from round 1")
         store.remove_checkpoint(folder)
     if saved is not None:
+        _check_threads(folder, saved, key)
         state, rows, start_round = saved["state"], saved["rows"], saved["round"] + 1
         if "rng" in saved:
             rng_state.restore(saved["rng"], setup.device)
     if folder is not None:
-        store.save_json(folder / "config.json", config.key())
+        store.save_json(folder / "config.json", key)
     client_acc = None
     bar = _progress(config.rounds, start_round - 1, config.method, progress)
     t0 = last_ckpt = time.perf_counter()
@@ -383,13 +406,14 @@ def run(
                 "rows": rows,
                 "round": rnd,
                 "rng": rng_state.capture(setup.device),
+                "threads": key.get("threads"),
             }
             store.save_checkpoint(folder, saved, rnd)
             last_ckpt = time.perf_counter()
     finish(bar)
     import pandas as pd
 
-    history = _with_attrs(pd.DataFrame(rows), config, time.perf_counter() - t0, data_used)
+    history = _with_attrs(pd.DataFrame(rows), key, time.perf_counter() - t0, data_used)
     result = RunResult(config, history, state, folder, client_acc)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
@@ -403,6 +427,7 @@ def run(
                 "rounds_started_unix": rounds_started_unix,
                 "device": str(setup.device),
                 "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
                 "backend": config.backend,
                 "backend_choice": choice,
                 "data": data_used,
@@ -425,7 +450,8 @@ def load(folder: str | Path) -> RunResult:
     try:
         if problem:
             raise ValueError(problem)
-        cfg = RunConfig.from_dict(store.load_json(folder / "config.json"))
+        key = store.load_json(folder / "config.json")
+        cfg = config_of(key)
         problem = store.check_finished(folder, cfg.rounds, RUN_FILES)
         if problem:
             raise ValueError(problem)
@@ -439,7 +465,7 @@ def load(folder: str | Path) -> RunResult:
             f"run folder {folder} is damaged ({e}); it is not loaded: delete it, or run its "
             "config again with run() (which trains it again)"
         ) from e
-    history = _with_attrs(history, cfg, meta.get("wall_seconds"), meta.get("data"))
+    history = _with_attrs(history, key, meta.get("wall_seconds"), meta.get("data"))
     final_state = methods.ServerState(model=final["state"])
     return RunResult(cfg, history, final_state, folder, final.get("client_accuracy"))
 
@@ -459,13 +485,28 @@ def _damaged(folder: Path, problem: str, action: str) -> None:
     warnings.warn(f"run folder {folder} is damaged: {problem}; {action}", stacklevel=3)
 
 
-def _with_attrs(history: pd.DataFrame, config: RunConfig, wall_seconds, data) -> pd.DataFrame:
-    """The history with what describes its run: the config's key, the training wall time, the
-    backend that ran and the data copy read."""
-    history.attrs.update(
-        config=config.key(), wall_seconds=wall_seconds, backend=config.backend, data=data
-    )
+def _with_attrs(history: pd.DataFrame, key: dict, wall_seconds, data) -> pd.DataFrame:
+    """The history with what describes its run: the config's key (with the thread count it was
+    computed with), the training wall time, the backend that ran and the data copy read."""
+    history.attrs.update(config=key, wall_seconds=wall_seconds, backend=key["backend"], data=data)
     return history
+
+
+def _check_threads(folder: Path, saved: dict, key: dict) -> None:
+    """Refuse to resume a CPU checkpoint under another thread count: the rounds after it would be
+    computed with other sums than the rounds before, a history no single run writes. The folder's
+    name holds the count, so this is a checkpoint copied or moved between folders."""
+    if "threads" not in key or saved.get("threads") == key["threads"]:
+        return
+    was = saved.get("threads")
+    was_text = f"{was} torch threads" if was is not None else "an unrecorded number of threads"
+    raise FlkitError(
+        f"run folder {folder} holds a checkpoint (round {saved['round']}) computed with "
+        f"{was_text}, but this process computes with {key['threads']}; it is not resumed from. "
+        f"Accepted: resume with {was if was is not None else 'its'} threads "
+        "(torch.set_num_threads or FLKIT_THREADS), or delete "
+        f"{folder / store.CHECKPOINT} to train from round 1"
+    )
 
 
 def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:

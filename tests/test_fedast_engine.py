@@ -395,8 +395,9 @@ def test_bad_seed_and_unknown_task():
 
 
 def test_cache_key_is_the_one_written_before_the_asyncfl_move():
-    """The config part of the key of a fixed config differs from the one the old
-    flkit.methods.fedast computed (acd355ed3fe7) only by CACHE_VERSION (3 since issue 13 changed
+    """The config part of the key of a fixed config (less the CPU thread count, tested in
+    test_run_threads.py) differs from the one the old flkit.methods.fedast computed
+    (acd355ed3fe7) only by CACHE_VERSION (3 since issue 13 changed
     Sync-ST and Shakespeare results, so older runs are not reused), a knob left at its default does
     not enter it, and the key also names each task's data copy (so runs cached before the data was
     part of the key are not reused: they cannot say which copy they trained on)."""
@@ -417,6 +418,7 @@ def test_cache_key_is_the_one_written_before_the_asyncfl_move():
     ).validate()
     key = cache_key(cfg, 3, resolve_device("cpu"))
     copies = key.pop("data")
+    assert key.pop("threads") == torch.get_num_threads()  # a CPU run's own thread count
     assert key["v"] == 3 and store.config_hash(key) == "33ae018a5f9d"
     assert store.config_hash(dict(key, v=2)) == "acd355ed3fe7"
     assert store.run_dir("/r", key, prefix=cfg.method).name == "fedast_d-33ae018a5f9d"

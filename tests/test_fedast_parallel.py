@@ -52,13 +52,14 @@ def test_two_workers_give_the_serial_results_in_order(tmp_path):
 
 
 def test_cached_runs_are_not_sent_to_workers(tmp_path, monkeypatch):
-    first = asyncfl.run_many(ITEMS[:2], jobs=1, device="cpu", progress=False, root=tmp_path)
+    kw = dict(device="cpu", progress=False, root=tmp_path, threads=1)  # the count is in the key
+    first = asyncfl.run_many(ITEMS[:2], jobs=1, **kw)
     sent = []
     monkeypatch.setattr(parallel, "_pool", lambda todo, *a: sent.extend(todo))
-    again = asyncfl.run_many(ITEMS[:2], jobs=2, device="cpu", progress=False, root=tmp_path)
+    again = asyncfl.run_many(ITEMS[:2], jobs=2, **kw)
     assert sent == []
     assert all(_same(a, b) for a, b in zip(first, again))
-    asyncfl.run_many(ITEMS[:3], jobs=2, device="cpu", progress=False, root=tmp_path)
+    asyncfl.run_many(ITEMS[:3], jobs=2, **kw)
     assert [(c.tasks[0].requests, s) for c, s in sent] == [(6, 0)]
 
 

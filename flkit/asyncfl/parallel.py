@@ -2,14 +2,16 @@
 
 The runs that are not in the run cache go to ``jobs`` worker processes, each of which stores its
 result in the cache like :func:`flkit.asyncfl.run`; every result is then read from the cache. A
-run's numbers depend only on its configuration, seed and device type, never on ``jobs`` or on
-which worker ran it, so ``jobs`` changes the wall time and nothing else. An interrupted call keeps
-every run that had finished: the next call starts from them.
+run's numbers depend only on its configuration, seed, device type and, on the CPU, the torch
+threads it computes with (part of its cache key), never on which worker ran it: with ``threads``
+given, ``jobs`` changes the wall time and nothing else. An interrupted call keeps every run that
+had finished: the next call starts from them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 from ..data import provenance as _identity
 from ..utils import FlkitError, cores_per_job, resolve_device
@@ -25,6 +27,20 @@ __all__ = ["run_many", "worker_threads"]
 def worker_threads(jobs: int, threads: int | None) -> int:
     """Torch threads per worker: ``threads`` when given (> 0), else the cores shared out."""
     return int(threads) if threads else cores_per_job(jobs)
+
+
+@contextmanager
+def _torch_threads(threads: int | None):
+    """torch's intra-op threads set to ``threads`` (None: left as they are), then put back."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _init_worker(threads: int, policy: dict) -> None:
@@ -55,8 +71,10 @@ def run_many(
     """The :class:`~flkit.asyncfl.SimResult` of every ``(config, seed)`` in ``items``, in order.
 
     ``jobs`` (>= 1): worker processes for the runs not yet cached (1: run them here, one after
-    the other, with a bar per run); ``threads``: torch threads per worker (None or 0: the CPU
-    cores divided by ``jobs``). Every config is validated before anything runs."""
+    the other, with a bar per run); ``threads``: torch threads each run computes with (None or
+    0: with ``jobs`` = 1 the current count, else the CPU cores divided by ``jobs``); the cache is
+    looked up under the same count, here and in the workers. Every config is validated before
+    anything runs."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise FlkitError(f"jobs={jobs!r} is not accepted; accepted: an integer >= 1")
     runs = []
@@ -69,17 +87,21 @@ def run_many(
         runs.append((FedASTRun.from_dict(cfg).validate(), int(seed)))
     dev = resolve_device(device)
     if jobs == 1:
-        return [run(c, s, device=dev, progress=progress, root=root) for c, s in runs]
+        with _torch_threads(threads or None):
+            return [run(c, s, device=dev, progress=progress, root=root) for c, s in runs]
 
-    todo, seen = [], set()
-    for c, s in runs:
-        folder = run_folder(c, s, dev, root)
-        if folder not in seen and not verified(folder):
-            seen.add(folder)
-            todo.append((c, s))
-    if todo:
-        _pool(todo, jobs, dev, progress, root, worker_threads(jobs, threads))
-    return [run(c, s, device=dev, progress=False, root=root) for c, s in runs]
+    per_worker = worker_threads(jobs, threads)
+    # the workers' thread count is part of each run's cache key: look up and read under it
+    with _torch_threads(per_worker):
+        todo, seen = [], set()
+        for c, s in runs:
+            folder = run_folder(c, s, dev, root)
+            if folder not in seen and not verified(folder):
+                seen.add(folder)
+                todo.append((c, s))
+        if todo:
+            _pool(todo, jobs, dev, progress, root, per_worker)
+        return [run(c, s, device=dev, progress=False, root=root) for c, s in runs]
 
 
 def _pool(todo, jobs, dev, progress, root, threads) -> None:

@@ -60,14 +60,23 @@ def data_used(cfg: FedASTRun) -> list[dict]:
     return [_data.identity(t.dataset, **data_kwargs(t, cfg)) for t in cfg.tasks]
 
 
+def _threads(device) -> dict:
+    """On the CPU, the torch intra-op threads a run computes with now: they split sums into other
+    partial sums, so the same run at 1 and at 2 threads gives other floats. A GPU run does its
+    float work on the GPU, whatever the CPU thread count: none."""
+    return {"threads": torch.get_num_threads()} if torch.device(device).type == "cpu" else {}
+
+
 def cache_key(cfg: FedASTRun, seed: int, device) -> dict:
-    """What names a cached run: the config, the seed, the device type, CACHE_VERSION and the
-    content of every task's data copy (sizes and label checksum: a run on a reduced copy is never
-    served for the full dataset)."""
+    """What names a cached run: the config, the seed, the device type, on the CPU the torch
+    thread count (``torch.get_num_threads()`` when called), CACHE_VERSION and the content of every
+    task's data copy (sizes and label checksum: a run on a reduced copy is never served for the
+    full dataset)."""
     return {
         "config": cfg.to_dict(),
         "seed": int(seed),
         "device": str(device.type),
+        **_threads(device),
         "v": CACHE_VERSION,
         "data": [_data_key(d) for d in data_used(cfg)],
     }
@@ -141,9 +150,10 @@ def run(
 
     Everything is validated before any data is loaded or any model trained. With ``cache`` the
     result is stored under ``root`` (default :func:`flkit.store.default_root`) in a folder named by
-    the hash of (config, seed, device type) and loaded from there on the next call, once its files
-    match their manifest (a damaged folder is reported and run again). ``stats`` gains
-    ``wall_seconds``, ``trained`` (client trainings) and ``train_calls``."""
+    the hash of (config, seed, device type, CPU threads: :func:`cache_key`) and loaded from there
+    on the next call, once its files match their manifest (a damaged folder is reported and run
+    again; its config.json is the key). ``stats`` gains ``wall_seconds``, ``trained`` (client
+    trainings) and ``train_calls``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise FlkitError(f"seed={seed!r}; accepted: an integer")
     cfg = FedASTRun.from_dict(config).validate()
@@ -215,6 +225,7 @@ def centralised(
         "steps": int(steps),
         "seed": int(seed),
         "device": dev.type,
+        **_threads(dev),
         "v": CACHE_VERSION,
         "data": [_data_key(d) for d in data_used(cfg)],
     }

@@ -415,7 +415,8 @@ def prefetch(preset, seeds: Sequence[int], device="auto", progress=True) -> int:
     """Runs every simulation of :func:`notebook_runs` not yet in the run cache in
     ``preset['jobs']`` worker processes, dearest first, so both cores stay busy; the sections
     then read their runs from the cache. Changes the wall time, never a number (a run's result
-    depends only on its config, seed and device type). Returns the number of runs."""
+    depends only on its config, seed, device type and CPU threads, ``preset['threads']``).
+    Returns the number of runs."""
     items = notebook_runs(preset, seeds)
     run_all(preset, items, device, progress)
     return len(items)
