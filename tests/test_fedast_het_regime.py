@@ -110,6 +110,34 @@ def test_claim_reads_the_timing_table_of_the_mix(tmp_path, ablation, ours, insid
     assert claim["verdict"] == ("holds" if inside else "outside regime")
 
 
+@pytest.mark.parametrize(
+    ("seeds", "ours", "verdict"),
+    [([0], 40.0, "inconclusive"), ([0, 1], 40.0, "holds"), ([0, 1], 29.0, "outside regime")],
+)
+def test_ablation_table_says_what_the_claims_say(tmp_path, seeds, ours, verdict):
+    """Every run shows the claim at face value (mnist first at 30, requests moved, all done at
+    100 before Sync-ST's 120), so the face-value columns read holds; the verdict columns read
+    the claims' verdicts: one seed makes them inconclusive (seed rule), two seeds with 40 vs
+    37.2 updates per round (within 20 %) hold, two with 29 are outside the paper's regime."""
+    preset = presets.load("03_fedast", "cpu")
+    r = _report(tmp_path)
+    df, res = _runs(seeds)
+    table = record.record_ablation(
+        r, preset, (df, res), (df, res), seeds, dict(PAPER_REGIME), timing=_timing(ours, 37.2)
+    )
+    (claim,) = r.claims.values()
+    assert claim["verdict"] == verdict
+    assert set(table["verdict after"]) == {verdict}
+    assert set(table["face value before"]) == set(table["face value after"]) == {"holds"}
+    # the verdict before is what record_heterogeneous records for the same runs
+    r_before = _report(tmp_path)
+    record.record_heterogeneous(
+        r_before, preset, df, res, seeds, dict(PAPER_REGIME), timing=_timing(ours, 37.2)
+    )
+    (before,) = r_before.claims.values()
+    assert set(table["verdict before"]) == {before["verdict"]} == {verdict}
+
+
 def test_claim_without_a_table_computes_the_mix_timing_of_the_preset(tmp_path):
     """No table passed: the reading is the cpu preset's mix from a timing-only run, the same
     numbers ``regime.timing_table`` gives for that mix (not the run's 0.6)."""

@@ -111,7 +111,33 @@ def test_gain_rows_put_the_papers_46_percent_beside_the_most_tasks_only(tmp_path
     assert claim["verdict"] == "inconclusive" and claim["face"] is None
     assert "1 seed(s) [0], fewer than 2" in claim["reason"]
     assert claim["reason"].endswith("at face value it holds")
-    assert "M=2: -10.0%" in claim["evidence"] and "paper ≈ 64" in claim["evidence"]
+    # the run's own Sync-ST rounds, with no paper value: 64 is the four-task mix's, not Fig. 5's
+    assert "M=2: -10.0%" in claim["evidence"] and "Sync-ST rounds 3;" in claim["evidence"]
+    assert "paper" not in claim["evidence"] and "64" not in claim["evidence"]
+
+
+def test_fig2_claims_give_the_runs_rounds_without_the_mixs_paper_value(tmp_path):
+    """Fig. 2 (six identical tasks): the evidence carries the run's 3 Sync-ST rounds alone; the
+    paper's inferred 64.3 rounds belong to the four-task mix and the paper prints no Fig. 2
+    completion time to infer its own from."""
+    preset = dict(presets.load("03_fedast", "cpu"), fig2_M=6)
+    rows = [
+        {"method": m, "seed": 0, "all_done": t, "M": 6}
+        for m, t in {
+            "fedast_s": 50.0,
+            "sync_st": 70.0,
+            "sync_st_nomit": 100.0,
+            "sync_ucb": 75.0,
+            "sync_bayes": 65.0,
+        }.items()
+    ]
+    runs = {(6, m, 0): _FinishedRun() for m in ("fedast_s", "sync_st")}
+    r = _report(tmp_path)
+    record.record_sync_variants(r, preset, pd.DataFrame(rows), runs, [0], {"sync_rounds": 64.3})
+    assert len(r.claims) == 3
+    for claim in r.claims.values():
+        assert "regime: Sync-ST rounds 3;" in claim["evidence"], claim["evidence"]
+        assert "64.3" not in claim["evidence"] and "paper" not in claim["evidence"]
 
 
 class _FinishedRun:

@@ -5,6 +5,7 @@ import pytest
 
 from flkit import asyncfl
 from flkit.papers.fedast import regime
+from flkit.utils import FlkitError
 
 
 def _res(staleness=(), rounds=0, done=True):
@@ -42,17 +43,39 @@ def test_regime_note_and_ablation_table():
     after = {"sync_rounds": None, "staleness_mean": 30.0, "staleness_p90": 60.0}
     note = regime.regime_note(before, paper)
     assert "Sync-ST rounds 6 (paper ≈ 64, inferred)" in note and "mean 9 / p90 18" in note
-    t = regime.ablation_rows(paper, before, after, [False, False], [True, True])
+    t = regime.ablation_rows(
+        paper, before, after, [False, False], [True, True], "does not hold", "inconclusive"
+    )
     assert list(t.columns) == [
         "indicator",
         "paper",
         "ours before",
         "ours after",
+        "face value before",
+        "face value after",
         "verdict before",
         "verdict after",
     ]
     assert np.isnan(t["ours after"].iloc[0]) and t["paper"].iloc[0] == 64.0
     # the paper reports no staleness of its trained runs: no paper value beside ours
     assert t["paper"].iloc[1:].isna().all()
-    assert set(t["verdict before"]) == {"does not hold"} and set(t["verdict after"]) == {"holds"}
+    assert set(t["face value before"]) == {"does not hold"}
+    assert set(t["face value after"]) == {"holds"}
+    # the verdict columns are the claims' verdicts as given, not the face values
+    assert set(t["verdict before"]) == {"does not hold"}
+    assert set(t["verdict after"]) == {"inconclusive"}
     assert np.isclose(t["ours before"].iloc[1], 9.0)
+
+
+def test_regime_note_without_a_paper_value_gives_ours_alone():
+    ours = {"sync_rounds": 7.0, "staleness_mean": 24.0, "staleness_p90": 48.0}
+    assert regime.regime_note(ours) == (
+        "regime: Sync-ST rounds 7; FedAST staleness in the run mean 24 / p90 48"
+    )
+    assert regime.regime_note(ours, {"staleness_mean": 30.0}) == regime.regime_note(ours)
+
+
+def test_ablation_table_rejects_a_verdict_outside_the_vocabulary():
+    ind = {"sync_rounds": 6.0, "staleness_mean": 9.0, "staleness_p90": 18.0}
+    with pytest.raises(FlkitError, match=r"verdict_after='ok'.*'outside regime'"):
+        regime.ablation_rows({}, ind, ind, [True], [True], "holds", "ok")

@@ -4,12 +4,15 @@ every FedAST-vs-Sync claim. The paper's number goes beside ours only where it me
 thing; where the settings differ the note says so.
 
 Every ``record_*`` function takes the report, the preset where it needs it, the study's
-results and ``paper_regime``, the paper setting's indicators (:func:`.regime.paper_setting`).
+results and ``paper_regime``, the paper setting's indicators (:func:`.regime.paper_setting`):
+those of the four-task mix, so they go beside that mix's runs only.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from flkit.workbook import verdict
 
 from . import claims, configs, readings, regime
 from .numbers import NUMBERS
@@ -53,14 +56,16 @@ def _by_seed(results: dict, method: str, seeds, n_tasks=None) -> dict:
     return {s: results[(method, s) if n_tasks is None else (n_tasks, method, s)] for s in seeds}
 
 
-def _regime_note(
-    results: dict, seeds, paper_regime: dict, n_tasks=None, fedast: str = "fedast_d"
-) -> str:
-    """The regime indicators of one experiment's FedAST and Sync-ST runs beside the paper's."""
+def _identical_note(results: dict, seeds, n_tasks: int) -> str:
+    """The in-run regime indicators of an identical-task experiment's FedAST (option S) and
+    Sync-ST runs, ours alone: the paper's inferred Sync-ST rounds (``paper_regime``) are the
+    four-task mix's, and the paper prints no completion time for its identical tasks to infer
+    theirs from."""
     ours = regime.indicators(
-        _by_seed(results, fedast, seeds, n_tasks), _by_seed(results, "sync_st", seeds, n_tasks)
+        _by_seed(results, claims.IDENTICAL_FEDAST, seeds, n_tasks),
+        _by_seed(results, "sync_st", seeds, n_tasks),
     )
-    return regime.regime_note(ours, paper_regime)
+    return regime.regime_note(ours)
 
 
 def record_sync_variants(
@@ -68,11 +73,10 @@ def record_sync_variants(
 ):
     """Fig. 2: FedAST before Sync-ST, Sync-ST without mitigation far slower, Sync-UCB-ST and
     Sync-Bayes-ST about equal to Sync-ST (thresholds: ``claims.FAR_SLOWER``, ``claims.NEAR``).
-    ``timing``: the notebook's ``regime.timing_table`` (the claims' regime readings)."""
+    ``timing``: the notebook's ``regime.timing_table`` (the claims' regime readings);
+    ``paper_regime`` is the four-task mix's and goes beside no number here (six identical tasks)."""
     v = claims.sync_variants(df, seeds)
-    note = _regime_note(
-        results, seeds, paper_regime, n_tasks=preset["fig2_M"], fedast=claims.IDENTICAL_FEDAST
-    )
+    note = _identical_note(results, seeds, preset["fig2_M"])
     texts = {
         "fedast_first": "FedAST reaches the targets before Sync-ST (first-k), every seed",
         "nomit_slower": "Sync-ST without straggler mitigation is far slower "
@@ -91,7 +95,8 @@ def record_gain(
 ):
     """Fig. 5: the seed-mean gain of FedAST over Sync-ST at each M (``gains``:
     ``tables.gain_table``) on Fig. 2's pool, and whether it grows with M (regime: Fig. 2's
-    timing indicators, its largest M being Fig. 2's run)."""
+    timing indicators, its largest M being Fig. 2's run; ``paper_regime`` is the four-task
+    mix's and goes beside no number here)."""
     most_tasks = max(preset["Ms"])
     means = gains[gains.seed == "mean"].set_index("M")["gain_pct"]
     for n_tasks, g in means.items():
@@ -103,9 +108,7 @@ def record_gain(
             note="paper: 46.0 % is the largest gain over its datasets (abstract)",
         )
     holds, ev = claims.gain_grows(gains, seeds)
-    note = _regime_note(
-        results, seeds, paper_regime, n_tasks=most_tasks, fedast=claims.IDENTICAL_FEDAST
-    )
+    note = _identical_note(results, seeds, most_tasks)
     _claim(
         report,
         "The gain over Sync-ST grows with the number of tasks (largest M > smallest M), every seed",
@@ -270,7 +273,9 @@ def record_ablation(
     frame and runs of ``study.het_compare`` at ``study.regime_preset(preset)``; ``before``:
     at ``preset``), judged by the timing-only indicators of the ablation's mix (``timing``, the
     notebook's table for ``preset``, is reused when the ablation runs the same mix). Returns the
-    ablation table (in-run indicators and verdicts before and after)."""
+    ablation table (in-run indicators, face values and verdicts before and after): the verdict
+    after is the recorded claim's, the verdict before the one :func:`record_heterogeneous`
+    records for the same runs (same seed and regime rules)."""
     het, ind_before = _heterogeneous(preset, *before, seeds)
     het_after, ind_after = _heterogeneous(preset, *after, seeds)
     report.number(
@@ -280,7 +285,7 @@ def record_ablation(
         unit="%",
         note=f"seeds where both finished: {het_after['seeds_compared']}; {het_after['evidence']}",
     )
-    _claim(
+    verdict_after = _claim(
         report,
         "Heterogeneous, in the ablation's setting (regime_* keys): easy task first, "
         "requests move, all done before Sync-ST (every seed)",
@@ -290,8 +295,21 @@ def record_ablation(
         "Figs. 6/7 (40.1 %)",
         _readings(_mix_timing(configs.regime_preset(preset), seeds, timing, reuse_for=preset)),
     )
+    holds_before, reason_before = claims.seed_rule(het["holds"], seeds)
+    verdict_before, _ = verdict.decide(
+        holds_before,
+        report.preset,
+        _readings(_mix_timing(preset, seeds, timing)),
+        reason=reason_before,
+    )
     return regime.ablation_rows(
-        paper_regime, ind_before, ind_after, [het["holds"]], [het_after["holds"]]
+        paper_regime,
+        ind_before,
+        ind_after,
+        [het["holds"]],
+        [het_after["holds"]],
+        verdict_before,
+        verdict_after,
     )
 
 

@@ -47,7 +47,7 @@ import pandas as pd
 
 from flkit import asyncfl
 from flkit.utils import FlkitError, check_choice
-from flkit.workbook.verdict import Indicator, read, within
+from flkit.workbook.verdict import VERDICTS, Indicator, read, within
 
 from . import configs
 from .numbers import NUMBERS
@@ -264,10 +264,12 @@ def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def regime_note(ours: dict, paper: dict, sync: bool = True) -> str:
+def regime_note(ours: dict, paper: dict | None = None, sync: bool = True) -> str:
     """The in-run indicators as one line for a claim's evidence, the paper's value beside those
     that have one (:data:`IN_RUN_PAPER`; ``sync`` False: the staleness part only, for claims
-    without a Sync-ST run)."""
+    without a Sync-ST run). ``paper``: the indicators of the paper's setting of the *same*
+    experiment (:func:`paper_setting` is the four-task mix's); None, or no ``sync_rounds`` in it,
+    for an experiment whose paper value cannot be inferred: ours then stands alone."""
 
     def f(x):
         return "n/a" if x is None else f"{x:.3g}"
@@ -278,24 +280,33 @@ def regime_note(ours: dict, paper: dict, sync: bool = True) -> str:
     )
     if not sync:
         return f"regime: {stale}"
-    return (
-        f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))} (paper ≈ "
-        f"{f(paper.get('sync_rounds'))}, inferred); {stale}"
-    )
+    paper_rounds = (paper or {}).get("sync_rounds")
+    beside = "" if paper_rounds is None else f" (paper ≈ {f(paper_rounds)}, inferred)"
+    return f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))}{beside}; {stale}"
 
 
 def ablation_rows(
     paper: dict,
     before: dict,
     after: dict,
-    verdict_before: Sequence[bool],
-    verdict_after: Sequence[bool],
+    face_before: Sequence[bool],
+    face_after: Sequence[bool],
+    verdict_before: str,
+    verdict_after: str,
 ) -> pd.DataFrame:
-    """The notebook's ablation table: indicator, paper, ours before, ours after, verdict before,
-    verdict after (verdicts: one claim's verdict per run, the same for every indicator row)."""
+    """The notebook's ablation table: indicator, paper, ours before, ours after, face value
+    before / after (the claim's outcome on the runs alone: "holds" when every run shows it) and
+    verdict before / after (the claim's recorded verdict, one of
+    :data:`flkit.workbook.verdict.VERDICTS`, after the seed and regime rules), the same on every
+    indicator row. The verdict columns are the claims' own, so table and claims cannot disagree."""
+    for name, v in (("verdict_before", verdict_before), ("verdict_after", verdict_after)):
+        if v not in VERDICTS:
+            raise FlkitError(f"{name}={v!r}; accepted: {', '.join(map(repr, VERDICTS))}")
     t = regime_table(paper, {"ours before": before, "ours after": after})
-    t["verdict before"] = ["holds" if all(verdict_before) else "does not hold"] * len(t)
-    t["verdict after"] = ["holds" if all(verdict_after) else "does not hold"] * len(t)
+    t["face value before"] = ["holds" if all(face_before) else "does not hold"] * len(t)
+    t["face value after"] = ["holds" if all(face_after) else "does not hold"] * len(t)
+    t["verdict before"] = [verdict_before] * len(t)
+    t["verdict after"] = [verdict_after] * len(t)
     return t
 
 
