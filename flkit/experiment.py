@@ -12,9 +12,8 @@ checkpoint saves and a resume restores (the "auto" backend's timing probe puts i
 drawing from it). A run resumed from a checkpoint therefore writes, byte for byte, the history of
 a run never stopped, and a measured backend choice trains like a remembered or pinned one.
 
-A CPU run's identity (its key, its folder's name) holds the torch thread count it computes
-with: a run at 1 thread is never served to a process at 2, and a checkpoint is resumed only under
-its own count.
+A CPU run's identity (key, folder name) holds its torch thread count: a run at 1 thread is never
+served to a process at 2, and a checkpoint resumes only under its own count.
 
 A finished run folder is served only when its files match their manifest (:mod:`flkit.store`);
 a damaged one is reported with its path and trained again, a damaged checkpoint is never resumed
@@ -155,12 +154,9 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def key(self) -> dict:
-        """What identifies the results: everything but the device choice 'auto' is resolved, and
-        on the CPU ``threads``, the torch intra-op threads the run computes with now
-        (``torch.get_num_threads()``): they split sums into other partial sums, so the same config
-        at 1 and at 2 threads differs in the last bits after one round and by more over many. A
-        GPU run does its float work on the GPU, whatever the CPU thread count, so its key has
-        none."""
+        """What identifies the results: the config with the device choice 'auto' resolved and, on
+        the CPU, ``threads`` (``torch.get_num_threads()``): other thread counts sum in another
+        order, so results differ (a GPU run's float work does not depend on them)."""
         d = self.to_dict()
         d["device"] = str(resolve_device(self.device)).split(":")[0]
         if d["device"] == "cpu":
@@ -356,7 +352,7 @@ def run(
         _damaged(folder, problem, "training starts again from round 1")
         store.remove_checkpoint(folder)
     if saved is not None:
-        _check_threads(folder, saved, key)
+        store.check_checkpoint_threads(folder, saved, key.get("threads"))
         state, rows, start_round = saved["state"], saved["rows"], saved["round"] + 1
         if "rng" in saved:
             rng_state.restore(saved["rng"], setup.device)
@@ -385,7 +381,11 @@ def run(
             **log.metrics,
         }
         if rnd % config.eval_every == 0 or rnd == config.rounds:
-            row.update(_evaluate(setup, method, state, config.per_client_eval))
+            row.update(
+                metrics.evaluate_round(
+                    setup.data, setup.parts, method, state, config.per_client_eval
+                )
+            )
             row.update(method.eval_metrics(state, setup.data.x_test, setup.data.y_test))
             _check_finite(config, rnd, "test loss", row["test_loss"])
             if config.per_client_eval:
@@ -490,40 +490,6 @@ def _with_attrs(history: pd.DataFrame, key: dict, wall_seconds, data) -> pd.Data
     computed with), the training wall time, the backend that ran and the data copy read."""
     history.attrs.update(config=key, wall_seconds=wall_seconds, backend=key["backend"], data=data)
     return history
-
-
-def _check_threads(folder: Path, saved: dict, key: dict) -> None:
-    """Refuse to resume a CPU checkpoint under another thread count: the rounds after it would be
-    computed with other sums than the rounds before, a history no single run writes. The folder's
-    name holds the count, so this is a checkpoint copied or moved between folders."""
-    if "threads" not in key or saved.get("threads") == key["threads"]:
-        return
-    was = saved.get("threads")
-    was_text = f"{was} torch threads" if was is not None else "an unrecorded number of threads"
-    raise FlkitError(
-        f"run folder {folder} holds a checkpoint (round {saved['round']}) computed with "
-        f"{was_text}, but this process computes with {key['threads']}; it is not resumed from. "
-        f"Accepted: resume with {was if was is not None else 'its'} threads "
-        "(torch.set_num_threads or FLKIT_THREADS), or delete "
-        f"{folder / store.CHECKPOINT} to train from round 1"
-    )
-
-
-def _evaluate(setup: Setup, method, state: dict, per_client: bool) -> dict:
-    ds = setup.data
-    if not per_client:
-        acc, loss = method.evaluate(state, ds.x_test, ds.y_test)
-        return {"test_accuracy": acc, "test_loss": loss}
-    acc, loss, per_class = method.evaluate(state, ds.x_test, ds.y_test, per_class=ds.num_classes)
-    ca = metrics.client_accuracy(per_class, setup.parts, ds.y_train, ds.num_classes)
-    return {
-        "test_accuracy": acc,
-        "test_loss": loss,
-        "client_acc_mean": float(ca.mean()),
-        "client_acc_std": float(ca.std(unbiased=False)),
-        "client_acc_var": float(ca.var(unbiased=False)),
-        "_client_acc": ca,
-    }
 
 
 def _progress(total: int, done: int, desc: str, enabled: bool):

@@ -28,6 +28,25 @@ def client_accuracy(per_class_acc: torch.Tensor, parts, y, num_classes) -> torch
     return torch.tensor(out)
 
 
+def evaluate_round(ds, parts, method, state: dict, per_client: bool) -> dict:
+    """A round's evaluation row of the global model on ``ds``'s test set: accuracy and loss, and
+    with ``per_client`` the mean, std and variance over clients of their accuracy (each client's
+    class mix of ``parts`` weighting the per-class accuracy; ``_client_acc`` holds them all)."""
+    if not per_client:
+        acc, loss = method.evaluate(state, ds.x_test, ds.y_test)
+        return {"test_accuracy": acc, "test_loss": loss}
+    acc, loss, per_class = method.evaluate(state, ds.x_test, ds.y_test, per_class=ds.num_classes)
+    ca = client_accuracy(per_class, parts, ds.y_train, ds.num_classes)
+    return {
+        "test_accuracy": acc,
+        "test_loss": loss,
+        "client_acc_mean": float(ca.mean()),
+        "client_acc_std": float(ca.std(unbiased=False)),
+        "client_acc_var": float(ca.var(unbiased=False)),
+        "_client_acc": ca,
+    }
+
+
 def rounds_to(history: pd.DataFrame, target: float, column: str = "test_accuracy") -> int | None:
     """First round whose `column` reaches `target` (an accuracy in (0, 1]), or None when never."""
     if not 0 < target <= 1:

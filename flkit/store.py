@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is read: a run needs it on
     import pandas as pd
 
 from .paths import cache_dir
+from .utils import FlkitError
 
 
 def default_root() -> Path:
@@ -194,6 +195,24 @@ def load_checkpoint(folder: Path, device="cpu"):
     except Exception as e:  # noqa: BLE001 - any reader's failure means a damaged checkpoint
         return None, f"{CHECKPOINT} cannot be read ({type(e).__name__}: {str(e)[:80]})"
     return saved, ""
+
+
+def check_checkpoint_threads(folder: Path, saved: dict, threads: int | None) -> None:
+    """Refuse to resume a CPU checkpoint under another thread count (``threads``; None: a GPU
+    run): the rounds after it would be computed with other sums than the rounds before, a history
+    no single run writes. A run folder's name holds its count, so this is a checkpoint copied or
+    moved between folders."""
+    if threads is None or saved.get("threads") == threads:
+        return
+    was = saved.get("threads")
+    was_text = f"{was} torch threads" if was is not None else "an unrecorded number of threads"
+    raise FlkitError(
+        f"run folder {folder} holds a checkpoint (round {saved['round']}) computed with "
+        f"{was_text}, but this process computes with {threads}; it is not resumed from. "
+        f"Accepted: resume with {was if was is not None else 'its'} threads "
+        "(torch.set_num_threads or FLKIT_THREADS), or delete "
+        f"{folder / CHECKPOINT} to train from round 1"
+    )
 
 
 def remove_checkpoint(folder: Path) -> None:

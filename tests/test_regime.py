@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SLUGS = sorted(
     p.name for p in (ROOT / "flkit" / "papers").iterdir() if p.is_dir() and p.name != "__pycache__"
 )
-PAPER_FEDAST = {"updates_per_sync_round": 37.2}
+# a timing table (regime.timing_table's form) with the four-task mix's row: ours 8, paper 37.2
+PAPER_FEDAST = pd.DataFrame(
+    [{"experiment": "heterogeneous", "key": "updates_per_sync_round", "paper": 37.2, "ours": 8.0}]
+)
 
 
 def _mod(slug):
@@ -130,31 +133,29 @@ def _sim(n_updates, total_time, tasks=("a", "b"), rounds=0):
     )
 
 
-def test_fedast_updates_per_sync_round_by_hand():
+def test_fedast_claims_read_the_mix_row_of_the_timing_table():
     from flkit.papers.fedast import regime
 
-    # FedAST: 40 updates of 2 tasks in 10 time units = 2 per task per unit; Sync-ST: 5 rounds in
-    # 20 time units = 4 per round -> 8 updates of one task per Sync-ST round
-    fed, sync = {0: _sim(40, 10.0)}, {0: _sim(0, 20.0, rounds=5)}
-    assert regime.updates_per_sync_round(fed, sync) == pytest.approx(8.0)
-    assert regime.updates_per_sync_round(fed, {}) is None
-    ours = regime.measure(fed, sync)
-    assert ours["updates_per_sync_round"] == pytest.approx(8.0)
-    assert not regime.in_regime(ours, PAPER_FEDAST)  # 8 vs 37.2: far from the paper's
-    assert regime.in_regime({"updates_per_sync_round": 33.0}, PAPER_FEDAST)  # within 20 %
-    assert not regime.in_regime({"updates_per_sync_round": 29.0}, PAPER_FEDAST)
+    # the heterogeneous claims read ours and the paper's from the same timing-only table
+    assert regime.measure(PAPER_FEDAST) == {"updates_per_sync_round": pytest.approx(8.0)}
+    assert not regime.in_regime(PAPER_FEDAST)  # 8 vs 37.2: far from the paper's
+    inside = PAPER_FEDAST.assign(ours=33.0)  # within 20 % of 37.2 (29.76-44.64)
+    assert regime.in_regime(inside)
+    assert not regime.in_regime(PAPER_FEDAST.assign(ours=29.0))
+    with pytest.raises(FlkitError, match="heterogeneous"):
+        regime.measure(PAPER_FEDAST.assign(experiment="identical"))
 
 
 def test_fedast_paper_setting_value():
-    """The timing-only simulation of the paper's four-task mix: FedAST's update rate per task
-    (about 32 buffered updates per time a request is out) over a Sync-ST round of about 16 time
-    units gives a few dozen updates per round."""
+    """The timing-only simulation of the paper's four-task mix: a Sync-ST round of about 16 time
+    units (the slowest task's clients), so the paper's inferred completion time is a few dozen
+    rounds."""
     from flkit.papers.fedast import regime
 
     p = regime.paper_setting(seed=0, horizon=300.0)
-    assert 25 <= p["updates_per_sync_round"] <= 50
-    assert regime.paper_indicators(p)["updates_per_sync_round"].paper == pytest.approx(
-        p["updates_per_sync_round"], abs=0.05
+    assert 12 <= p["sync_round_length"] <= 20
+    assert p["sync_rounds"] == pytest.approx(
+        regime.NUMBERS["het4_sync_completion_time_inferred"] / p["sync_round_length"]
     )
 
 

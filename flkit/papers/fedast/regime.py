@@ -214,7 +214,7 @@ def paper_indicators(timing: pd.DataFrame) -> dict[str, Indicator]:
     rows = _mix_rows(timing)
     return {
         key: Indicator(
-            f"heterogeneous_{key}",
+            key,
             f"{TIMING_INDICATORS[key]} (heterogeneous, timing only)",
             round(float(rows.loc[key, "paper"]), 1),
             within(TOLERANCE),
