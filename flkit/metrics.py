@@ -3,6 +3,7 @@ per-client accuracy of a run's global model."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,17 @@ def evaluate_round(ds, parts, method, state: dict, per_client: bool) -> dict:
         "client_acc_var": float(ca.var(unbiased=False)),
         "_client_acc": ca,
     }
+
+
+def binomial_se(accuracy: float, n: int) -> float:
+    """Binomial standard error of an accuracy measured on ``n`` test items:
+    sqrt(p (1 - p) / n). FlkitError for p outside [0, 1] or n < 1."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise FlkitError(f"n={n!r} test items; accepted: an integer >= 1")
+    p = float(accuracy)
+    if not 0.0 <= p <= 1.0:
+        raise FlkitError(f"accuracy={accuracy!r}; accepted: a number in [0, 1]")
+    return math.sqrt(p * (1.0 - p) / int(n))
 
 
 def rounds_to(history: pd.DataFrame, target: float, column: str = "test_accuracy") -> int | None:

@@ -53,15 +53,8 @@ def seed_rule(holds, seeds, min_seeds: int = MIN_SEEDS) -> tuple[object, str]:
     )
 
 
-def binomial_se(accuracy: float, n: int) -> float:
-    """Binomial standard error of an accuracy measured on ``n`` test items:
-    sqrt(p (1 - p) / n). FlkitError for p outside [0, 1] or n < 1."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise FlkitError(f"n={n!r} test items; accepted: an integer >= 1")
-    p = float(accuracy)
-    if not 0.0 <= p <= 1.0:
-        raise FlkitError(f"accuracy={accuracy!r}; accepted: a number in [0, 1]")
-    return math.sqrt(p * (1.0 - p) / int(n))
+#: the binomial standard error of an accuracy (shared with the other papers' noise bands)
+binomial_se = metrics.binomial_se
 
 
 #: the FedAST variant of the identical-task experiments (option S, as the paper)

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from flkit import metrics
 from flkit.workbook.verdict import Indicator, at_least, at_most, read
 
 from ...prune.schedules import incremental_lambda
@@ -213,7 +214,7 @@ def tie_threshold(grid: dict, floor: float, test_images: int) -> float:
     df = final_rows(grid)
     dense = df[df.method == "fedavg"].final_acc.mean()
     p = 0.5 if pd.isna(dense) else float(dense)
-    binom = math.sqrt(p * (1 - p) / max(1, int(test_images)))
+    binom = metrics.binomial_se(p, max(1, int(test_images)))
     noise = seed_noise(grid)
     return max(float(floor), binom, 0.0 if noise is None else noise / 100.0)
 
