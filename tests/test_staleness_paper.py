@@ -142,9 +142,9 @@ def test_exercise_checker(capsys):
 
 
 def test_presets_share_keys_and_configs_validate():
-    tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "long", "paper")}
+    tables = {p: presets.load("05_staleness", p) for p in ("smoke", "cpu", "paper")}
     keys = {p: set(t) for p, t in tables.items()}
-    assert keys["smoke"] == keys["cpu"] == keys["long"] == keys["paper"]
+    assert keys["smoke"] == keys["cpu"] == keys["paper"]
     for _p, preset in tables.items():
         for m in preset["methods"]:
             cfg = study.config(preset, m, 0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flkit.papers.staleness import regime
-from flkit.workbook import verdict
+from flkit.workbook import presets, verdict
 
 
 def _hist(curves: dict, ratios=None) -> pd.DataFrame:
@@ -94,3 +94,21 @@ def test_wpred_default_damping_is_the_one_the_recorded_rule_picks():
     # the undamped drift is recorded as worse than no prediction at all
     row = {r["damping"]: r for r in regime.W_PRED_DAMPING_SEARCH}
     assert row[1.0]["error_from_tau"] > row[0.0]["error_from_tau"] == 1.0
+
+
+def test_long_rule_picks_the_smallest_qualifying_iterations():
+    probe = [
+        {"R": 64, "T_GI": 150, "mean_ratio": 0.41},
+        {"R": 64, "T_GI": 300, "mean_ratio": 0.36},
+        {"R": 64, "T_GI": 600, "mean_ratio": 0.30},
+    ]
+    assert regime.choose_long_iters(probe) == 300  # 0.41 > 0.38: 150 fails
+    assert regime.choose_long_iters(probe, limit=0.45) == 150
+    assert regime.choose_long_iters(probe, limit=0.2) is None
+
+
+def test_no_long_preset_because_the_recorded_probe_meets_no_rule():
+    """The recorded probe (0.516 at 150, 0.497 at 300) has no T_GI at or below 0.38, so notebook
+    05 has no `long` preset; should a new probe qualify, the preset must come back."""
+    assert regime.choose_long_iters() is None
+    assert ("long" in presets.available("05_staleness")) == (regime.choose_long_iters() is not None)

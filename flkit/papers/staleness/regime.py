@@ -149,6 +149,25 @@ def w_pred_damping() -> float:
     return min(W_PRED_DAMPING_SEARCH, key=lambda r: r["error_from_tau"])["damping"]
 
 
+#: The `long` preset's rule, fixed before its probe ran: R 64 and the smallest T_GI of the probe
+#: whose mean Disparity ratio (final / initial; 2 stale clients of `cpu`, seed 0, rounds 40, 50,
+#: 60, 70, warm-started) is at most ``LONG_PROBE_LIMIT``: the GI runs' 0.5 less the probe-to-run
+#: offset (+0.12 at both `cpu` settings run); T_GI 300 is the most a 90-minute notebook allows.
+LONG_PROBE_LIMIT = 0.38
+LONG_PROBE: list[dict] = [
+    {"R": 64, "T_GI": 150, "mean_ratio": 0.516},
+    {"R": 64, "T_GI": 300, "mean_ratio": 0.497},
+]
+
+
+def choose_long_iters(probe=None, limit: float = LONG_PROBE_LIMIT) -> int | None:
+    """The T_GI of the `long` preset by the rule of :data:`LONG_PROBE_LIMIT`: the smallest probed
+    T_GI whose mean ratio is at most ``limit``; None (no `long` preset) when none is."""
+    rows = LONG_PROBE if probe is None else probe
+    ok = [r["T_GI"] for r in rows if r["mean_ratio"] <= limit]
+    return min(ok) if ok else None
+
+
 INDICATORS = {
     "staleness_gap": Indicator(
         "staleness_gap",
