@@ -102,6 +102,16 @@ def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, str, float]:
     return wall, done.stdout, spawned
 
 
+def child_env(scratch: Path) -> dict:
+    """The environment of every timed process: this series' machine folder, and Python's bytecode
+    cache on, as in a user's installation. With PYTHONDONTWRITEBYTECODE set (some shells and
+    containers set it) every process compiles each module it imports from source, and a run
+    imports more of the checkout than the naive loop does: the warm-up writes the .pyc files."""
+    env = dict(os.environ, FLKIT_MACHINE_DIR=str(scratch / "machine"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def run_flkit(checkout: Path, args, scratch: Path, env: dict) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=scratch))
     run_env = dict(env)
@@ -145,7 +155,7 @@ def main(argv=None) -> dict:
     load_before = os.getloadavg()[0]
     # one machine folder for the whole series, filled by the warm-up runs: a user's machine after
     # its first run (the user's own runs/machine is left alone)
-    env = dict(os.environ, FLKIT_MACHINE_DIR=str(scratch / "machine"))
+    env = child_env(scratch)
     commands = {"flkit": lambda: run_flkit(ROOT, args, scratch, env)}
     commands["naive"] = lambda: run_naive(args, env)
     if args.flkit_root is not None:
@@ -166,6 +176,8 @@ def main(argv=None) -> dict:
     result = {
         "workload": f"R1 batch {args.batch_size}, {args.rounds} rounds",
         "cold": args.cold,
+        # the timed processes write and use .pyc files whatever the shell says (child_env)
+        "shell_had_pythondontwritebytecode": "PYTHONDONTWRITEBYTECODE" in os.environ,
         "repeats": args.repeats,
         "load_average_before": load_before,
         "load_average_after": os.getloadavg()[0],

@@ -312,3 +312,34 @@ def test_the_backend_is_measured_once_per_machine_whatever_the_run_cache(tmp_pat
     assert first.history.equals(second.history)
     saved = json.loads((tmp_path / "machine" / backend.CACHE_FILE).read_text())
     assert [r["backend"] for r in saved.values()] == ["loop"]
+
+
+def _bench_startup():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_startup", ROOT / "benchmarks" / "bench_startup.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_startup_bench_times_processes_with_their_bytecode_cached(tmp_path, monkeypatch):
+    """A shell that turns the bytecode cache off would make every timed process compile the
+    modules it imports from source, and a run imports more of the checkout than the naive loop:
+    the bench's processes write and read .pyc files whatever the shell says."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = _bench_startup().child_env(tmp_path)
+    assert env["FLKIT_MACHINE_DIR"] == str(tmp_path / "machine")
+    env.pop("PYTHONPYCACHEPREFIX", None)  # the cache beside the source, where this test looks
+    (tmp_path / "startup_probe_mod.py").write_text("VALUE = 1\n")
+    res = subprocess.run(
+        [sys.executable, "-c", "import startup_probe_mod"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert list((tmp_path / "__pycache__").glob("startup_probe_mod.*.pyc"))
