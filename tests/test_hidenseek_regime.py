@@ -215,3 +215,60 @@ def test_rounds_search_refuses_a_round_that_is_never_evaluated():
     cpu = presets.load("04_hidenseek", "cpu")  # eval_every = 2: round 31 has no evaluation
     with pytest.raises(FlkitError, match=r"rounds \[31\].*eval_every=2"):
         study.rounds_search(cpu, grid=(31, 90))
+
+
+def _lr_search(rows):
+    cols = ("method", "lr", "rounds", "above_chance", "flip_share")
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_task_score_lr_keeps_a_passing_current_lr_else_the_smallest_passing_one():
+    rows = [
+        # HideNseek: the current lr 10 passes at 60 (it fails at 90: not read)
+        ("HideNseek", 10.0, 60, 36.8, 7.8e-4),
+        ("HideNseek", 10.0, 90, 11.8, 0.0),
+        # FedMask: current 100 fails (12.6 points); 1 and 10 pass: the smaller, 1, is taken
+        ("FedMask", 0.1, 60, 25.0, 0.0),
+        ("FedMask", 1.0, 60, 21.0, 1e-5),
+        ("FedMask", 10.0, 60, 40.0, 1e-3),
+        ("FedMask", 100.0, 60, 12.6, 4.9e-5),
+        # Signed: high enough at 1 but frozen (no flip in some round), nothing passes
+        ("Signed", 1.0, 60, 22.8, 0.0),
+        ("Signed", 10.0, 60, 14.1, 0.0),
+    ]
+    current = {"HideNseek": 10.0, "FedMask": 100.0, "Signed": 10.0, "BNNAvg": 1.0}
+    out = regime.choose_task_score_lr(_lr_search(rows), current)
+    assert out == {
+        "HideNseek": {"lr": 10.0, "passes": True},
+        "FedMask": {"lr": 1.0, "passes": True},
+        "Signed": {"lr": 10.0, "passes": False},
+        "BNNAvg": {"lr": 1.0, "passes": False},  # never searched: keeps its lr, out of regime
+    }
+    # read at 90 instead, HideNseek's only row fails there
+    assert not regime.choose_task_score_lr(_lr_search(rows), current, rounds=90)["HideNseek"][
+        "passes"
+    ]
+    with pytest.raises(FlkitError, match=r"rounds=45.*accepted: \[60, 90\]"):
+        regime.choose_task_score_lr(_lr_search(rows), current, rounds=45)
+    with pytest.raises(FlkitError, match="accepted: at least"):
+        regime.choose_task_score_lr(_lr_search(rows).drop(columns=["lr"]), current)
+
+
+def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
+    from flkit.papers.hidenseek import study
+    from flkit.workbook import presets
+
+    cpu = presets.load("04_hidenseek", "cpu")
+    table = pd.DataFrame(regime.MNIST_LR_SEARCH)
+    current = {study.LABELS[m]: study.LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
+    chosen = regime.choose_task_score_lr(table, current)
+    for method, label in study.LABELS.items():
+        want = chosen[label]["lr"] if label in chosen else study.LR[method]
+        assert study.config(cpu, "mnist_a1", method, 0).lr == want
+        assert study.config(cpu, "har", method, 0).lr == study.LR[method]
+    # the recorded finding: no lr of the grid gives FedMask, Signed or BNNAvg both 20 points above
+    # chance and a flip in every round on MNIST at 60 rounds; HideNseek's passes
+    assert {k for k, v in chosen.items() if v["passes"]} == {"HideNseek"}
+    searched = {(r["method"], r["lr"]) for r in regime.MNIST_LR_SEARCH if r["rounds"] == 60}
+    for label in ("FedMask", "Signed", "BNNAvg"):
+        assert {lr for m, lr in searched if m == label} == set(study.SCORE_LR_GRID)

@@ -114,6 +114,8 @@ __all__ = [
     "plateau_rise",
     "choose_long_rounds",
     "LONG_SEARCH",
+    "choose_task_score_lr",
+    "MNIST_LR_SEARCH",
 ]
 
 
@@ -195,6 +197,115 @@ def choose_score_lr(grid: pd.DataFrame) -> dict:
         ok = g[(g.flip_share > 0) & (g.above_chance >= MIN_ABOVE_CHANCE)]
         out[method] = float(ok.lr.min()) if len(ok) else None
     return out
+
+
+#: the rounds at which the MNIST score-lr search reads its runs: the fewest of the `long` grid at
+#: which dense FedAvg is near its plateau in :data:`LONG_SEARCH`
+MNIST_LR_ROUNDS = 60
+
+
+def choose_task_score_lr(
+    table: pd.DataFrame, current: Mapping[str, float], rounds: int = MNIST_LR_ROUNDS
+) -> dict:
+    """Each supermask method's score learning rate on one task from a search table (columns
+    method, lr, rounds, above_chance, flip_share; ``study.rounds_search`` with ``lr``), read at
+    ``rounds``: the method's ``current`` lr (label -> lr, the HAR choice) when it passes there
+    (at least MIN_ABOVE_CHANCE above chance and a flip in every round from round 3), else the
+    smallest passing lr, else ``current`` again. Returns {label: {"lr", "passes"}}: a method
+    whose every lr fails keeps its current one, and its verdicts on that task read outside
+    regime. Which method ends higher plays no part."""
+    need = {"method", "lr", "rounds", "above_chance", "flip_share"}
+    if not need <= set(table.columns):
+        raise FlkitError(
+            f"score-lr search has columns {sorted(table.columns)}; "
+            f"accepted: at least {sorted(need)}"
+        )
+    at = table[table["rounds"] == rounds]
+    if not len(at):
+        raise FlkitError(
+            f"no run of the search is read at rounds={rounds}; accepted: "
+            f"{sorted(int(r) for r in table['rounds'].unique())}"
+        )
+    out = {}
+    for label, lr in current.items():
+        rows = at[at.method == label]
+        ok = rows[(rows.above_chance >= MIN_ABOVE_CHANCE) & (rows.flip_share.fillna(0) > 0)]
+        if float(lr) in set(ok.lr.astype(float)):
+            out[label] = {"lr": float(lr), "passes": True}
+        elif len(ok):
+            out[label] = {"lr": float(ok.lr.min()), "passes": True}
+        else:
+            out[label] = {"lr": float(lr), "passes": False}
+    return out
+
+
+#: the search that set the MNIST score learning rates (``choose_task_score_lr`` at
+#: ``MNIST_LR_ROUNDS``): ``study.rounds_search`` with ``lr`` on MNIST alpha = 1, seed 0, the `cpu`
+#: settings otherwise, one 90-round run per (method, lr) read at 30 / 60 / 90, ascending lr until
+#: one passed (none did); HideNseek's current lr passes, its rows are :data:`LONG_SEARCH`'s. One
+#: torch thread, two runs side by side. accuracy in %, above_chance in points, flip_share the
+#: smallest from round 3
+_MNIST_LR_COLUMNS = ("method", "lr", "rounds", "accuracy", "above_chance", "flip_share")
+_MNIST_LR_ROWS = (
+    ("FedMask", 0.001, 30, 10.9, 0.9, 0.0e00),
+    ("FedMask", 0.001, 60, 11.4, 1.4, 0.0e00),
+    ("FedMask", 0.001, 90, 11.5, 1.5, 0.0e00),
+    ("FedMask", 0.01, 30, 11.3, 1.3, 0.0e00),
+    ("FedMask", 0.01, 60, 11.4, 1.4, 0.0e00),
+    ("FedMask", 0.01, 90, 12.2, 2.2, 0.0e00),
+    ("FedMask", 0.1, 30, 11.0, 1.0, 0.0e00),
+    ("FedMask", 0.1, 60, 11.8, 1.8, 0.0e00),
+    ("FedMask", 0.1, 90, 12.0, 2.0, 0.0e00),
+    ("FedMask", 1, 30, 9.6, -0.4, 0.0e00),
+    ("FedMask", 1, 60, 10.6, 0.6, 0.0e00),
+    ("FedMask", 1, 90, 11.4, 1.4, 0.0e00),
+    ("FedMask", 10, 30, 25.0, 15.0, 0.0e00),
+    ("FedMask", 10, 60, 27.4, 17.4, 0.0e00),
+    ("FedMask", 10, 90, 28.4, 18.4, 0.0e00),
+    ("FedMask", 100, 30, 27.6, 17.6, 8.0e-05),
+    ("FedMask", 100, 60, 22.6, 12.6, 4.9e-05),
+    ("FedMask", 100, 90, 18.3, 8.3, 1.9e-05),
+    ("Signed", 0.001, 30, 6.8, -3.2, 0.0e00),
+    ("Signed", 0.001, 60, 6.8, -3.2, 0.0e00),
+    ("Signed", 0.001, 90, 6.6, -3.4, 0.0e00),
+    ("Signed", 0.01, 30, 8.6, -1.4, 0.0e00),
+    ("Signed", 0.01, 60, 7.6, -2.4, 0.0e00),
+    ("Signed", 0.01, 90, 8.0, -2.0, 0.0e00),
+    ("Signed", 0.1, 30, 13.2, 3.2, 0.0e00),
+    ("Signed", 0.1, 60, 14.0, 4.0, 0.0e00),
+    ("Signed", 0.1, 90, 14.7, 4.7, 0.0e00),
+    ("Signed", 1, 30, 30.9, 20.9, 0.0e00),
+    ("Signed", 1, 60, 32.8, 22.8, 0.0e00),
+    ("Signed", 1, 90, 35.6, 25.6, 0.0e00),
+    ("Signed", 10, 30, 22.6, 12.6, 6.2e-06),
+    ("Signed", 10, 60, 24.1, 14.1, 0.0e00),
+    ("Signed", 10, 90, 25.4, 15.4, 0.0e00),
+    ("Signed", 100, 30, 7.8, -2.2, 6.2e-06),
+    ("Signed", 100, 60, 10.2, 0.2, 0.0e00),
+    ("Signed", 100, 90, 9.9, -0.1, 0.0e00),
+    ("BNNAvg", 0.001, 30, 10.1, 0.1, 0.0e00),
+    ("BNNAvg", 0.001, 60, 10.9, 0.9, 0.0e00),
+    ("BNNAvg", 0.001, 90, 9.5, -0.5, 0.0e00),
+    ("BNNAvg", 0.01, 30, 10.1, 0.1, 0.0e00),
+    ("BNNAvg", 0.01, 60, 8.8, -1.2, 0.0e00),
+    ("BNNAvg", 0.01, 90, 10.3, 0.3, 0.0e00),
+    ("BNNAvg", 0.1, 30, 13.5, 3.5, 0.0e00),
+    ("BNNAvg", 0.1, 60, 12.4, 2.4, 0.0e00),
+    ("BNNAvg", 0.1, 90, 12.3, 2.3, 0.0e00),
+    ("BNNAvg", 1, 30, 24.2, 14.2, 1.3e-04),
+    ("BNNAvg", 1, 60, 20.1, 10.1, 4.9e-05),
+    ("BNNAvg", 1, 90, 25.6, 15.6, 4.9e-05),
+    ("BNNAvg", 10, 30, 10.0, 0.0, 3.2e-03),
+    ("BNNAvg", 10, 60, 9.7, -0.3, 1.6e-03),
+    ("BNNAvg", 10, 90, 10.5, 0.5, 1.6e-03),
+    ("BNNAvg", 100, 30, 9.7, -0.3, 1.6e-03),
+    ("BNNAvg", 100, 60, 10.0, 0.0, 1.6e-03),
+    ("BNNAvg", 100, 90, 9.0, -1.0, 1.6e-03),
+    ("HideNseek", 10, 30, 23.3, 13.3, 1.7e-03),
+    ("HideNseek", 10, 60, 46.8, 36.8, 7.8e-04),
+    ("HideNseek", 10, 90, 21.8, 11.8, 0.0e00),
+)
+MNIST_LR_SEARCH: list[dict] = [dict(zip(_MNIST_LR_COLUMNS, row)) for row in _MNIST_LR_ROWS]
 
 
 def paper_indicators() -> dict:

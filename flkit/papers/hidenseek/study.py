@@ -28,6 +28,7 @@ from ...prune import (
     weight_layers,
 )
 from ...utils import FlkitError, check_choice, configure_threads, derive_seed, generator
+from . import regime
 
 LABELS = {
     "fedavg_split": "FedAvg",
@@ -48,6 +49,16 @@ PAPER_LR = {
 #: whose scores do not move at the paper's, chosen once by ``regime.choose_score_lr`` on the HAR
 #: grid ``SCORE_LR_GRID`` (README, "Decisions")
 LR = {**PAPER_LR, "fedmask": 100.0, "signed": 10.0, "bnnavg": 1.0}
+#: the score learning rates on MNIST (VGG9, where a score's gradient differs from HAR's MLP): by
+#: ``regime.choose_task_score_lr`` on the recorded search ``regime.MNIST_LR_SEARCH``, the HAR
+#: choice wherever no lr of the grid passes there (README, "Decisions")
+MNIST_LR = {
+    method: choice["lr"]
+    for method in ("hidenseek", "fedmask", "signed", "bnnavg")
+    for label, choice in regime.choose_task_score_lr(
+        pd.DataFrame(regime.MNIST_LR_SEARCH), {LABELS[method]: LR[method]}
+    ).items()
+}
 SCORE_LR_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
 #: how the supermask methods turn votes into scores and whom they score (README, "Decisions")
 SUPERMASK_PARAMS = {
@@ -87,7 +98,9 @@ def config(
     mp.update(SUPERMASK_PARAMS.get(method, {}))
     if method == "hidenseek":
         mp.update(prune_iterations=int(preset["prune_iterations"]))
-    lr = float(method_over.pop("lr", LR[method]))
+    lr = float(
+        method_over.pop("lr", (MNIST_LR if family == "mnist" else LR).get(method, LR[method]))
+    )
     mp.update(method_over)
     epochs = int(preset["har_epochs"] if family == "har" else preset["local_epochs"])
     common = dict(
@@ -404,6 +417,7 @@ def rounds_search(
     device="auto",
     progress=False,
     out_dir=None,
+    lr=None,
 ) -> pd.DataFrame:
     """The runs that choose the `long` preset's rounds: each method once on ``task`` for
     max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
@@ -411,7 +425,8 @@ def rounds_search(
     on the total). One row per (method, R): accuracy at round R (%), above chance (points), the
     smallest flip share in rounds 3..R (None for a method without a mask), the rise over the last
     5 rounds read from the fit over the last 20 (``regime.plateau_rise``), and the local-training
-    seconds up to R."""
+    seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
+    score-lr search on MNIST); the rows then carry it."""
     from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 
     family = task.split("_")[0]
@@ -425,7 +440,10 @@ def rounds_search(
     longer = {**preset, f"{family}_rounds": longest}
     rows = []
     for method in methods or preset["methods"]:
-        res = run(config(longer, task, method, seed, device), out_dir=out_dir, progress=progress)
+        over = {} if lr is None else {"lr": float(lr)}
+        res = run(
+            config(longer, task, method, seed, device, **over), out_dir=out_dir, progress=progress
+        )
         h = res.history
         for r in sorted(grid):
             upto = h[h["round"] <= r]
@@ -447,6 +465,7 @@ def rounds_search(
                     "flip_share": flips,
                     "rise5": plateau_rise(ev["round"], ev.test_accuracy * 100),
                     "train_s": float(upto.train_seconds.sum()),
+                    "lr": float(res.config.lr),
                 }
             )
     return pd.DataFrame(rows)
