@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import time
 
 
@@ -45,7 +46,8 @@ def _study(slug: str):
 
 def notebook_runs(notebook: str, preset) -> list:
     """Every engine run (RunConfig) that ``notebook`` makes at preset ``P``, as its study code
-    builds them (FedAST: a list of (config dict, horizon) of its simulated runs)."""
+    builds them (FedAST: (config dict, horizon) of every simulation ``study.prefetch`` trains,
+    one per seed, the horizon from :func:`fedast_horizon`)."""
     slug = notebook.split("_", 1)[1]
     st = _study(slug)
     if notebook == "00_fl_primer":
@@ -127,26 +129,34 @@ def notebook_runs(notebook: str, preset) -> list:
                      for m in preset["methods"]]  # fmt: skip
         return runs
     if notebook == "03_fedast":
-        n = int(preset["num_seeds"])
-        runs = []
-        for n_tasks in preset["Ms"]:
-            for m in preset["fig2_methods"]:
-                runs += [(st.identical(preset, int(n_tasks), m), float(preset["max_time"]))] * n
-        # Fig. 3's runs stop after a number of arrivals, not at a time: max_time bounds them
-        # from above, so their share of the estimate is an upper bound
-        for requests in preset["active_requests"]:
-            for m in ("fedast_d", "nobuffer"):
-                runs += [
-                    (st.active_config(preset, int(requests), m), float(preset["max_time"]))
-                ] * n
-        runs += [(None, float(preset["buffer_time"]))] * (len(preset["buffers"]) * n)
-        runs += [(None, float(preset["max_time"]))] * (len(preset["ks"]) * n)
-        for level in ("main", "high"):
-            for m in preset["fig2_methods"]:
-                runs += [(st.heterogeneous(preset, m, level), float(preset["max_time"]))] * n
-        runs += [(None, float(preset["fig4_time"]))] * n
-        return runs
+        from flkit.papers.fedast import configs
+
+        # the runs study.prefetch trains, so the estimate cannot drift from the notebook
+        return [
+            (cfg, fedast_horizon(cfg, seed))
+            for cfg, seed in configs.notebook_runs(preset, st.seeds_of(preset))
+        ]
     raise _flkit_error()(f"unknown notebook {notebook!r}; accepted: {', '.join(PAPER_NOTEBOOKS)}")
+
+
+def fedast_horizon(cfg: dict, seed: int) -> float:
+    """The simulated time FedAST run ``cfg`` is costed for: its ``max_time`` (a run that stops
+    earlier, at its targets, is bounded above by it, so the estimate is an upper bound); a run
+    with no ``max_time`` that stops after ``max_events`` arrivals (Fig. 3): the time of its last
+    arrival in a timing-only run with ``seed`` (delays do not depend on training; option D is
+    timed as option S, so this one is an estimate, not a bound)."""
+    if cfg.get("max_time") is not None:
+        return float(cfg["max_time"])
+    if cfg.get("max_events") is None:
+        raise _flkit_error()(
+            f"FedAST run {cfg['method']!r} has max_time=None and max_events=None; accepted: a "
+            "run with a time or an arrival limit (a run stopped only by its targets has no "
+            "horizon to estimate)"
+        )
+    from flkit.papers.fedast import regime
+
+    res = regime.timing_run(cfg, seed, horizon=math.inf, max_events=int(cfg["max_events"]))
+    return float(res.total_time)
 
 
 def probe_key(cfg) -> tuple:
