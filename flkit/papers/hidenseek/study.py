@@ -52,13 +52,11 @@ LR = {**PAPER_LR, "fedmask": 100.0, "signed": 10.0, "bnnavg": 1.0}
 #: the score learning rates on MNIST (VGG9, where a score's gradient differs from HAR's MLP): by
 #: ``regime.choose_task_score_lr`` on the recorded search ``regime.MNIST_LR_SEARCH``, the HAR
 #: choice wherever no lr of the grid passes there (README, "Decisions")
-MNIST_LR = {
-    method: choice["lr"]
-    for method in ("hidenseek", "fedmask", "signed", "bnnavg")
-    for label, choice in regime.choose_task_score_lr(
-        pd.DataFrame(regime.MNIST_LR_SEARCH), {LABELS[method]: LR[method]}
-    ).items()
-}
+_MNIST_CHOICE = regime.choose_task_score_lr(
+    pd.DataFrame(regime.MNIST_LR_SEARCH),
+    {LABELS[m]: LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")},
+)
+MNIST_LR = {m: _MNIST_CHOICE[LABELS[m]]["lr"] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
 SCORE_LR_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
 #: how the supermask methods turn votes into scores and whom they score (README, "Decisions")
 SUPERMASK_PARAMS = {
