@@ -10,27 +10,13 @@ from contextlib import contextmanager
 import pandas as pd
 import pytest
 import torch
+from tiny_runs import TINY_FEDAVG
 
 from flkit import experiment, methods, store
-from flkit.experiment import RunConfig, load, run, run_folder
+from flkit.experiment import load, run, run_folder
 from flkit.utils import FlkitError
 
-CFG = RunConfig(
-    method="fedavg",
-    dataset="synthetic",
-    model="logreg",
-    num_clients=10,
-    partition="natural",
-    clients_per_round=3,
-    batch_size=10,
-    local_epochs=None,
-    local_steps=2,
-    rounds=4,
-    seed=1,
-    device="cpu",
-    backend="loop",
-    dataset_kwargs={"alpha": 0.5, "beta": 0.5, "num_clients": 10},
-)
+CFG = TINY_FEDAVG.replace(rounds=4)
 
 
 @contextmanager
