@@ -23,7 +23,9 @@ The score learning rate of each supermask method is chosen once by the same indi
 (``choose_score_lr``), never by which method ends higher. So are the MNIST rounds of the `long`
 preset (``choose_long_rounds`` on ``LONG_SEARCH``): the fewest rounds at which dense FedAvg is
 near its plateau (``plateau_rise`` below 1 point) and every supermask method is in the rules of
-``flip_share`` and ``above_chance`` on MNIST alpha = 1.
+``flip_share`` and ``above_chance`` on MNIST alpha = 1. So are the MNIST clients per round
+(``choose_mnist_clients``): the fewest of ``MNIST_CLIENTS_GRID`` at which every supermask method
+is in those two rules at ``MNIST_LR_ROUNDS`` rounds.
 
 An indicator the runs do not record is None: the claims that depend on it are then inconclusive
 ("regime not measured"), never judged as if in the paper's regime.
@@ -116,6 +118,9 @@ __all__ = [
     "LONG_SEARCH",
     "choose_task_score_lr",
     "MNIST_LR_SEARCH",
+    "MNIST_CLIENTS_GRID",
+    "choose_mnist_clients",
+    "mnist_clients_rows_at_4",
 ]
 
 
@@ -406,3 +411,95 @@ def choose_long_rounds(table: pd.DataFrame | None = None) -> dict:
     ok = [r for r, out in unmet.items() if not out]
     chosen = min(ok) if ok else max(unmet)
     return {"rounds": chosen, "meets_rule": bool(ok), "unmet": unmet}
+
+
+#: the MNIST clients per round the clients rule may choose: the preset's 4 (the first), and up to
+#: the paper's 10 % of 160 clients, 16 (40 clients as at `cpu`)
+MNIST_CLIENTS_GRID = (4, 8, 16)
+
+
+def choose_mnist_clients(table: pd.DataFrame, rounds: int = MNIST_LR_ROUNDS) -> dict:
+    """The MNIST clients per round from a search table (columns method, clients_per_round,
+    rounds, above_chance, flip_share; ``study.clients_search`` for m = 8 and 16 with
+    :func:`mnist_clients_rows_at_4`), read at ``rounds``: the smallest m of MNIST_CLIENTS_GRID at
+    which every supermask method is at least MIN_ABOVE_CHANCE points above chance with a flip in
+    every round from round 3 (the pass test of ``choose_task_score_lr``); none: the preset's
+    m = 4 stays and ``passes`` is False. Which method ends higher plays no part, and dense FedAvg
+    none (rows of other methods are ignored). Returns {"clients_per_round", "passes",
+    "per_m": {m: {label: passes}}}."""
+    need = {"method", "clients_per_round", "rounds", "above_chance", "flip_share"}
+    if not need <= set(table.columns):
+        raise FlkitError(
+            f"clients search has columns {sorted(table.columns)}; accepted: at least {sorted(need)}"
+        )
+    at = table[(table["rounds"] == rounds) & table.method.isin(SUPERMASK)]
+    if not len(at):
+        raise FlkitError(
+            f"no supermask run of the clients search is read at rounds={rounds}; accepted: "
+            f"{sorted(int(r) for r in table['rounds'].unique())}"
+        )
+    found = sorted(int(m) for m in at.clients_per_round.unique())
+    extra = [m for m in found if m not in MNIST_CLIENTS_GRID]
+    missing = [m for m in MNIST_CLIENTS_GRID if m not in found]
+    if extra or missing:
+        raise FlkitError(
+            f"clients search holds clients_per_round {found} (missing {missing}, outside the "
+            f"grid {extra}); accepted: exactly the grid {list(MNIST_CLIENTS_GRID)}"
+        )
+    per_m = {}
+    for m in MNIST_CLIENTS_GRID:
+        rows = at[at.clients_per_round == m]
+        counts = rows.method.value_counts()
+        absent = [label for label in SUPERMASK if label not in counts]
+        twice = [label for label in SUPERMASK if counts.get(label, 0) > 1]
+        if absent or twice:
+            raise FlkitError(
+                f"clients search at clients_per_round={m}, rounds={rounds}: methods {absent} "
+                f"missing, {twice} more than once; accepted: one row per method of "
+                f"{list(SUPERMASK)}"
+            )
+        per_m[m] = {}
+        for _, r in rows.iterrows():
+            above_ok = pd.notna(r.above_chance) and r.above_chance >= MIN_ABOVE_CHANCE
+            flips_ok = pd.notna(r.flip_share) and r.flip_share > 0
+            per_m[m][r.method] = bool(above_ok and flips_ok)
+        per_m[m] = {label: per_m[m][label] for label in SUPERMASK}
+    ok = [m for m in MNIST_CLIENTS_GRID if all(per_m[m].values())]
+    return {
+        "clients_per_round": ok[0] if ok else MNIST_CLIENTS_GRID[0],
+        "passes": bool(ok),
+        "per_m": per_m,
+    }
+
+
+def mnist_clients_rows_at_4(lrs: Mapping[str, float] | None = None) -> list[dict]:
+    """The m = 4 rows of the clients rule, read from the recorded searches (4 of 40 clients a
+    round): each supermask method's :data:`MNIST_LR_SEARCH` row at its MNIST score lr (``lrs``,
+    label -> lr; default ``study.MNIST_LR``) and ``MNIST_LR_ROUNDS`` rounds (HideNseek's are
+    :data:`LONG_SEARCH`'s), with ``clients_per_round`` = 4."""
+    if lrs is None:
+        from .study import LABELS, MNIST_LR  # study builds MNIST_LR from this module
+
+        lrs = {LABELS[m]: lr for m, lr in MNIST_LR.items()}
+    out = []
+    for label in SUPERMASK:
+        if label not in lrs:
+            raise FlkitError(
+                f"no MNIST score lr for {label!r} in {sorted(lrs)}; accepted: one per method of "
+                f"{list(SUPERMASK)}"
+            )
+        rows = [
+            r
+            for r in MNIST_LR_SEARCH
+            if r["method"] == label
+            and float(r["lr"]) == float(lrs[label])
+            and r["rounds"] == MNIST_LR_ROUNDS
+        ]
+        if len(rows) != 1:
+            raise FlkitError(
+                f"{len(rows)} recorded rows of {label} at lr={lrs[label]} and "
+                f"rounds={MNIST_LR_ROUNDS}; accepted: an lr of the recorded search, "
+                f"{sorted({r['lr'] for r in MNIST_LR_SEARCH if r['method'] == label})}"
+            )
+        out.append({**rows[0], "clients_per_round": MNIST_CLIENTS_GRID[0]})
+    return out

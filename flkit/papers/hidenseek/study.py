@@ -14,6 +14,8 @@ the sum over rounds of the measured local-training seconds (one-shot pruning epo
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import pandas as pd
 import torch
 
@@ -416,6 +418,7 @@ def rounds_search(
     progress=False,
     out_dir=None,
     lr=None,
+    clients_per_round=None,
 ) -> pd.DataFrame:
     """The runs that choose the `long` preset's rounds: each method once on ``task`` for
     max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
@@ -424,7 +427,8 @@ def rounds_search(
     smallest flip share in rounds 3..R (None for a method without a mask), the rise over the last
     5 rounds read from the fit over the last 20 (``regime.plateau_rise``), and the local-training
     seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
-    score-lr search on MNIST); the rows then carry it."""
+    score-lr search on MNIST); the rows then carry it. ``clients_per_round``: instead of the
+    preset's (the MNIST clients search); every row carries the run's value."""
     from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 
     family = task.split("_")[0]
@@ -439,9 +443,10 @@ def rounds_search(
     rows = []
     for method in methods or preset["methods"]:
         over = {} if lr is None else {"lr": float(lr)}
-        res = run(
-            config(longer, task, method, seed, device, **over), out_dir=out_dir, progress=progress
+        cfg = config(
+            longer, task, method, seed, device, clients_per_round=clients_per_round, **over
         )
+        res = run(cfg, out_dir=out_dir, progress=progress)
         h = res.history
         for r in sorted(grid):
             upto = h[h["round"] <= r]
@@ -464,6 +469,52 @@ def rounds_search(
                     "rise5": plateau_rise(ev["round"], ev.test_accuracy * 100),
                     "train_s": float(upto.train_seconds.sum()),
                     "lr": float(res.config.lr),
+                    "clients_per_round": int(res.config.clients_per_round),
                 }
             )
     return pd.DataFrame(rows)
+
+
+#: the supermask methods the MNIST clients search runs (dense FedAvg is scored with the global
+#: model, and its plateau was settled by the rounds search)
+SUPERMASK_METHODS = ("hidenseek", "fedmask", "signed", "bnnavg")
+
+
+def clients_search(
+    preset,
+    grid=(8, 16),
+    seed: int = 0,
+    device="auto",
+    progress=False,
+    out_dir=None,
+) -> pd.DataFrame:
+    """The runs of the MNIST clients-per-round rule (``regime.choose_mnist_clients``): each
+    supermask method once on MNIST alpha = 1 at its MNIST score lr, ``regime.MNIST_LR_ROUNDS``
+    rounds, for every m of ``grid`` clients per round (the preset's other settings), read at the
+    last round; the rows of ``rounds_search`` for every m, one table. The m = 4 rows are recorded
+    (``regime.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16."""
+    grid = tuple(grid)
+    most = int(preset["mnist_clients"])
+    bad = [
+        m for m in grid if isinstance(m, bool) or not isinstance(m, Integral) or not 1 <= m <= most
+    ]
+    if bad or not grid:
+        raise FlkitError(
+            f"clients per round {bad or list(grid)} for the MNIST clients search; accepted: "
+            f"a non-empty list of integers from 1 to the preset's mnist_clients={most}"
+        )
+    frames = [
+        rounds_search(
+            preset,
+            grid=(regime.MNIST_LR_ROUNDS,),
+            methods=SUPERMASK_METHODS,
+            task="mnist_a1",
+            seed=seed,
+            device=device,
+            progress=progress,
+            out_dir=out_dir,
+            clients_per_round=m,
+        )
+        for m in grid
+    ]
+    return pd.concat(frames, ignore_index=True)
