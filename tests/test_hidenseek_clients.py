@@ -6,12 +6,14 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from flkit.papers.hidenseek import regime, study
+from flkit.papers.hidenseek import searches, study
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
 COLS = ("method", "clients_per_round", "rounds", "above_chance", "flip_share")
 METHODS = ("HideNseek", "FedMask", "Signed", "BNNAvg")
+#: each supermask method's MNIST score lr, keyed by label as the recorded tables are
+MNIST_LRS = {study.LABELS[m]: lr for m, lr in study.MNIST_LR.items()}
 
 
 def _table(cells, rounds=60):
@@ -33,7 +35,7 @@ def _all(cell):
 
 def test_smallest_m_at_which_all_four_pass_is_chosen():
     cells = {4: {**_all(PASS), "Signed": (14.1, 0.0)}, 8: _all(PASS), 16: _all(PASS)}
-    out = regime.choose_mnist_clients(_table(cells))
+    out = searches.choose_mnist_clients(_table(cells))
     assert out["clients_per_round"] == 8 and out["passes"] is True
     assert out["per_m"][4] == {"HideNseek": True, "FedMask": True, "Signed": False, "BNNAvg": True}
     assert all(out["per_m"][16].values())
@@ -47,7 +49,7 @@ def test_one_method_failing_at_8_moves_the_choice_to_16():
     }
     # a dense row that fails plays no part in the rule
     table = pd.concat([_table(cells), _table({8: {"FedAvg": (0.0, None)}})], ignore_index=True)
-    out = regime.choose_mnist_clients(table)
+    out = searches.choose_mnist_clients(table)
     assert out["clients_per_round"] == 16 and out["passes"] is True
     assert out["per_m"][8]["BNNAvg"] is False and out["per_m"][8]["HideNseek"] is True
 
@@ -58,7 +60,7 @@ def test_no_passing_m_keeps_4_and_a_frozen_mask_fails():
         8: {**_all(PASS), "FedMask": (40.0, 0.0)},  # far above chance, but some round flips none
         16: {**_all(PASS), "HideNseek": (30.0, None)},  # flips not recorded: not a pass
     }
-    out = regime.choose_mnist_clients(_table(cells))
+    out = searches.choose_mnist_clients(_table(cells))
     assert out == {
         "clients_per_round": 4,
         "passes": False,
@@ -74,34 +76,34 @@ def test_the_rule_reads_its_own_round_only():
     good = _table({4: _all(PASS), 8: _all(PASS), 16: _all(PASS)}, rounds=60)
     frozen = _table({m: _all((30.0, 0.0)) for m in (4, 8, 16)}, rounds=90)
     both = pd.concat([good, frozen], ignore_index=True)
-    out = regime.choose_mnist_clients(both)  # read at 60: the preset's 4 already passes
+    out = searches.choose_mnist_clients(both)  # read at 60: the preset's 4 already passes
     assert out["clients_per_round"] == 4 and out["passes"] is True
-    late = regime.choose_mnist_clients(both, rounds=90)
+    late = searches.choose_mnist_clients(both, rounds=90)
     assert late["clients_per_round"] == 4 and late["passes"] is False
 
 
 def test_bad_tables_are_refused_naming_the_value():
     full = {4: _all(PASS), 8: _all(PASS), 16: _all(PASS)}
     with pytest.raises(FlkitError, match="accepted: at least"):
-        regime.choose_mnist_clients(_table(full).drop(columns=["flip_share"]))
+        searches.choose_mnist_clients(_table(full).drop(columns=["flip_share"]))
     with pytest.raises(FlkitError, match=r"rounds=45.*accepted: \[60\]"):
-        regime.choose_mnist_clients(_table(full), rounds=45)
+        searches.choose_mnist_clients(_table(full), rounds=45)
     with pytest.raises(
         FlkitError, match=r"missing \[16\].*accepted: exactly the grid \[4, 8, 16\]"
     ):
-        regime.choose_mnist_clients(_table({4: _all(PASS), 8: _all(PASS)}))
+        searches.choose_mnist_clients(_table({4: _all(PASS), 8: _all(PASS)}))
     with pytest.raises(FlkitError, match=r"outside the grid \[32\]"):
-        regime.choose_mnist_clients(_table({**full, 32: _all(PASS)}))
+        searches.choose_mnist_clients(_table({**full, 32: _all(PASS)}))
     no_signed = {**full, 8: {k: v for k, v in _all(PASS).items() if k != "Signed"}}
     with pytest.raises(FlkitError, match=r"clients_per_round=8.*\['Signed'\] missing"):
-        regime.choose_mnist_clients(_table(no_signed))
+        searches.choose_mnist_clients(_table(no_signed))
     twice = pd.concat([_table(full), _table({16: {"HideNseek": PASS}})], ignore_index=True)
     with pytest.raises(FlkitError, match=r"clients_per_round=16.*\['HideNseek'\] more than once"):
-        regime.choose_mnist_clients(twice)
+        searches.choose_mnist_clients(twice)
 
 
 def test_rows_at_4_are_the_recorded_runs_at_each_methods_mnist_lr():
-    rows = {r["method"]: r for r in regime.mnist_clients_rows_at_4()}
+    rows = {r["method"]: r for r in searches.mnist_clients_rows_at_4(MNIST_LRS)}
     assert set(rows) == set(METHODS)
     assert {r["clients_per_round"] for r in rows.values()} == {4}
     assert {r["rounds"] for r in rows.values()} == {60}
@@ -118,7 +120,7 @@ def test_rows_at_4_are_the_recorded_runs_at_each_methods_mnist_lr():
     # the m = 4 reading: only HideNseek passes (FedMask, Signed, BNNAvg below 20 points)
     cells = {m: _all(PASS) for m in (8, 16)}
     table = pd.concat([pd.DataFrame(list(rows.values())), _table(cells)], ignore_index=True)
-    out = regime.choose_mnist_clients(table)
+    out = searches.choose_mnist_clients(table)
     assert out["per_m"][4] == {
         "HideNseek": True,
         "FedMask": False,
@@ -127,9 +129,9 @@ def test_rows_at_4_are_the_recorded_runs_at_each_methods_mnist_lr():
     }
     assert out["clients_per_round"] == 8
     with pytest.raises(FlkitError, match=r"FedMask at lr=0.5.*accepted: an lr of the recorded"):
-        regime.mnist_clients_rows_at_4({label: 0.5 for label in METHODS} | {"HideNseek": 10.0})
+        searches.mnist_clients_rows_at_4({label: 0.5 for label in METHODS} | {"HideNseek": 10.0})
     with pytest.raises(FlkitError, match="no MNIST score lr for 'BNNAvg'"):
-        regime.mnist_clients_rows_at_4({"HideNseek": 10.0, "FedMask": 100.0, "Signed": 10.0})
+        searches.mnist_clients_rows_at_4({"HideNseek": 10.0, "FedMask": 100.0, "Signed": 10.0})
 
 
 def _no_run(*args, **kwargs):
@@ -185,8 +187,10 @@ def test_clients_search_runs_each_supermask_method_for_60_rounds_at_each_m(monke
     assert at16.above_chance.tolist() == pytest.approx([16.0] * 4)
     assert at16.flip_share.tolist() == pytest.approx([1e-3] * 4)
     # the rule reads the driver's table with the recorded m = 4 rows
-    both = pd.concat([pd.DataFrame(regime.mnist_clients_rows_at_4()), table], ignore_index=True)
-    out = regime.choose_mnist_clients(both)
+    both = pd.concat(
+        [pd.DataFrame(searches.mnist_clients_rows_at_4(MNIST_LRS)), table], ignore_index=True
+    )
+    out = searches.choose_mnist_clients(both)
     assert out == {
         "clients_per_round": 4,
         "passes": False,

@@ -1,10 +1,11 @@
 """Notebook 04's regime rules on hand-built inputs: FedMask's gap to HideNseek, coverage, the
-per-method table, and the score learning rate chosen by the indicators alone."""
+per-method table, and the searches' rules (score learning rate, `long` rounds) that read the
+indicators alone."""
 
 import pandas as pd
 import pytest
 
-from flkit.papers.hidenseek import regime
+from flkit.papers.hidenseek import regime, searches
 from flkit.utils import FlkitError
 
 
@@ -76,9 +77,9 @@ def test_score_lr_is_the_smallest_that_keeps_learning():
             "above_chance": [-5.0, 1.0, 30.0, 60.0, 50.0, 2.0],
         }
     )
-    assert regime.choose_score_lr(grid) == {"bnnavg": None, "fedmask": 10.0}
+    assert searches.choose_score_lr(grid) == {"bnnavg": None, "fedmask": 10.0}
     with pytest.raises(FlkitError, match="accepted: at least"):
-        regime.choose_score_lr(grid.drop(columns=["flip_share"]))
+        searches.choose_score_lr(grid.drop(columns=["flip_share"]))
 
 
 def _tables(act_coverage):
@@ -179,33 +180,34 @@ def test_long_rounds_are_the_fewest_in_regime_not_the_best_scoring():
         # every method ends higher at 90, but 60 already meets the rule
         rows += [(m, r, a + r / 10, f, None) for m, a, f in good]
         rows += [("BNNAvg", r, 22.0, 1e-4, None)]
-    out = regime.choose_long_rounds(_search(rows))
+    out = searches.choose_long_rounds(_search(rows))
     assert out["rounds"] == 60 and out["meets_rule"]
     assert out["unmet"][30] == ["FedAvg rise5"]  # 3 points over 5 rounds: still climbing
     # Signed stops flipping from 60 on, BNNAvg is below 20 points everywhere: nothing qualifies
     bad = _search(rows).copy()
     bad.loc[(bad.method == "Signed") & (bad.rounds >= 60), "flip_share"] = 0.0
     bad.loc[bad.method == "BNNAvg", "above_chance"] = 15.0
-    out = regime.choose_long_rounds(bad)
+    out = searches.choose_long_rounds(bad)
     assert out["rounds"] == 90 and not out["meets_rule"]
     assert out["unmet"][60] == ["Signed flip_share", "BNNAvg above_chance"]
     # a supermask method missing from the table cannot be in regime
-    out = regime.choose_long_rounds(_search(rows)[lambda t: t.method != "FedMask"])
+    out = searches.choose_long_rounds(_search(rows)[lambda t: t.method != "FedMask"])
     assert not out["meets_rule"] and "FedMask above_chance" in out["unmet"][60]
     with pytest.raises(FlkitError, match="accepted: at least"):
-        regime.choose_long_rounds(_search(rows).drop(columns=["rise5"]))
+        searches.choose_long_rounds(_search(rows).drop(columns=["rise5"]))
 
 
 def test_long_preset_is_cpu_with_the_rounds_the_search_chose():
-    from flkit.papers.hidenseek import study
     from flkit.workbook import presets
 
     assert "long" in presets.available("04_hidenseek")
     cpu, long = (presets.load("04_hidenseek", n) for n in ("cpu", "long"))
     assert {k for k in cpu if cpu[k] != long[k]} == {"mnist_rounds"}
-    chosen = regime.choose_long_rounds()  # the recorded search
-    assert long["mnist_rounds"] == chosen["rounds"] and chosen["rounds"] in study.LONG_ROUNDS_GRID
-    assert {r["rounds"] for r in regime.LONG_SEARCH} == set(study.LONG_ROUNDS_GRID)
+    chosen = searches.choose_long_rounds()  # the recorded search
+    assert (
+        long["mnist_rounds"] == chosen["rounds"] and chosen["rounds"] in searches.LONG_ROUNDS_GRID
+    )
+    assert {r["rounds"] for r in searches.LONG_SEARCH} == set(searches.LONG_ROUNDS_GRID)
 
 
 def test_rounds_search_refuses_a_round_that_is_never_evaluated():
@@ -237,7 +239,7 @@ def test_task_score_lr_keeps_a_passing_current_lr_else_the_smallest_passing_one(
         ("Signed", 10.0, 60, 14.1, 0.0),
     ]
     current = {"HideNseek": 10.0, "FedMask": 100.0, "Signed": 10.0, "BNNAvg": 1.0}
-    out = regime.choose_task_score_lr(_lr_search(rows), current)
+    out = searches.choose_task_score_lr(_lr_search(rows), current)
     assert out == {
         "HideNseek": {"lr": 10.0, "passes": True},
         "FedMask": {"lr": 1.0, "passes": True},
@@ -245,13 +247,13 @@ def test_task_score_lr_keeps_a_passing_current_lr_else_the_smallest_passing_one(
         "BNNAvg": {"lr": 1.0, "passes": False},  # never searched: keeps its lr, out of regime
     }
     # read at 90 instead, HideNseek's only row fails there
-    assert not regime.choose_task_score_lr(_lr_search(rows), current, rounds=90)["HideNseek"][
+    assert not searches.choose_task_score_lr(_lr_search(rows), current, rounds=90)["HideNseek"][
         "passes"
     ]
     with pytest.raises(FlkitError, match=r"rounds=45.*accepted: \[60, 90\]"):
-        regime.choose_task_score_lr(_lr_search(rows), current, rounds=45)
+        searches.choose_task_score_lr(_lr_search(rows), current, rounds=45)
     with pytest.raises(FlkitError, match="accepted: at least"):
-        regime.choose_task_score_lr(_lr_search(rows).drop(columns=["lr"]), current)
+        searches.choose_task_score_lr(_lr_search(rows).drop(columns=["lr"]), current)
 
 
 def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
@@ -259,9 +261,9 @@ def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
     from flkit.workbook import presets
 
     cpu = presets.load("04_hidenseek", "cpu")
-    table = pd.DataFrame(regime.MNIST_LR_SEARCH)
+    table = pd.DataFrame(searches.MNIST_LR_SEARCH)
     current = {study.LABELS[m]: study.LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
-    chosen = regime.choose_task_score_lr(table, current)
+    chosen = searches.choose_task_score_lr(table, current)
     # by hand: the search found no passing lr for the three baselines and HideNseek's passes, so
     # MNIST runs at the HAR lrs (and FedAvg at the paper's 0.001)
     har = {
@@ -280,6 +282,6 @@ def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
     # the recorded finding: no lr of the grid gives FedMask, Signed or BNNAvg both 20 points above
     # chance and a flip in every round on MNIST at 60 rounds; HideNseek's passes
     assert {k for k, v in chosen.items() if v["passes"]} == {"HideNseek"}
-    searched = {(r["method"], r["lr"]) for r in regime.MNIST_LR_SEARCH if r["rounds"] == 60}
+    searched = {(r["method"], r["lr"]) for r in searches.MNIST_LR_SEARCH if r["rounds"] == 60}
     for label in ("FedMask", "Signed", "BNNAvg"):
-        assert {lr for m, lr in searched if m == label} == set(study.SCORE_LR_GRID)
+        assert {lr for m, lr in searched if m == label} == set(searches.SCORE_LR_GRID)

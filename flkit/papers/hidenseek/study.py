@@ -21,16 +21,21 @@ import torch
 
 from ... import models
 from ...experiment import RunConfig, run
-from ...methods.hidenseek import arctanh_aggregate
 from ...prune import (
     default_prunable,
     structural_masks,
     synflow_group_mask,
     weight_fraction,
-    weight_layers,
 )
-from ...utils import FlkitError, check_choice, configure_threads, derive_seed, generator
-from . import regime
+from ...utils import FlkitError, check_choice, configure_threads, derive_seed
+from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
+from .searches import (
+    LONG_ROUNDS_GRID,
+    MNIST_LR_ROUNDS,
+    MNIST_LR_SEARCH,
+    SCORE_LR_GRID,
+    choose_task_score_lr,
+)
 
 LABELS = {
     "fedavg_split": "FedAvg",
@@ -48,18 +53,17 @@ PAPER_LR = {
     "hidenseek": 10.0,
 }
 #: the learning rates we run: the paper's, except the score learning rate of a supermask method
-#: whose scores do not move at the paper's, chosen once by ``regime.choose_score_lr`` on the HAR
-#: grid ``SCORE_LR_GRID`` (README, "Decisions")
+#: whose scores do not move at the paper's, chosen once by ``searches.choose_score_lr`` on the HAR
+#: grid ``searches.SCORE_LR_GRID`` (README, "Decisions")
 LR = {**PAPER_LR, "fedmask": 100.0, "signed": 10.0, "bnnavg": 1.0}
 #: the score learning rates on MNIST (VGG9, where a score's gradient differs from HAR's MLP): by
-#: ``regime.choose_task_score_lr`` on the recorded search ``regime.MNIST_LR_SEARCH``, the HAR
-#: choice wherever no lr of the grid passes there (README, "Decisions")
-_MNIST_CHOICE = regime.choose_task_score_lr(
-    pd.DataFrame(regime.MNIST_LR_SEARCH),
+#: ``searches.choose_task_score_lr`` on the recorded search ``searches.MNIST_LR_SEARCH``, the
+#: HAR choice wherever no lr of the grid passes there (README, "Decisions")
+_MNIST_CHOICE = choose_task_score_lr(
+    pd.DataFrame(MNIST_LR_SEARCH),
     {LABELS[m]: LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")},
 )
 MNIST_LR = {m: _MNIST_CHOICE[LABELS[m]]["lr"] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
-SCORE_LR_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)
 #: how the supermask methods turn votes into scores and whom they score (README, "Decisions")
 SUPERMASK_PARAMS = {
     "hidenseek": {"normalize": "all", "writeback": "inverse", "score_clients": "trained"},
@@ -293,38 +297,7 @@ def relative_to(
     return 100 * (1 - piv[method] / piv[ref])
 
 
-# --------------------------------------------------------------------------- demos
-def pruning_grid(preset, ratios=None, seed: int = 0, num_classes: int = 10) -> pd.DataFrame:
-    """Server pruning of the preset's VGG9 at several keep ratios: channels kept per pruned layer
-    and the realised weight fraction (precomputed so the interactive slider only looks them up)."""
-    torch.manual_seed(derive_seed(seed, "init"))
-    model = models.build("vgg9", num_classes=num_classes, width=float(preset["vgg_width"]))
-    layers = default_prunable(model)
-    mods = weight_layers(model)
-    rows = []
-    for r in ratios or preset["demo_ratios"]:
-        keep = synflow_group_mask(
-            model, (1, 28, 28), float(r), layers, int(preset["demo_iterations"])
-        )
-        masks = structural_masks(model, keep, (1, 28, 28))
-        total = sum(mods[n].weight.numel() for n in layers)
-        kept_w = sum(
-            int(masks[f"{n}.weight"].sum()) if f"{n}.weight" in masks else mods[n].weight.numel()
-            for n in layers
-        )
-        for n in layers:
-            rows.append(
-                {
-                    "keep_ratio": float(r),
-                    "layer": n,
-                    "kept": int(keep[n].sum()),
-                    "channels": keep[n].numel(),
-                    "weight_fraction": kept_w / total,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
+# --------------------------------------------------------------------------- one-time costs
 def one_time_costs(preset, seed: int = 0) -> pd.DataFrame:
     """Bytes sent once, not per round: the frozen weights as floats (or an 8-byte seed that lets a
     client regenerate them) and HideNseek's structural mask (1 byte per channel / node); with the
@@ -355,24 +328,6 @@ def one_time_costs(preset, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def toy_votes(clients: int = 5, positions: int = 12, seed: int = 0):
-    """A toy set of client signs (some positions unanimous, some split) and sample counts."""
-    g = generator(seed, "toy-votes")
-    p = torch.linspace(0.0, 1.0, positions)
-    signs = torch.where(torch.rand(clients, positions, generator=g) < p, 1.0, -1.0)
-    weights = torch.randint(20, 200, (clients,), generator=g).float()
-    return signs, weights
-
-
-def aggregate_votes(signs, weights, rule: str = "arctanh", eps: float = 1e-6) -> torch.Tensor:
-    """Server latent after one round: the arctanh aggregation, or the plain weighted mean vote."""
-    check_choice("rule", rule, ("arctanh", "mean"))
-    if rule == "arctanh":
-        return arctanh_aggregate(signs, weights, eps)
-    w = weights / weights.sum()
-    return (w.view(-1, 1) * signs).sum(0)
-
-
 def score_lr_grid(
     preset,
     methods=("fedmask", "signed", "bnnavg"),
@@ -383,10 +338,8 @@ def score_lr_grid(
 ) -> pd.DataFrame:
     """The cheap runs that choose each supermask method's score learning rate: HAR at the
     preset's scale, one seed, every lr of ``grid``; one row per (method, lr) with the regime
-    indicators ``regime.choose_score_lr`` reads (smallest flip share per round from round 3,
+    indicators ``searches.choose_score_lr`` reads (smallest flip share per round from round 3,
     final accuracy above chance in points)."""
-    from .regime import FIRST_FLIP_ROUND, chance
-
     rows = []
     for method in methods:
         for lr in grid:
@@ -402,10 +355,6 @@ def score_lr_grid(
                 }
             )
     return pd.DataFrame(rows)
-
-
-#: the rounds the `long` preset may give MNIST, read by ``regime.choose_long_rounds``
-LONG_ROUNDS_GRID = (30, 60, 90)
 
 
 def rounds_search(
@@ -429,8 +378,6 @@ def rounds_search(
     seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
     score-lr search on MNIST); the rows then carry it. ``clients_per_round``: instead of the
     preset's (the MNIST clients search); every row carries the run's value."""
-    from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
-
     family = task.split("_")[0]
     longest = max(grid)
     bad = [r for r in grid if r % int(preset["eval_every"]) and r != longest]
@@ -488,11 +435,11 @@ def clients_search(
     progress=False,
     out_dir=None,
 ) -> pd.DataFrame:
-    """The runs of the MNIST clients-per-round rule (``regime.choose_mnist_clients``): each
-    supermask method once on MNIST alpha = 1 at its MNIST score lr, ``regime.MNIST_LR_ROUNDS``
+    """The runs of the MNIST clients-per-round rule (``searches.choose_mnist_clients``): each
+    supermask method once on MNIST alpha = 1 at its MNIST score lr, ``searches.MNIST_LR_ROUNDS``
     rounds, for every m of ``grid`` clients per round (the preset's other settings), read at the
     last round; the rows of ``rounds_search`` for every m, one table. The m = 4 rows are recorded
-    (``regime.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16."""
+    (``searches.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16."""
     grid = tuple(grid)
     most = int(preset["mnist_clients"])
     bad = [
@@ -506,7 +453,7 @@ def clients_search(
     frames = [
         rounds_search(
             preset,
-            grid=(regime.MNIST_LR_ROUNDS,),
+            grid=(MNIST_LR_ROUNDS,),
             methods=SUPERMASK_METHODS,
             task="mnist_a1",
             seed=seed,
