@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -91,7 +92,18 @@ def main():
     ap.add_argument("--peak-tflops", type=float, help="the device's fp32 peak (default: table)")
     ap.add_argument("--skip-loop", action="store_true")
     ap.add_argument("--model", default="lenet5")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument(
+        "--interleaved",
+        action="store_true",
+        help="time the backends in turn (A B C A B C ...) and record min and median of each",
+    )
+    ap.add_argument(
+        "--out", type=Path, help="JSON path (default results/engine-<device>-<n>threads)"
+    )
     args = ap.parse_args()
+    if args.interleaved and args.repeats < 3:
+        raise SystemExit(f"--repeats {args.repeats} with --interleaved; accepted: 3 or more")
     torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
     if args.backends is None:
@@ -104,7 +116,7 @@ def main():
     start = broadcast_state(model_state(model), k)
     rows = []
     for bsz in args.batches:
-        spec = LocalSpec(lr=0.05, batch_size=bsz, epochs=args.epochs)
+        spec = LocalSpec(lr=args.lr, batch_size=bsz, epochs=args.epochs)
         seeds = list(range(k))
         row = {"batch_size": bsz}
         for b in args.backends:  # build / compile for this shape outside the timings
@@ -117,7 +129,23 @@ def main():
                 ),
                 args.repeats,
             )
-        for b in args.backends:
+        if args.interleaved:
+            times = {b: [] for b in args.backends}
+            for _ in range(args.repeats):
+                for b in args.backends:
+                    times[b].append(
+                        time_round(
+                            lambda spec=spec, seeds=seeds, b=b: train_clients(
+                                model, start, ds.x_train, ds.y_train, idx, spec, seeds, backend=b
+                            ),
+                            1,
+                        )
+                    )
+            for b, ts in times.items():
+                row[f"{b}_all_s"] = ts
+                row[f"{b}_min_s"] = min(ts)
+                row[f"{b}_median_s"] = statistics.median(ts)
+        for b in [] if args.interleaved else args.backends:
             row[f"{b}_s"] = time_round(
                 lambda spec=spec, seeds=seeds, b=b: train_clients(
                     model, start, ds.x_train, ds.y_train, idx, spec, seeds, backend=b
@@ -132,14 +160,17 @@ def main():
             )  # fwd + 2x bwd
             peak = args.peak_tflops or fp32_peak(torch.cuda.get_device_name(dev))
             for b in args.backends:
-                row[f"{b}_rounds_per_s"] = 1 / row[f"{b}_s"]
+                row[f"{b}_rounds_per_s"] = 1 / row.get(f"{b}_s", row.get(f"{b}_median_s"))
                 row[f"{b}_tflops"] = fl / row[f"{b}_s"] / 1e12
                 row[f"{b}_peak_fraction"] = row[f"{b}_tflops"] / peak if peak else None
                 if "loop_s" in row:
                     row[f"{b}_speedup"] = row["loop_s"] / row[f"{b}_s"]
         rows.append(row)
         print(json.dumps(row))
-    out = Path(__file__).parent / "results" / f"engine-{dev.type}-{args.threads}threads.json"
+    out = (
+        args.out
+        or Path(__file__).parent / "results" / f"engine-{dev.type}-{args.threads}threads.json"
+    )
     out.parent.mkdir(exist_ok=True)
     meta = {
         "device": torch.cuda.get_device_name(dev)
@@ -151,7 +182,10 @@ def main():
         "epochs": args.epochs,
         "samples_per_client": 600,
         "model": args.model,
-        "timing": f"best of {args.repeats}",
+        "lr": args.lr,
+        "timing": f"interleaved, {args.repeats} rounds each"
+        if args.interleaved
+        else f"best of {args.repeats}",
     }
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print("written", out)
