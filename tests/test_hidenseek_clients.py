@@ -1,6 +1,7 @@
 """Notebook 04's MNIST clients-per-round rule on hand-built tables, the m = 4 rows read from the
 recorded searches, and the search driver's wiring (with the engine replaced, so nothing trains)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -210,3 +211,51 @@ def test_rounds_search_rows_carry_the_clients_per_round_that_ran(monkeypatch):
     assert set(plain.clients_per_round) == {4} and calls[-1].clients_per_round == 4
     wide = study.rounds_search(cpu, grid=(60,), methods=("fedmask",), clients_per_round=16)
     assert set(wide.clients_per_round) == {16} and calls[-1].clients_per_round == 16
+
+
+def _recorded_table():
+    """The rule's table as recorded: the m = 4 rows and the search's m = 8 and 16 rows."""
+    return pd.DataFrame(searches.mnist_clients_rows_at_4(MNIST_LRS) + searches.MNIST_CLIENTS_SEARCH)
+
+
+def test_recorded_clients_search_keeps_4_and_no_m_passes():
+    rows = searches.MNIST_CLIENTS_SEARCH
+    # one 60-round run per supermask method at m = 8 and 16, each at its MNIST score lr
+    assert sorted((r["clients_per_round"], r["method"]) for r in rows) == sorted(
+        (m, label) for m in (8, 16) for label in METHODS
+    )
+    assert {r["rounds"] for r in rows} == {searches.MNIST_LR_ROUNDS}
+    assert all(r["lr"] == MNIST_LRS[r["method"]] for r in rows)
+    # MNIST has 10 classes: chance is 10 %
+    assert all(r["above_chance"] == pytest.approx(r["accuracy"] - 10.0) for r in rows)
+    out = searches.choose_mnist_clients(_recorded_table())
+    # by hand: HideNseek is 36.8 / 72.8 / 74.2 points above chance with flips > 0 at 4 / 8 / 16;
+    # the best of the others is FedMask at m = 8, 19.0 points (below 20)
+    assert out == {
+        "clients_per_round": 4,
+        "passes": False,
+        "per_m": {
+            m: {"HideNseek": True, "FedMask": False, "Signed": False, "BNNAvg": False}
+            for m in (4, 8, 16)
+        },
+    }
+
+
+def test_readme_clients_table_is_the_recorded_search():
+    readme = (Path(searches.__file__).parent / "README.md").read_text(encoding="utf-8")
+    part = readme[readme.index("- **MNIST clients per round**") :]
+    part = part[: part.index("\n- **")]
+    cells = {}
+    for line in part.splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 5 and cols[0] in METHODS:
+            cells[cols[0]] = (float(cols[1]), [tuple(map(float, c.split(" / "))) for c in cols[2:]])
+    assert set(cells) == set(METHODS)
+    recorded = {
+        (r["method"], r["clients_per_round"]): r for r in _recorded_table().to_dict("records")
+    }
+    for label, (lr, per_m) in cells.items():
+        assert lr == MNIST_LRS[label]
+        for m, (acc, flips) in zip(searches.MNIST_CLIENTS_GRID, per_m, strict=True):
+            r = recorded[(label, m)]
+            assert (acc, flips) == (r["accuracy"], r["flip_share"]), (label, m)

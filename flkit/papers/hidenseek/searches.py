@@ -13,9 +13,10 @@ higher:
   one run per method read at every R of ``LONG_ROUNDS_GRID``): the fewest rounds at which dense
   FedAvg is near its plateau (``regime.plateau_rise`` below 1 point) and every supermask method is
   in the rules of ``flip_share`` and ``above_chance`` on MNIST alpha = 1;
-- the MNIST clients per round (``choose_mnist_clients``): the fewest of ``MNIST_CLIENTS_GRID`` at
-  which every supermask method is in those two rules at ``MNIST_LR_ROUNDS`` rounds, the m = 4
-  rows read from the recorded searches (``mnist_clients_rows_at_4``).
+- the MNIST clients per round (``choose_mnist_clients`` on the recorded
+  ``MNIST_CLIENTS_SEARCH``): the fewest of ``MNIST_CLIENTS_GRID`` at which every supermask method
+  is in those two rules at ``MNIST_LR_ROUNDS`` rounds, the m = 4 rows read from the recorded
+  searches (``mnist_clients_rows_at_4``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "choose_task_score_lr",
     "choose_mnist_clients",
     "mnist_clients_rows_at_4",
+    "MNIST_CLIENTS_SEARCH",
 ]
 
 #: the score learning rates the HAR grid (``study.score_lr_grid``) and the MNIST search try
@@ -328,3 +330,37 @@ def mnist_clients_rows_at_4(lrs: Mapping[str, float]) -> list[dict]:
             )
         out.append({**rows[0], "clients_per_round": MNIST_CLIENTS_GRID[0]})
     return out
+
+
+#: the search of the MNIST clients rule for m = 8 and 16 (the m = 4 rows are
+#: :func:`mnist_clients_rows_at_4`'s): ``study.rounds_search(cpu, grid=(60,),
+#: clients_per_round=16)`` for the four supermask methods, then ``study.clients_search(cpu,
+#: grid=(8,))``, on MNIST alpha = 1, seed 0, 40 clients, the `cpu` settings otherwise, each method
+#: at its MNIST score lr, one 60-round run per (method, m) read at round 60. Two processes with one
+#: torch thread each ran side by side on a shared 2-core machine, so ``train_s``, the seconds of
+#: local training up to round 60, is a guide, not a run time. accuracy in %, above_chance and rise5
+#: in points, flip_share the smallest from round 3
+_MNIST_CLIENTS_COLUMNS = (
+    "method",
+    "lr",
+    "clients_per_round",
+    "rounds",
+    "accuracy",
+    "above_chance",
+    "flip_share",
+    "rise5",
+    "train_s",
+)
+_MNIST_CLIENTS_ROWS = (
+    ("HideNseek", 10.0, 8, 60, 82.8, 72.8, 3.54e-04, 2.67, 94),
+    ("FedMask", 100.0, 8, 60, 29.0, 19.0, 2.5e-05, -1.30, 105),
+    ("Signed", 10.0, 8, 60, 27.1, 17.1, 0.0, -0.08, 110),
+    ("BNNAvg", 1.0, 8, 60, 16.1, 6.1, 0.0, 0.04, 131),
+    ("HideNseek", 10.0, 16, 60, 84.2, 74.2, 4.9e-05, 1.93, 194),
+    ("FedMask", 100.0, 16, 60, 20.9, 10.9, 0.0, -0.89, 223),
+    ("Signed", 10.0, 16, 60, 18.7, 8.7, 0.0, -0.36, 207),
+    ("BNNAvg", 1.0, 16, 60, 13.7, 3.7, 0.0, 0.20, 284),
+)
+MNIST_CLIENTS_SEARCH: list[dict] = [
+    dict(zip(_MNIST_CLIENTS_COLUMNS, row)) for row in _MNIST_CLIENTS_ROWS
+]
