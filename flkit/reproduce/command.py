@@ -13,6 +13,7 @@ from ..workbook.run_times import RUN_TIMES, sentence
 from .execute import reproduce_runs
 from .executors import EXECUTORS
 from .plan import default_notebooks_dir, discover
+from .stopping import Stopped, stop_on_signals, stopped_message
 
 __all__ = [
     "register_cli",
@@ -65,7 +66,9 @@ examples:
   flkit reproduce --preset smoke --executor ray --jobs 2          on a local Ray instance
   flkit reproduce --preset paper --executor ray --address HEAD:6379   on a Ray cluster
 
-exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arguments."""
+exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arguments,
+128 + the signal's number when stopped by SIGTERM (kill) or SIGINT (Ctrl-C): every notebook's
+kernel is ended, and a new run resumes their training from its checkpoints."""
 
 
 def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
@@ -240,7 +243,12 @@ def run_cli(args) -> int:
             if name in RUN_TIMES:
                 print(f"{'':28s} {sentence(name)}")
         return 0
-    _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+    try:
+        with stop_on_signals():
+            _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+    except Stopped as stop:
+        print(stopped_message("reproduce", stop), file=sys.stderr, flush=True)
+        return 128 + stop.signum
     return 0 if all(r["status"] == "ok" for r in infos) else 1
 
 

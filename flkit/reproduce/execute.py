@@ -27,8 +27,9 @@ def execute(runs: list[dict], jobs: int = 1, progress: bool = True, executor=Non
     total = len(runs)
     results: dict[int, dict] = {}
     bar = Progress([f"{r['notebook']} seed {r['seed']}" for r in runs], enabled=progress)
+    events = executor.events(runs)
     try:
-        for event in executor.events(runs):
+        for event in events:
             if event[0] == "cell":
                 bar.cell(*event[1:])
                 continue
@@ -40,6 +41,9 @@ def execute(runs: list[dict], jobs: int = 1, progress: bool = True, executor=Non
             where = failure_where(info["error"]) if info["status"] != "ok" else ""
             bar.finished(i, info, "," + where if where else "")
     finally:
+        # a stop (Stopped, an error here) ends the executor's runs now, not when the
+        # exception is gone and the generator with it
+        events.close()
         bar.close()
     return [results[i] for i in range(total)]
 

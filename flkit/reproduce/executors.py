@@ -39,6 +39,8 @@ DEFAULT_RESOURCES = {"cpus": 1, "gpus": 0}
 CELL_LINE_EVERY_S = 30.0
 #: how often the driver brings the running cells' elapsed times up to date
 HEARTBEAT_S = 5.0
+#: seconds a stopped run's workers and kernels get to exit on SIGTERM before SIGKILL
+STOP_GRACE_S = 5.0
 RAY_INSTALL = "pip install 'flkit[ray]'  (or: pip install 'ray>=2.9')"
 
 
@@ -166,25 +168,94 @@ class LocalExecutor:
         runs = [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
         ctx = mp.get_context("spawn")
         events = ctx.Queue()
-        with ProcessPoolExecutor(
+        kernels: dict[int, int] = {}  # running run's index -> its kernel's process group
+        ended: set[int] = set()  # a late report of an ended run's kernel names no live group
+        pool = ProcessPoolExecutor(
             max_workers=jobs, mp_context=ctx, initializer=install_events, initargs=(events,)
-        ) as pool:
+        )
+        try:
             pending = {pool.submit(run_one, run): i for i, run in enumerate(runs)}
             while pending:
                 finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
                 while True:
                     try:
-                        yield events.get_nowait()
+                        event = events.get_nowait()
                     except (_queue.Empty, OSError, ValueError):
                         break
+                    if event[0] != "kernel":
+                        yield event
+                    elif event[1] not in ended:
+                        kernels[event[1]] = event[2]
                 for fut in finished:
                     i = pending.pop(fut)
+                    ended.add(i)
+                    kernels.pop(i, None)
                     try:
                         info = fut.result()
                     except Exception as e:  # the worker itself died (BrokenProcessPool)
                         info = failed_info(runs[i], e)
                     yield ("done", i, info)
+        except BaseException:
+            # stopped (a signal, the consumer gone): end the kernels and the workers now;
+            # shutting the pool down alone would wait for every running notebook to finish
+            _stop_pool(pool, events, kernels, ended)
+            raise
+        pool.shutdown(wait=True)
         events.close()
+
+
+def _stop_pool(
+    pool, events, kernels: dict[int, int], ended: set[int], grace_s: float = STOP_GRACE_S
+) -> None:
+    """End a pool's running notebooks: SIGTERM to each kernel's process group (the kernel and
+    what it started) and to each worker, SIGKILL to what is left after ``grace_s`` seconds."""
+    import queue as _queue
+    import signal
+
+    while True:  # a kernel started since the last look is reported in the queue
+        try:
+            event = events.get_nowait()
+        except (_queue.Empty, OSError, ValueError):
+            break
+        if event[0] == "kernel" and event[1] not in ended:
+            kernels[event[1]] = event[2]
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    hard = getattr(signal, "SIGKILL", signal.SIGTERM)
+    for sig in (signal.SIGTERM, hard):
+        for pgid in kernels.values():
+            try:
+                if hasattr(os, "killpg"):
+                    os.killpg(pgid, sig)
+                else:
+                    os.kill(pgid, sig)
+            except OSError:  # already gone
+                pass
+        for w in workers:
+            if not w.is_alive():
+                continue
+            if sig == signal.SIGTERM:
+                w.terminate()
+            else:
+                w.kill()
+        deadline = time.monotonic() + grace_s
+        for w in workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+        if sig == signal.SIGTERM and not any(w.is_alive() for w in workers):
+            if not any(_group_alive(g) for g in kernels.values()):
+                break
+    pool.shutdown(wait=False, cancel_futures=True)
+    events.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, 0)
+        else:
+            os.kill(pgid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def task_resources(preset: str, cpus=None, gpus=None) -> dict:

@@ -36,6 +36,7 @@ from .plan import (
     plan,
 )
 from .render import write_reports
+from .stopping import Stopped, stop_on_signals, stopped_message
 from .sweep_render import write_sweep_report
 
 __all__ = ["parse_grid", "grid_points", "point_label", "finished_info", "sweep", "register_cli"]
@@ -227,7 +228,9 @@ examples:
   flkit sweep 02_feddip --grid local_epochs=1,3 --grid lr=0.05,0.1 --executor ray --jobs 4
 
 Running the same command again finishes an interrupted sweep: runs already done are kept.
-exit status: 0 when every run succeeded, 1 when a run failed, 2 for bad arguments."""
+exit status: 0 when every run succeeded, 1 when a run failed, 2 for bad arguments,
+128 + the signal's number when stopped by SIGTERM (kill) or SIGINT (Ctrl-C): every notebook's
+kernel is ended, and a new sweep resumes their training from its checkpoints."""
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
@@ -277,7 +280,12 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def run_cli(args) -> int:
-    _, infos = sweep(args.notebook, parse_grid(args.grid), **run_kwargs(args))
+    try:
+        with stop_on_signals():
+            _, infos = sweep(args.notebook, parse_grid(args.grid), **run_kwargs(args))
+    except Stopped as stop:
+        print(stopped_message("sweep", stop), file=sys.stderr, flush=True)
+        return 128 + stop.signum
     return 0 if all(r["status"] == "ok" for r in infos) else 1
 
 

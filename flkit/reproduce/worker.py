@@ -1,6 +1,8 @@
 """What runs on a worker, whatever the executor: :func:`run_one` executes one (notebook, seed)
 with papermill into its run folder, never raises, and reports each cell it starts through an
-``events`` queue so the driver can show "cell n of m" while a long notebook runs."""
+``events`` queue so the driver can show "cell n of m" while a long notebook runs. In a local
+pool worker it also reports its kernel's process group (``("kernel", i, pgid)``), so a driver
+that is stopped can end the kernel, with whatever the kernel started, without waiting for it."""
 
 from __future__ import annotations
 
@@ -28,9 +30,29 @@ _EVENTS = None  # the queue a local pool worker reports to (set by its initializ
 
 
 def install_events(queue) -> None:
-    """Process-pool initializer: every :func:`run_one` in this process reports to ``queue``."""
+    """Process-pool initializer: every :func:`run_one` in this process reports to ``queue``,
+    its kernels' process groups included."""
     global _EVENTS
     _EVENTS = queue
+
+
+def _reporting_kernel_manager(index: int, events):
+    """A kernel manager class that reports the kernel it starts as ``("kernel", index, pgid)``
+    (the kernel leads its own process group; its pid where there are no groups)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class ReportingKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kw):
+            await super().start_kernel(**kw)
+            prov = self.provisioner
+            pid = getattr(prov, "pgid", None) or getattr(prov, "pid", None)
+            if pid:
+                try:
+                    events.put(("kernel", index, int(pid)))
+                except Exception:  # a closed queue never fails a run
+                    pass
+
+    return ReportingKernelManager
 
 
 def clean_run_dir(run_dir: Path, notebook: str) -> None:
@@ -75,6 +97,7 @@ def run_one(run: dict, events=None) -> dict:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    pool_worker = events is None and _EVENTS is not None
     events = events if events is not None else _EVENTS
     logging.getLogger("papermill").setLevel(logging.WARNING)
     run_dir = Path(run["run_dir"])
@@ -101,10 +124,12 @@ def run_one(run: dict, events=None) -> dict:
         "output_notebook": output.name,
     }
     t0 = time.perf_counter()
-    hooks = {}
+    client = {}  # nbclient options beyond papermill's own
     if events is not None:  # papermill injects one parameters cell
         total = _code_cells(run["input"]) + 1
-        hooks["on_cell_start"] = _cell_hook(run.get("index", 0), total, t0, events)
+        client["on_cell_start"] = _cell_hook(run.get("index", 0), total, t0, events)
+    if pool_worker:
+        client["kernel_manager_class"] = _reporting_kernel_manager(run.get("index", 0), events)
     try:
         pm.execute_notebook(
             run["input"],
@@ -115,7 +140,7 @@ def run_one(run: dict, events=None) -> dict:
             cwd=str(Path(run["input"]).parent),
             execution_timeout=run["timeout"],
             extra_arguments=list(KERNEL_ARGUMENTS),
-            **hooks,
+            **client,
         )
     except PapermillExecutionError as e:
         info["status"] = "failed"
