@@ -45,6 +45,24 @@ def check_int(field: str, value, low=None, high=None) -> None:
     check_range(field, int(value), low, high)
 
 
+def check_real(field: str, value, low=None, high=None, low_open=False, high_open=False) -> float:
+    """``value`` as a float, or FlkitError unless it is a finite real number (Python or NumPy;
+    bool excluded) with low (<|<=) value (<|<=) high (either bound optional). Nothing is ever
+    clamped."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok:
+        ok = bool(np.isfinite(value))
+    if ok:
+        ok = (low is None or (value > low if low_open else value >= low)) and (
+            high is None or (value < high if high_open else value <= high)
+        )
+    if not ok:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + str(low)
+        hi = "inf)" if high is None else str(high) + (")" if high_open else "]")
+        raise FlkitError(f"{field}={value!r}; accepted: a finite real number in {lo}, {hi}")
+    return float(value)
+
+
 def configure_threads(threads: int | str | None = None) -> int:
     """Set torch's CPU threads from `threads` or $FLKIT_THREADS (unset: torch's default, one per
     core).

@@ -91,11 +91,14 @@ def test_cifar_below_the_first_step_gives_no_target():
         ({"targets": {**TARGETS, "emnist": 0.8}}, r"unknown task 'emnist'; accepted: the run's"),
         ({"cifar": "cifar100"}, r"unknown task 'cifar100'"),
         ({"targets": {**TARGETS, "cifar10": 0.6}}, r"targets names 'cifar10'"),
-        ({"targets": {"mnist": 1.5}}, r"target of 'mnist'=1.5; accepted: an accuracy"),
-        ({"step": 0}, r"step=0; accepted: a positive number"),
+        (
+            {"targets": {"mnist": 1.5}},
+            r"target of 'mnist'=1.5; accepted: a finite real .* \(0, 1\]",
+        ),
+        ({"step": 0}, r"step=0; accepted: a finite real number in \(0, inf\)"),
         ({"step": -0.05}, r"step=-0.05"),
         ({"cap": 0.0}, r"cap=0.0"),
-        ({"high_above": -0.03}, r"high_above=-0.03; accepted: a number >= 0"),
+        ({"high_above": -0.03}, r"high_above=-0.03; accepted: a finite real number in \[0, inf\)"),
     ],
 )
 def test_cifar_target_bad_input(kw, match):
@@ -112,7 +115,9 @@ def test_probe_refuses_a_bad_horizon_before_any_work(long, monkeypatch, horizon)
 
     monkeypatch.setattr(asyncfl, "run", never)
     monkeypatch.setattr(study, "use_threads", never)
-    with pytest.raises(FlkitError, match=r"horizon=.*accepted: a positive finite number"):
+    with pytest.raises(
+        FlkitError, match=r"horizon=.*; accepted: a finite real number in \(0, inf\)"
+    ):
         study.long_cifar_probe(long, horizon=horizon)
 
 
@@ -177,7 +182,7 @@ def test_estimate_by_hand():
         ({"jobs": 1.5}, r"jobs=1.5; accepted: an integer >= 1"),
         (
             {"prices": {**cost.PRICES, "mnist_mlp": {"request": -0.08, "test": 0.023}}},
-            r"request price of 'mnist_mlp'=-0.08; accepted: a number >= 0",
+            r"request price of 'mnist_mlp'=-0.08; accepted: a finite real number in \[0, inf\)",
         ),
         ({"counts": {"a": {"emnist_cnn": (1, 1)}}}, r"unknown learner 'emnist_cnn'; accepted:"),
         ({"counts": {"a": {"mnist_mlp": (-1, 0)}}}, r"trainings of 'mnist_mlp' in 'a'=-1"),

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from numbers import Real
 
 from flkit import asyncfl
-from flkit.utils import FlkitError, check_choice
+from flkit.utils import FlkitError, check_choice, check_real
 
 from . import configs
 from .regime import TimingTrainer, timing_config
@@ -157,12 +156,7 @@ class CountingTrainer(TimingTrainer):
 
 
 def _horizon(name: str, value) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and value > 0
-    if not ok or math.isnan(value):
-        raise FlkitError(
-            f"horizon of {name!r}={value!r}; accepted: a positive number of time units"
-        )
-    return float(value)
+    return check_real(f"horizon of {name!r}", value, low=0, low_open=True)
 
 
 def _count_one(cfg: dict, horizon: float | None, seed: int) -> dict:
@@ -223,10 +217,7 @@ def count_runs(
 
 
 def _count_number(what: str, value) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and value >= 0
-    if not ok or math.isnan(value):
-        raise FlkitError(f"{what}={value!r}; accepted: a number >= 0")
-    return float(value)
+    return check_real(what, value, low=0)
 
 
 def estimate(

@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from numbers import Real
 
-from flkit.utils import FlkitError
+from flkit.utils import FlkitError, check_real
 
 __all__ = [
     "CIFAR_TASK",
@@ -42,13 +41,6 @@ CIFAR_STEP = 0.05
 CIFAR_CAP = 0.63
 #: the high level of dynamic vs static sits this far above the main one, as in Table 3
 HIGH_ABOVE = 0.03
-
-
-def _number(name: str, value, accepted: str, positive: bool = True) -> float:
-    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (value <= 0 if positive else value < 0):
-        raise FlkitError(f"{name}={value!r}; accepted: {accepted}")
-    return float(value)
 
 
 def _rows(history) -> list[dict]:
@@ -94,11 +86,9 @@ def long_cifar_target(
 
     Returns {"T", "times" ({task: time to target}), "best" (CIFAR-10's best accuracy by T),
     "target", "high"}."""
-    step = _number("step", step, "a positive number (the rule's: 0.05)")
-    cap = _number("cap", cap, "a positive number (the rule's: 0.63, the paper's target)")
-    high_above = _number(
-        "high_above", high_above, "a number >= 0 (the rule's: 0.03)", positive=False
-    )
+    step = check_real("step", step, low=0, low_open=True)
+    cap = check_real("cap", cap, low=0, low_open=True)
+    high_above = check_real("high_above", high_above, low=0)
     rows = _rows(history)
     present = list(dict.fromkeys(r.get("task") for r in rows))
     if not targets:
@@ -115,9 +105,7 @@ def long_cifar_target(
             f"{[t for t in present if t != cifar]}"
         )
     for name, tgt in targets.items():
-        ok = isinstance(tgt, Real) and not isinstance(tgt, bool) and 0 < tgt <= 1
-        if not ok:
-            raise FlkitError(f"target of {name!r}={tgt!r}; accepted: an accuracy in (0, 1]")
+        check_real(f"target of {name!r}", tgt, low=0, high=1, low_open=True)
 
     times, missed = {}, []
     for name, tgt in targets.items():
@@ -211,8 +199,8 @@ def long_cuts(
     Returns {"steps": [(cut number, minutes), ...] (the first is cut 1's), "overrides" ({key: cut
     value} of the cuts made), "preset" (the cut copy), "minutes" (the last estimate), "offered"
     (the last estimate is at most ``budget``)}."""
-    aim = _number("aim", aim, "a positive number of minutes (the rule's: 100)")
-    budget = _number("budget", budget, "a positive number of minutes (the rule's: 120)")
+    aim = check_real("aim", aim, low=0, low_open=True)
+    budget = check_real("budget", budget, low=0, low_open=True)
     for cut in cuts:
         if cut.key not in preset:
             raise FlkitError(

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from flkit import asyncfl
-from flkit.utils import FlkitError, check_choice
+from flkit.utils import FlkitError, check_choice, check_real
 
 from . import long_rule
 from .configs import (
@@ -466,12 +466,7 @@ def long_cifar_probe(
     FlkitError before any work: ``horizon`` not a positive finite number, a mix without a
     ``cifar10`` task or with no other task. Returns the reading plus "horizon", "wall_seconds" and
     "result" (the SimResult)."""
-    ok = isinstance(horizon, (int, float)) and not isinstance(horizon, bool)
-    if not ok or not np.isfinite(horizon) or horizon <= 0:
-        raise FlkitError(
-            f"horizon={horizon!r}; accepted: a positive finite number of simulated time units "
-            "(the rule's: 300)"
-        )
+    horizon = check_real("horizon", horizon, low=0, low_open=True)
     datasets = list(preset["het_datasets"])
     if long_rule.CIFAR_TASK not in datasets or len(datasets) < 2:
         raise FlkitError(
