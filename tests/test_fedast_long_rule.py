@@ -17,7 +17,8 @@ from flkit.utils import FlkitError
 from flkit.workbook import presets
 
 README = Path(study.__file__).with_name("README.md")
-TARGETS = {"mnist": 0.93, "fmnist": 0.82, "shakespeare": 0.42}
+#: the simulator's completion times of the tasks that set T (MNIST, FMNIST, Shakespeare): T = 70
+TIMES = {"mnist": 40.0, "fmnist": 55.0, "shakespeare": 70.0}
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +31,8 @@ def _rows(task, points):
 
 
 def _history(cifar_points):
-    """MNIST at 0.93 at t = 40, FMNIST 0.82 at t = 55, Shakespeare 0.42 at t = 70 (each after
-    evaluations below target and a server update without a test), so T = 70."""
+    """A probe's history: the three other tasks' evaluations (their completion times are
+    ``TIMES``) and CIFAR-10's curve."""
     return (
         _rows("mnist", [(10, 0.5), (20, None), (40, 0.931)])
         + _rows("fmnist", [(15, 0.6), (55, 0.82)])
@@ -44,7 +45,7 @@ def _history(cifar_points):
 def test_cifar_target_by_hand():
     # best by T = 70 is 0.31 (the 0.40 at t = 80 comes after T): 0.30, high 0.33
     got = long_rule.long_cifar_target(
-        _history([(20, 0.12), (50, 0.31), (70, 0.29), (80, 0.40)]), TARGETS
+        _history([(20, 0.12), (50, 0.31), (70, 0.29), (80, 0.40)]), TIMES
     )
     assert got["T"] == 70
     assert got["times"] == {"mnist": 40, "fmnist": 55, "shakespeare": 70}
@@ -55,45 +56,44 @@ def test_cifar_target_by_hand():
 
 def test_cifar_target_exact_multiple_and_cap():
     # 0.30 exactly is a multiple of 0.05 (0.30 / 0.05 is 5.999... in floating point)
-    got = long_rule.long_cifar_target(_history([(70, 0.30)]), TARGETS)
+    got = long_rule.long_cifar_target(_history([(70, 0.30)]), TIMES)
     assert got["target"] == pytest.approx(0.30)
     # above the paper's 0.63 by T: the paper's target itself, high 0.66
-    got = long_rule.long_cifar_target(_history([(60, 0.65)]), TARGETS)
+    got = long_rule.long_cifar_target(_history([(60, 0.65)]), TIMES)
     assert (got["target"], got["high"]) == (pytest.approx(0.63), pytest.approx(0.66))
     # 0.62 reached: the multiple of 0.05 below it, 0.60
-    got = long_rule.long_cifar_target(_history([(60, 0.62)]), TARGETS)
+    got = long_rule.long_cifar_target(_history([(60, 0.62)]), TIMES)
     assert got["target"] == pytest.approx(0.60)
 
 
 def test_cifar_target_reads_a_frame():
     import pandas as pd
 
-    got = long_rule.long_cifar_target(pd.DataFrame(_history([(50, 0.27)])), TARGETS)
+    got = long_rule.long_cifar_target(pd.DataFrame(_history([(50, 0.27)])), TIMES)
     assert got["target"] == pytest.approx(0.25)
 
 
 def test_task_never_at_target_says_the_horizon_was_too_short():
-    hist = [r for r in _history([(50, 0.31)]) if r["task"] != "fmnist"] + _rows(
-        "fmnist", [(15, 0.6), (90, 0.81)]
-    )
+    times = {**TIMES, "fmnist": None}
     with pytest.raises(FlkitError, match=r"\['fmnist'\] never reached.*horizon was too short"):
-        long_rule.long_cifar_target(hist, TARGETS)
+        long_rule.long_cifar_target(_history([(50, 0.31)]), times)
 
 
 def test_cifar_below_the_first_step_gives_no_target():
     with pytest.raises(FlkitError, match=r"'cifar10' reached no multiple of 0.05 by T = 70"):
-        long_rule.long_cifar_target(_history([(20, 0.04), (90, 0.5)]), TARGETS)
+        long_rule.long_cifar_target(_history([(20, 0.04), (90, 0.5)]), TIMES)
 
 
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"targets": {**TARGETS, "emnist": 0.8}}, r"unknown task 'emnist'; accepted: the run's"),
+        ({"completion": {**TIMES, "emnist": 8.0}}, r"unknown task 'emnist'; accepted: the run's"),
         ({"cifar": "cifar100"}, r"unknown task 'cifar100'"),
-        ({"targets": {**TARGETS, "cifar10": 0.6}}, r"targets names 'cifar10'"),
+        ({"completion": {**TIMES, "cifar10": 60.0}}, r"completion names 'cifar10'"),
+        ({"completion": {}}, r"completion=\{\}; accepted"),
         (
-            {"targets": {"mnist": 1.5}},
-            r"target of 'mnist'=1.5; accepted: a finite real .* \(0, 1\]",
+            {"completion": {**TIMES, "mnist": -1.0}},
+            r"completion time of 'mnist'=-1.0; accepted: a finite real number in \[0, inf\)",
         ),
         ({"step": 0}, r"step=0; accepted: a finite real number in \(0, inf\)"),
         ({"step": -0.05}, r"step=-0.05"),
@@ -102,7 +102,7 @@ def test_cifar_below_the_first_step_gives_no_target():
     ],
 )
 def test_cifar_target_bad_input(kw, match):
-    args = {"targets": TARGETS, **kw}
+    args = {"completion": TIMES, **kw}
     with pytest.raises(FlkitError, match=match):
         long_rule.long_cifar_target(_history([(50, 0.31)]), **args)
 
@@ -131,13 +131,18 @@ def test_probe_refuses_a_mix_without_cifar(long, monkeypatch):
 def test_probe_runs_the_mix_with_cifar_at_the_papers_target(long, monkeypatch):
     """The run the probe hands the simulator: `long`'s FedAST(D) mix, CIFAR-10 at 0.63 even when
     the preset's main target was cut, the other main targets kept, max_time the horizon; the
-    reading is taken on the run's history."""
+    reading takes T from the simulator's completion times and CIFAR-10's curve from the history."""
     seen = {}
 
     def fake(cfg, seed=0, **kw):
         seen.update(cfg=cfg, seed=seed, **kw)
         return asyncfl.SimResult(
-            "FedAST(D)", [t["name"] for t in cfg["tasks"]], [], _history([(60, 0.36)]), {}, 300.0
+            "FedAST(D)",
+            [t["name"] for t in cfg["tasks"]],
+            [],
+            _history([(60, 0.36)]),
+            {**TIMES, "cifar10": None},  # the simulator's completion times
+            300.0,
         )
 
     monkeypatch.setattr(asyncfl, "run", fake)

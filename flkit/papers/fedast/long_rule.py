@@ -63,26 +63,26 @@ def _evaluated(rows: list[dict], task: str) -> list[tuple[float, float]]:
 
 def long_cifar_target(
     history,
-    targets: Mapping[str, float],
+    completion: Mapping[str, float | None],
     cifar: str = CIFAR_TASK,
     step: float = CIFAR_STEP,
     cap: float = CIFAR_CAP,
     high_above: float = HIGH_ABOVE,
 ) -> dict:
-    """CIFAR-10's target levels from the probe's ``history`` (``SimResult.history`` or its frame:
-    rows with ``task``, ``sim_time`` and ``accuracy``, None where not evaluated).
+    """CIFAR-10's target levels from the probe: ``completion`` is the run's own
+    ``SimResult.completion_time`` of the tasks that set T (MNIST, FMNIST and Shakespeare: the time
+    the simulator finished each at its target, None where it never did); T is the latest of them.
+    ``history`` (``SimResult.history`` or its frame: rows with ``task``, ``sim_time`` and
+    ``accuracy``, None where not evaluated) gives CIFAR-10's curve: its best periodic test accuracy
+    at or before T gives its main target, ``cap`` when it reached ``cap``, else the highest multiple
+    of ``step`` it reached; the high target is ``high_above`` more.
 
-    ``targets``: {task: main target} of the tasks that set T (MNIST, FMNIST and Shakespeare). A
-    task's time is its first evaluation at or above its target; T is the latest of them. CIFAR-10's
-    best periodic test accuracy at or before T gives its main target: ``cap`` when it reached
-    ``cap``, else the highest multiple of ``step`` it reached; the high target is ``high_above``
-    more.
-
-    FlkitError, before any reading: an unknown task (naming the tasks the run has), ``cifar`` among
-    ``targets``, a target outside (0, 1], ``step`` or ``cap`` not positive, ``high_above`` negative.
-    FlkitError after reading: some task of ``targets`` never reached its target in the run (T is
-    undefined: the probe's horizon was too short; the message names the tasks), or CIFAR-10 reached
-    no multiple of ``step`` by T (the rule then gives no target; the message gives its best).
+    FlkitError, before any reading: no task in ``completion``, a task the run does not have
+    (naming the tasks it has), ``cifar`` among ``completion``, a time that is not None or a finite
+    number >= 0, ``step`` or ``cap`` not positive, ``high_above`` negative. FlkitError after
+    reading: some task never reached its target in the run (T is undefined: the probe's horizon was
+    too short; the message names the tasks), or CIFAR-10 reached no multiple of ``step`` by T (the
+    rule then gives no target; the message gives its best).
 
     Returns {"T", "times" ({task: time to target}), "best" (CIFAR-10's best accuracy by T),
     "target", "high"}."""
@@ -91,34 +91,29 @@ def long_cifar_target(
     high_above = check_real("high_above", high_above, low=0)
     rows = _rows(history)
     present = list(dict.fromkeys(r.get("task") for r in rows))
-    if not targets:
+    if not completion:
         raise FlkitError(
-            f"targets={dict(targets)!r}; accepted: the main target of every task that sets T "
-            f"(tasks in the run: {present})"
+            f"completion={dict(completion)!r}; accepted: the completion time of every task that "
+            f"sets T (tasks in the run: {present})"
         )
-    for name in [*targets, cifar]:
+    for name in [*completion, cifar]:
         if name not in present:
             raise FlkitError(f"unknown task {name!r}; accepted: the run's tasks {present}")
-    if cifar in targets:
+    if cifar in completion:
         raise FlkitError(
-            f"targets names {cifar!r}, the probed task; accepted: the other tasks of the run, "
+            f"completion names {cifar!r}, the probed task; accepted: the other tasks of the run, "
             f"{[t for t in present if t != cifar]}"
         )
-    for name, tgt in targets.items():
-        check_real(f"target of {name!r}", tgt, low=0, high=1, low_open=True)
+    for name, t in completion.items():
+        if t is not None:
+            check_real(f"completion time of {name!r}", t, low=0)
 
-    times, missed = {}, []
-    for name, tgt in targets.items():
-        hit = [t for t, acc in _evaluated(rows, name) if acc >= tgt]
-        if hit:
-            times[name] = hit[0]
-        else:
-            missed.append(name)
+    times = {n: float(t) for n, t in completion.items() if t is not None}
+    missed = [n for n, t in completion.items() if t is None]
     if missed:
         end = max((float(r["sim_time"]) for r in rows), default=0.0)
         raise FlkitError(
-            f"tasks {missed} never reached their targets "
-            f"{ {n: targets[n] for n in missed} } in the probe (its last server update at "
+            f"tasks {missed} never reached their targets in the probe (its last server update at "
             f"t = {end:.4g}): T is undefined, the probe's horizon was too short; run it again "
             "with a longer horizon"
         )

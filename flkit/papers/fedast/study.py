@@ -477,9 +477,9 @@ def long_cifar_probe(
     targets[datasets.index(long_rule.CIFAR_TASK)] = long_rule.CIFAR_CAP
     probed = {**preset, "het_targets_main": targets}
     cfg = heterogeneous(probed, "fedast_d", "main", max_time=float(horizon))
-    others = {t["name"]: t["target"] for t in cfg["tasks"] if t["name"] != long_rule.CIFAR_TASK}
     use_threads(preset)
     res = asyncfl.run(cfg, seed=int(seed), device=device, progress=progress, root=out_dir)
+    others = {n: t for n, t in res.completion_time.items() if n != long_rule.CIFAR_TASK}
     reading = long_rule.long_cifar_target(res.history, others)
     return {
         **reading,
