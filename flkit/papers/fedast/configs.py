@@ -266,31 +266,55 @@ def regime_preset(preset) -> dict:
     return ablated
 
 
+def experiment_configs(preset) -> list[tuple[str, dict]]:
+    """Every trained simulation of notebook 03 at ``preset`` as ``(experiment, config)`` pairs,
+    the dearest experiments first (the four-task mix runs, then Fig. 2, the buffer sweep, Fig. 5,
+    Fig. 3, the k sweep). Experiments: ``mix`` (the heterogeneous runs, dynamic vs static and the
+    ablation's setting), ``fig4``, ``fig2``, ``buffer``, ``fig5``, ``fig3``, ``k``. A run two
+    experiments share (Fig. 5's largest M is Fig. 2) appears under each."""
+    levels = list(preset["dvs_levels"])
+    pairs = [("mix", heterogeneous(preset, "fedast_d", "main"))]
+    pairs += [
+        ("mix", heterogeneous(preset, m, lv)) for lv in levels for m in ("fedast_s", "fedast_d")
+    ]
+    pairs.append(
+        ("fig4", heterogeneous(preset, "nobuffer", "main", max_time=float(preset["fig4_time"])))
+    )
+    pairs.append(("mix", heterogeneous(preset, "sync_st", "main")))
+    ablated = regime_preset(preset)
+    pairs += [("mix", heterogeneous(ablated, m)) for m in ("fedast_d", "sync_st")]
+    pairs += [("fig2", fig2_config(preset, m)) for m in preset["fig2_methods"]]
+    pairs += [
+        ("buffer", buffer_config(preset, b))
+        for b in sorted(map(int, preset["buffers"]), reverse=True)
+    ]
+    for n_tasks in sorted((int(m) for m in preset["Ms"]), reverse=True):
+        pairs += [
+            ("fig5", fig2_config(preset, m, n_tasks=n_tasks)) for m in (IDENTICAL_FEDAST, "sync_st")
+        ]
+    for per_task in sorted((int(r) for r in preset["active_requests"]), reverse=True):
+        pairs += [("fig3", active_config(preset, per_task, m)) for m in ("fedast_d", "nobuffer")]
+    pairs += [("k", k_config(preset, k)) for k in preset["ks"]]
+    return pairs
+
+
+def run_key(cfg: dict) -> str:
+    """The identity of a simulation config (two configs with one key are the same run)."""
+    return repr(asyncfl.FedASTRun.from_dict(cfg).validate().to_dict())
+
+
 def notebook_runs(preset, seeds: Sequence[int]) -> list[tuple[dict, int]]:
     """Every trained simulation of notebook 03 at ``preset`` as ``(config, seed)`` pairs, without
-    duplicates, the dearest experiments first (the four-task mix runs, then Fig. 2, the buffer
-    sweep, Fig. 5, Fig. 3, the k sweep): ``study.prefetch`` hands them to the ``jobs`` workers
-    in this order, so the long runs start first and the short ones fill the gaps."""
+    duplicates, in :func:`experiment_configs`' order (the dearest first): ``study.prefetch`` hands
+    them to the ``jobs`` workers in this order, so the long runs start first and the short ones
+    fill the gaps."""
     seeds = [int(s) for s in seeds]
-    levels = list(preset["dvs_levels"])
-    cfgs = [heterogeneous(preset, "fedast_d", "main")]
-    cfgs += [heterogeneous(preset, m, lv) for lv in levels for m in ("fedast_s", "fedast_d")]
-    cfgs.append(heterogeneous(preset, "nobuffer", "main", max_time=float(preset["fig4_time"])))
-    cfgs.append(heterogeneous(preset, "sync_st", "main"))
-    ablated = regime_preset(preset)
-    cfgs += [heterogeneous(ablated, m) for m in ("fedast_d", "sync_st")]
-    cfgs += [fig2_config(preset, m) for m in preset["fig2_methods"]]
-    cfgs += [buffer_config(preset, b) for b in sorted(map(int, preset["buffers"]), reverse=True)]
-    for n_tasks in sorted((int(m) for m in preset["Ms"]), reverse=True):
-        cfgs += [fig2_config(preset, m, n_tasks=n_tasks) for m in (IDENTICAL_FEDAST, "sync_st")]
-    for per_task in sorted((int(r) for r in preset["active_requests"]), reverse=True):
-        cfgs += [active_config(preset, per_task, m) for m in ("fedast_d", "nobuffer")]
-    cfgs += [k_config(preset, k) for k in preset["ks"]]
+    cfgs = [cfg for _, cfg in experiment_configs(preset)]
     out, seen = [], set()
     for cfg in cfgs:
-        key = asyncfl.FedASTRun.from_dict(cfg).validate().to_dict()
+        key = run_key(cfg)
         for s in seeds:
-            tag = (repr(key), s)
+            tag = (key, s)
             if tag not in seen:
                 seen.add(tag)
                 out.append((cfg, s))

@@ -89,44 +89,16 @@ def price_key(task: Mapping) -> str:
 
 def experiment_runs(preset) -> dict[str, list]:
     """{experiment: [run config, ...]} of one seed of notebook 03 at ``preset``: the runs of
-    :func:`.configs.notebook_runs` grouped by experiment (:data:`EXPERIMENTS`), each counted
+    :func:`.configs.experiment_configs` grouped by experiment (:data:`EXPERIMENTS`), each counted
     once, plus the centralised reference (``central``: {"steps", "task"}, trained outside the
     simulator)."""
-    ablated = configs.regime_preset(preset)
-    groups = {
-        "mix": [configs.heterogeneous(preset, "fedast_d", "main")]
-        + [
-            configs.heterogeneous(preset, m, lv)
-            for lv in preset["dvs_levels"]
-            for m in ("fedast_s", "fedast_d")
-        ]
-        + [configs.heterogeneous(preset, "sync_st", "main")]
-        + [configs.heterogeneous(ablated, m) for m in ("fedast_d", "sync_st")],
-        "fig4": [
-            configs.heterogeneous(preset, "nobuffer", "main", max_time=float(preset["fig4_time"]))
-        ],
-        "fig2": [configs.fig2_config(preset, m) for m in preset["fig2_methods"]],
-        "buffer": [configs.buffer_config(preset, b) for b in preset["buffers"]],
-        "fig5": [
-            configs.fig2_config(preset, m, n_tasks=int(n))
-            for n in preset["Ms"]
-            for m in (configs.IDENTICAL_FEDAST, "sync_st")
-        ],
-        "fig3": [
-            configs.active_config(preset, int(r), m)
-            for r in preset["active_requests"]
-            for m in ("fedast_d", "nobuffer")
-        ],
-        "k": [configs.k_config(preset, k) for k in preset["ks"]],
-    }
     out, seen = {}, set()
-    for exp, cfgs in groups.items():
-        out[exp] = []
-        for cfg in cfgs:
-            key = repr(asyncfl.FedASTRun.from_dict(cfg).validate().to_dict())
-            if key not in seen:
-                seen.add(key)
-                out[exp].append(cfg)
+    for exp, cfg in configs.experiment_configs(preset):
+        out.setdefault(exp, [])
+        key = configs.run_key(cfg)
+        if key not in seen:
+            seen.add(key)
+            out[exp].append(cfg)
     model = preset.get(f"{preset['dataset']}_model") or None
     out["central"] = [
         {
