@@ -259,3 +259,13 @@ def test_readme_clients_table_is_the_recorded_search():
         for m, (acc, flips) in zip(searches.MNIST_CLIENTS_GRID, per_m, strict=True):
             r = recorded[(label, m)]
             assert (acc, flips) == (r["accuracy"], r["flip_share"]), (label, m)
+
+
+def test_passing_is_the_one_pass_test_by_hand():
+    t = pd.DataFrame(
+        {
+            "above_chance": [20.0, 19.9, 35.0, 35.0, float("nan")],
+            "flip_share": [1e-6, 1e-3, 0.0, float("nan"), 1e-3],
+        }
+    )
+    assert searches.passing(t).tolist() == [True, False, False, False, False]

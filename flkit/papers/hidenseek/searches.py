@@ -30,6 +30,7 @@ from flkit.utils import FlkitError
 from .regime import MAX_PLATEAU_RISE, MIN_ABOVE_CHANCE, SUPERMASK
 
 __all__ = [
+    "passing",
     "SCORE_LR_GRID",
     "LONG_ROUNDS_GRID",
     "MNIST_CLIENTS_GRID",
@@ -56,6 +57,13 @@ MNIST_CLIENTS_GRID = (4, 8, 16)
 MNIST_LR_ROUNDS = 60
 
 
+def passing(table: pd.DataFrame) -> pd.Series:
+    """Which rows of a search table pass the supermask regime test every search reads: at least
+    MIN_ABOVE_CHANCE points above chance and a flip in every round from round 3 (flip_share > 0;
+    a missing value fails)."""
+    return (table.above_chance >= MIN_ABOVE_CHANCE) & (table.flip_share.fillna(0) > 0)
+
+
 def choose_score_lr(grid: pd.DataFrame) -> dict:
     """The score learning rate of each supermask method from a grid of cheap runs (columns
     method, lr, flip_share = its smallest per-round flip share from round 3, above_chance =
@@ -69,7 +77,7 @@ def choose_score_lr(grid: pd.DataFrame) -> dict:
         )
     out = {}
     for method, g in grid.groupby("method"):
-        ok = g[(g.flip_share > 0) & (g.above_chance >= MIN_ABOVE_CHANCE)]
+        ok = g[passing(g)]
         out[method] = float(ok.lr.min()) if len(ok) else None
     return out
 
@@ -171,7 +179,7 @@ def choose_task_score_lr(
     out = {}
     for label, lr in current.items():
         rows = at[at.method == label]
-        ok = rows[(rows.above_chance >= MIN_ABOVE_CHANCE) & (rows.flip_share.fillna(0) > 0)]
+        ok = rows[passing(rows)]
         if float(lr) in set(ok.lr.astype(float)):
             out[label] = {"lr": float(lr), "passes": True}
         elif len(ok):
@@ -290,10 +298,8 @@ def choose_mnist_clients(table: pd.DataFrame, rounds: int = MNIST_LR_ROUNDS) -> 
                 f"{list(SUPERMASK)}"
             )
         per_m[m] = {}
-        for _, r in rows.iterrows():
-            above_ok = pd.notna(r.above_chance) and r.above_chance >= MIN_ABOVE_CHANCE
-            flips_ok = pd.notna(r.flip_share) and r.flip_share > 0
-            per_m[m][r.method] = bool(above_ok and flips_ok)
+        for label, ok in zip(rows.method, passing(rows)):
+            per_m[m][label] = bool(ok)
         per_m[m] = {label: per_m[m][label] for label in SUPERMASK}
     ok = [m for m in MNIST_CLIENTS_GRID if all(per_m[m].values())]
     return {
