@@ -29,6 +29,7 @@ from .trainer import EngineTrainer, data_kwargs
 
 __all__ = [
     "run",
+    "cached",
     "build_schedule",
     "centralised",
     "cache_key",
@@ -134,6 +135,37 @@ def _load(folder: Path) -> SimResult:
         d["stats"],
         d["allocations"],
     )
+
+
+def cached(
+    config, seed: int = 0, *, device="auto", root: str | Path | None = None, threads=None
+) -> SimResult | None:
+    """The result :func:`run` would serve from the run cache under ``root`` for (``config``,
+    ``seed``, ``device``), or None when no whole run is cached there; nothing is trained.
+    ``threads``: the torch thread count the run was cached under on the CPU (None: the current
+    count, as :func:`run` looks it up). Read-only, so it can read a cache it must not change: a
+    damaged folder, or one written before manifests (which :func:`run` would seal), gives None
+    and is left as it is."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise FlkitError(f"seed={seed!r}; accepted: an integer")
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1
+    ):
+        raise FlkitError(
+            f"threads={threads!r}; accepted: an integer >= 1 (a CPU run's torch thread count), "
+            "or None for the current count"
+        )
+    cfg = FedASTRun.from_dict(config).validate()
+    dev = resolve_device(device)
+    key = cache_key(cfg, seed, dev)
+    if threads is not None and "threads" in key:
+        key["threads"] = int(threads)
+    folder = run_folder(cfg, seed, dev, root, key)
+    if not store.is_done(folder) or not (folder / store.MANIFEST).exists():
+        return None
+    if store.check_finished(folder, None, RUN_FILES):
+        return None
+    return _load(folder)
 
 
 def run(

@@ -4,17 +4,18 @@ the count takes seconds), times a price per request and per test of each learner
 
 The timing simulation fixes how many requests arrive per simulated time unit whatever the learner;
 what it cannot know is when a trained run reaches its targets. So each experiment's runs are
-counted to a horizon: the one given for the experiment (an estimate of its time to target, e.g.
-the CIFAR-10 probe's for the mix), capped by the run's own ``max_time``; without one, to the run's
-own stop (``max_time``, or ``max_events`` arrivals for Fig. 3). In the count no task ever reaches
-a target, so every task trains up to the horizon: for a run whose tasks finish at different
-times, an upper bound. Option D is counted as option S with b = ceil(R / r) (Realloc needs real
-updates), so the split of the trainings between the learners is the static one."""
+counted to a horizon: one per experiment or one per run (an estimate of its time to target; at
+`long`, :func:`.horizons.long_horizons` by the README's rule from the `cpu` runs' all-done times),
+capped by the run's own ``max_time``; without one, to the run's own stop
+(``max_time``, or ``max_events`` arrivals for Fig. 3). In the count no task ever reaches a target,
+so every task trains up to the horizon: for a run whose tasks finish at different times, an upper
+bound. Option D is counted as option S with b = ceil(R / r) (Realloc needs real updates), so the
+split of the trainings between the learners is the static one."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from flkit import asyncfl
 from flkit.utils import FlkitError, check_choice, check_real
@@ -127,6 +128,62 @@ class CountingTrainer(TimingTrainer):
         return super().evaluate(task)
 
 
+#: a horizon as :func:`count_runs` takes it, per experiment: one time for all its runs, a mapping
+#: {run key: time or None}, or a function config -> time or None (None: the run's own stop)
+Horizon = float | Mapping[str, float | None] | Callable[[dict], float | None]
+
+
+def _run_label(exp: str, i: int, n: int, cfg: dict) -> str:
+    names = ", ".join(t["name"] for t in cfg["tasks"])
+    return f"run {i + 1} of {n} of {exp!r} ({cfg['method']} on {names})"
+
+
+def _per_run(exp: str, cfgs: list, value) -> list:
+    """The horizon of each of one experiment's runs (time or None) from its entry of
+    ``horizons``, checked (module doc of :func:`count_runs`)."""
+    n = len(cfgs)
+    if value is None:
+        got = [None] * n
+    elif isinstance(value, Mapping):
+        keys = [configs.run_key(c) for c in cfgs]
+        for k in value:
+            if k not in keys:
+                raise FlkitError(
+                    f"horizons[{exp!r}] names the run {str(k)[:120]!r}, not one of {exp!r}'s; "
+                    f"accepted: the run keys (configs.run_key) of its {n} runs (a run two "
+                    "experiments share is counted in the first, EXPERIMENTS' order)"
+                )
+        for i, (k, c) in enumerate(zip(keys, cfgs)):
+            if k not in value:
+                raise FlkitError(
+                    f"horizons[{exp!r}] has no entry for {_run_label(exp, i, n, c)}; accepted: "
+                    "a mapping with every run of the experiment (a time, or None for its own stop)"
+                )
+        got = [value[k] for k in keys]
+    elif callable(value):
+        got = [value(c) for c in cfgs]
+    else:
+        got = [_horizon(exp, value)] * n
+    out = []
+    for i, (c, h) in enumerate(zip(cfgs, got)):
+        if h is not None:
+            try:
+                h = check_real("horizon", h, low=0, low_open=True)
+            except FlkitError:
+                raise FlkitError(
+                    f"horizon of {_run_label(exp, i, n, c)}={h!r}; accepted: a positive finite "
+                    "time, or None for the run's own stop"
+                ) from None
+        run = asyncfl.FedASTRun.from_dict(c)
+        if h is None and run.max_time is None and run.max_events is None:
+            raise FlkitError(
+                f"{_run_label(exp, i, n, c)} has no max_time or max_events; accepted: a horizon "
+                "for it in `horizons`"
+            )
+        out.append(h)
+    return out
+
+
 def _horizon(name: str, value) -> float:
     return check_real(f"horizon of {name!r}", value, low=0, low_open=True)
 
@@ -150,18 +207,38 @@ def _count_one(cfg: dict, horizon: float | None, seed: int) -> dict:
 
 
 def count_runs(
-    preset, horizons: Mapping[str, float] | None = None, seed: int = 0
+    preset, horizons: Mapping[str, Horizon] | None = None, seed: int = 0
 ) -> tuple[dict, dict]:
     """(counts, runs) of one seed of notebook 03 at ``preset``: counts {experiment: {learner:
     (trainings, tests)}} from the timing simulation (module doc), runs {experiment: number of
-    runs}. ``horizons``: {experiment: time units} (keys of :data:`EXPERIMENTS`), each run counted
-    to the smaller of it and its own ``max_time``; an experiment without one runs to its own stop
-    (a run with neither ``max_time`` nor ``max_events`` then needs one: FlkitError)."""
+    runs}. ``horizons``: {experiment (a key of :data:`EXPERIMENTS`): horizon}, the horizon one
+    time for every run of the experiment, or per run a mapping {:func:`.configs.run_key`: time or
+    None} naming every run of the experiment (as :func:`experiment_runs` groups them), or a
+    function config -> time or None; None is the run's own stop. Each run is counted to the
+    smaller of its horizon and its own ``max_time``; an experiment without an entry runs to its
+    own stop. The centralised reference takes no horizon (its steps are fixed).
+
+    FlkitError before any count: an unknown experiment, a horizon that is not a positive finite
+    number or None, a mapping naming a run the experiment does not have or leaving one out, a
+    per-run form for ``central``, a run with no horizon and neither ``max_time`` nor
+    ``max_events``."""
     horizons = dict(horizons or {})
-    for name, value in horizons.items():
+    for name in horizons:
         check_choice("experiment", name, EXPERIMENTS)
-        _horizon(name, value)
     groups = experiment_runs(preset)
+    if "central" in horizons:
+        value = horizons["central"]
+        if isinstance(value, Mapping) or callable(value):
+            raise FlkitError(
+                "horizons['central'] is per run; accepted: one time or nothing (the centralised "
+                "reference is trained outside the simulator, for a fixed number of steps)"
+            )
+        _horizon("central", value)
+    per_run = {
+        exp: _per_run(exp, cfgs, horizons.get(exp))
+        for exp, cfgs in groups.items()
+        if exp != "central"
+    }
     counts, runs = {}, {}
     for exp, cfgs in groups.items():
         runs[exp] = len(cfgs)
@@ -173,14 +250,8 @@ def count_runs(
                 t[0] += c["steps"] / REQUEST_STEPS
                 t[1] += 1
         else:
-            for cfg in cfgs:
-                run = asyncfl.FedASTRun.from_dict(cfg)
-                if exp not in horizons and run.max_time is None and run.max_events is None:
-                    raise FlkitError(
-                        f"experiment {exp!r} has a run with no max_time or max_events; accepted: "
-                        "a horizon for it in `horizons`"
-                    )
-                for key, (tr, te) in _count_one(cfg, horizons.get(exp), seed).items():
+            for cfg, h in zip(cfgs, per_run[exp]):
+                for key, (tr, te) in _count_one(cfg, h, seed).items():
                     t = total.setdefault(key, [0, 0])
                     t[0] += tr
                     t[1] += te
@@ -245,10 +316,11 @@ def estimate(
 
 
 def long_estimate(
-    preset, horizons: Mapping[str, float] | None = None, seed: int = 0, prices=PRICES
+    preset, horizons: Mapping[str, Horizon] | None = None, seed: int = 0, prices=PRICES
 ) -> dict:
-    """:func:`estimate` of ``preset``'s runs (:func:`count_runs` with ``horizons``) with its own
-    seeds (``num_seeds``) and ``jobs``, plus the counts it used (``counts``, ``runs``)."""
+    """:func:`estimate` of ``preset``'s runs (:func:`count_runs` with ``horizons``, either form)
+    with its own seeds (``num_seeds``) and ``jobs``, plus the counts it used (``counts``,
+    ``runs``)."""
     counts, runs = count_runs(preset, horizons, seed)
     out = estimate(counts, runs, int(preset["num_seeds"]), int(preset["jobs"]), prices)
     return {**out, "counts": counts, "runs": runs}

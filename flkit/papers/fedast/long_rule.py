@@ -1,12 +1,24 @@
-"""The `long` cut rule of notebook 03 (README, "The `long` cut rule"), as code: the reading of the
-CIFAR-10 probe (:func:`long_cifar_target`) and the cuts, in the README's order, applied until an
-estimate of the notebook's wall time fits (:data:`LONG_CUTS`, :func:`long_cuts`).
+"""The `long` cut rule of notebook 03 (README, "The `long` cut rule", as amended), as code: the
+readings of its two probes (:func:`long_main_targets`, :func:`long_high_targets`) and the cuts, in
+the README's order, applied until an estimate of the notebook's wall time fits
+(:data:`LONG_CUTS`, :func:`long_cuts`).
 
-The probe is one FedAST(D) run of the four-task mix with CIFAR-10 at the paper's 0.63
-(:func:`.study.long_cifar_probe`). The other three tasks stop at their main targets; the latest of
-their times is T, the time the mix's other tasks need. CIFAR-10's main target is then the level its
-test accuracy reached by T, rounded down to a multiple of ``step``, so that CIFAR-10 finishes about
-when the others do instead of running every heterogeneous run to ``max_time``.
+The first probe is one FedAST(D) run of the four-task mix with every task at the paper's main
+target (:func:`.study.long_main_probe`). T is the latest time among the tasks that reached theirs;
+every task that did not gets as its main target the highest multiple of 0.05 its test accuracy
+reached by T, and a high target 0.03 above, so that it finishes about when the others do instead
+of running every heterogeneous run to ``max_time``. T comes from
+the tasks that reached their targets, not from a plateau below a target: a main target at the
+plateau would put its high level above anything the probe reached, and every run would stretch to
+the plateau's slow end.
+
+A task stops training at its main target, so the first probe cannot time the high level. The second
+probe runs the mix at the high targets (:func:`.study.long_high_probe`); a task that misses its high
+target there gets the highest multiple of 0.01 strictly above its main target that it reached, or,
+with none, no high level (the dynamic vs static comparison keeps one level for it). T_high is the
+time at which every task with a high level has reached it.
+
+Both readings read one FedAST(D) run, so no comparison of methods enters them.
 
 The cuts are data (:class:`Cut`): the number the README gives the cut, what it changes (the
 preset key, the uncut value, the cut value) and the README's own words for it, so a test can check
@@ -21,11 +33,12 @@ from dataclasses import dataclass
 from flkit.utils import FlkitError, check_real
 
 __all__ = [
-    "CIFAR_TASK",
-    "CIFAR_STEP",
-    "CIFAR_CAP",
+    "MAIN_STEP",
+    "HIGH_STEP",
     "HIGH_ABOVE",
-    "long_cifar_target",
+    "FIRST_PROBE",
+    "long_main_targets",
+    "long_high_targets",
     "Cut",
     "LONG_CUTS",
     "AIM_MINUTES",
@@ -33,14 +46,27 @@ __all__ = [
     "long_cuts",
 ]
 
-#: the probed task's name in the mix (the task names of ``configs.heterogeneous`` are the datasets)
-CIFAR_TASK = "cifar10"
-#: CIFAR-10's main target is a multiple of this
-CIFAR_STEP = 0.05
-#: and at most the paper's main target (Table 3), reached or not
-CIFAR_CAP = 0.63
+#: a lowered main target is a multiple of this
+MAIN_STEP = 0.05
+#: a lowered high target is a multiple of this
+HIGH_STEP = 0.01
 #: the high level of dynamic vs static sits this far above the main one, as in Table 3
 HIGH_ABOVE = 0.03
+# a small tolerance when a level is read as a count of steps: 0.30 / 0.05 is 5.999... in floating
+# point, and 0.30 reached must count as 6 steps
+_EPS = 1e-9
+
+#: the first probe's reading as recorded in the README ("The amended rule's first reading"): one
+#: FedAST(D) run of `long`'s mix at the paper's main targets, seed 0, 600 time units (``times``
+#: and ``T`` rounded to 0.1, ``best`` to 0.001, as the README gives them)
+FIRST_PROBE = {
+    "T": 232.2,
+    "set_by": "fmnist",
+    "times": {"mnist": 129.8, "fmnist": 232.2},
+    "best": {"cifar10": 0.373, "shakespeare": 0.363},
+    "main": {"mnist": 0.93, "fmnist": 0.82, "cifar10": 0.35, "shakespeare": 0.35},
+    "high": {"mnist": 0.96, "fmnist": 0.85, "cifar10": 0.38, "shakespeare": 0.38},
+}
 
 
 def _rows(history) -> list[dict]:
@@ -61,81 +87,182 @@ def _evaluated(rows: list[dict], task: str) -> list[tuple[float, float]]:
     return sorted(out)
 
 
-def long_cifar_target(
-    history,
-    completion: Mapping[str, float | None],
-    cifar: str = CIFAR_TASK,
-    step: float = CIFAR_STEP,
-    cap: float = CIFAR_CAP,
-    high_above: float = HIGH_ABOVE,
-) -> dict:
-    """CIFAR-10's target levels from the probe: ``completion`` is the run's own
-    ``SimResult.completion_time`` of the tasks that set T (MNIST, FMNIST and Shakespeare: the time
-    the simulator finished each at its target, None where it never did); T is the latest of them.
-    ``history`` (``SimResult.history`` or its frame: rows with ``task``, ``sim_time`` and
-    ``accuracy``, None where not evaluated) gives CIFAR-10's curve: its best periodic test accuracy
-    at or before T gives its main target, ``cap`` when it reached ``cap``, else the highest multiple
-    of ``step`` it reached; the high target is ``high_above`` more.
+def _steps(value: float, step: float) -> int:
+    """How many whole ``step``s ``value`` holds (the highest multiple of ``step`` at most
+    ``value`` is this times ``step``)."""
+    return math.floor(value / step + _EPS)
 
-    FlkitError, before any reading: no task in ``completion``, a task the run does not have
-    (naming the tasks it has), ``cifar`` among ``completion``, a time that is not None or a finite
-    number >= 0, ``step`` or ``cap`` not positive, ``high_above`` negative. FlkitError after
-    reading: some task never reached its target in the run (T is undefined: the probe's horizon was
-    too short; the message names the tasks), or CIFAR-10 reached no multiple of ``step`` by T (the
-    rule then gives no target; the message gives its best).
 
-    Returns {"T", "times" ({task: time to target}), "best" (CIFAR-10's best accuracy by T),
-    "target", "high"}."""
-    step = check_real("step", step, low=0, low_open=True)
-    cap = check_real("cap", cap, low=0, low_open=True)
-    high_above = check_real("high_above", high_above, low=0)
-    rows = _rows(history)
-    present = list(dict.fromkeys(r.get("task") for r in rows))
-    if not completion:
+def _level(steps: int, step: float) -> float:
+    return round(steps * step, 10)
+
+
+def _check_run(rows: list[dict], completion: Mapping, targets: Mapping[str, Mapping]) -> None:
+    """The checks both readings make before reading: ``completion`` names the run's tasks, each
+    mapping of ``targets`` ({argument name: {task: level}}) names the same tasks with levels in
+    (0, 1], the history has no other task, every time is None or a finite number >= 0."""
+    tasks = list(completion)
+    if not tasks:
         raise FlkitError(
-            f"completion={dict(completion)!r}; accepted: the completion time of every task that "
-            f"sets T (tasks in the run: {present})"
+            f"completion={dict(completion)!r}; accepted: the run's SimResult.completion_time, "
+            "{task: time to its target, or None}, with at least one task"
         )
-    for name in [*completion, cifar]:
-        if name not in present:
-            raise FlkitError(f"unknown task {name!r}; accepted: the run's tasks {present}")
-    if cifar in completion:
+    for arg, levels in targets.items():
+        unknown = [t for t in levels if t not in completion]
+        if unknown:
+            raise FlkitError(
+                f"{arg} names unknown task {unknown[0]!r}; accepted: the run's tasks {tasks}"
+            )
+        absent = [t for t in tasks if t not in levels]
+        if absent:
+            raise FlkitError(
+                f"{arg}={dict(levels)!r} gives no level for {absent}; accepted: one level per "
+                f"task of the run, {tasks}"
+            )
+        for t, v in levels.items():
+            check_real(f"{arg}[{t!r}]", v, low=0, low_open=True, high=1)
+    stray = [t for t in dict.fromkeys(r.get("task") for r in rows) if t not in completion]
+    if stray:
         raise FlkitError(
-            f"completion names {cifar!r}, the probed task; accepted: the other tasks of the run, "
-            f"{[t for t in present if t != cifar]}"
+            f"the history has task {stray[0]!r}, which completion does not; accepted: the "
+            f"history and completion time of one run, tasks {tasks}"
         )
     for name, t in completion.items():
         if t is not None:
             check_real(f"completion time of {name!r}", t, low=0)
 
+
+def long_main_targets(
+    history,
+    completion: Mapping[str, float | None],
+    paper_targets: Mapping[str, float],
+    step: float = MAIN_STEP,
+    high_above: float = HIGH_ABOVE,
+) -> dict:
+    """The first probe's reading: each task's main and high target at `long`.
+
+    ``completion`` is the probe's ``SimResult.completion_time`` ({task: the time the simulator
+    finished it at its target, None where it never did}) and ``paper_targets`` the main target each
+    task ran at ({task: level}, the paper's). T is the latest completion time. A task that reached
+    its target keeps it. A task that did not gets the highest multiple of ``step`` that its
+    evaluated test accuracy in ``history`` (``SimResult.history`` or its frame: rows with
+    ``task``, ``sim_time`` and ``accuracy``, None or NaN where not evaluated) reached at or before
+    T, at most its paper target. Every task's high target is ``high_above`` above its main one.
+
+    FlkitError, before any reading: no task in ``completion``; ``paper_targets`` naming a task the
+    run does not have or missing one of its tasks; a target not in (0, 1]; a history task that
+    ``completion`` lacks; a time that is not None or a finite number >= 0; ``step`` not positive;
+    ``high_above`` negative.
+    FlkitError after reading: no task reached its target (T is undefined: the probe's horizon was
+    too short), or a task that did not reached no multiple of ``step`` by T (the rule gives it no
+    target; the message gives its best).
+
+    Returns {"T", "set_by" (the task whose time is T), "times" ({task: time to target} of the tasks
+    that reached), "best" ({task: best test accuracy by T} of those that did not), "main" and
+    "high" ({task: level} of every task)}."""
+    step = check_real("step", step, low=0, low_open=True)
+    high_above = check_real("high_above", high_above, low=0)
+    rows = _rows(history)
+    _check_run(rows, completion, {"paper_targets": paper_targets})
+
     times = {n: float(t) for n, t in completion.items() if t is not None}
-    missed = [n for n, t in completion.items() if t is None]
-    if missed:
+    if not times:
         end = max((float(r["sim_time"]) for r in rows), default=0.0)
         raise FlkitError(
-            f"tasks {missed} never reached their targets in the probe (its last server update at "
-            f"t = {end:.4g}): T is undefined, the probe's horizon was too short; run it again "
-            "with a longer horizon"
+            f"no task reached its target in the probe (its last server update at t = {end:.4g}): "
+            "T is undefined, the probe's horizon was too short; run it again with a longer horizon"
         )
-    t_all = max(times.values())
-    by_t = [acc for t, acc in _evaluated(rows, cifar) if t <= t_all]
-    best = max(by_t, default=0.0)
-    if best >= cap:
-        level = cap
-    else:
-        # a small tolerance: 0.30 / 0.05 is 5.999... in floating point
-        level = round(math.floor(best / step + 1e-9) * step, 10)
-    if level <= 0:
-        raise FlkitError(
-            f"{cifar!r} reached no multiple of {step:g} by T = {t_all:.4g} (its best test accuracy "
-            f"by then: {best:.4g}): the rule gives no target for it"
-        )
+    set_by = max(times, key=times.get)
+    t_all = times[set_by]
+    main: dict[str, float] = {}
+    high: dict[str, float] = {}
+    best: dict[str, float] = {}
+    for name in completion:
+        if name in times:
+            main[name] = float(paper_targets[name])
+            high[name] = round(main[name] + high_above, 10)
+            continue
+        by_t = [acc for t, acc in _evaluated(rows, name) if t <= t_all]
+        best[name] = max(by_t, default=0.0)
+        level = min(_level(_steps(best[name], step), step), float(paper_targets[name]))
+        if level <= 0:
+            raise FlkitError(
+                f"{name!r} reached no multiple of {step:g} by T = {t_all:.4g} (its best test "
+                f"accuracy by then: {best[name]:.4g}): the rule gives no target for it"
+            )
+        main[name] = level
+        high[name] = round(level + high_above, 10)
+    return {"T": t_all, "set_by": set_by, "times": times, "best": best, "main": main, "high": high}
+
+
+def long_high_targets(
+    history,
+    completion: Mapping[str, float | None],
+    main_targets: Mapping[str, float],
+    high_targets: Mapping[str, float],
+    step: float = HIGH_STEP,
+) -> dict:
+    """The second probe's reading: each task's high target at `long` and T_high.
+
+    The probe ran every task at ``high_targets`` ({task: level}); ``main_targets`` are the first
+    reading's. ``completion`` is the probe's ``SimResult.completion_time``; ``history`` its
+    history (as for :func:`long_main_targets`). A task that reached its high target keeps it, timed
+    by ``completion``. A task that did not gets the highest multiple of ``step`` strictly above its
+    main target that its evaluated test accuracy reached anywhere in the probe, timed by the first
+    evaluation at that level; with none, its high level is None (the dynamic vs static comparison
+    keeps one level for it). T_high is the latest of those times (None when no task has a high
+    level).
+
+    FlkitError, before any reading: no task in ``completion``; ``main_targets`` or
+    ``high_targets`` naming a task the run does not have or missing one of its tasks; a level not
+    in (0, 1]; a high target not above its main target; a history task that ``completion`` lacks;
+    a time that is not None or a finite number >= 0; ``step`` not positive.
+
+    Returns {"T_high", "set_by" (the task whose time is T_high, or None), "times" ({task: time to
+    its high level} of the tasks that have one), "best" ({task: best test accuracy in the probe}
+    of those that missed their high target), "high" ({task: level or None} of every task),
+    "lowered" (the tasks whose high target was lowered), "one_level" (the tasks left with
+    none)}."""
+    step = check_real("step", step, low=0, low_open=True)
+    rows = _rows(history)
+    _check_run(rows, completion, {"main_targets": main_targets, "high_targets": high_targets})
+    for t, level in high_targets.items():
+        if level <= main_targets[t]:
+            raise FlkitError(
+                f"high_targets[{t!r}]={level!r}; accepted: a level above its main target "
+                f"{main_targets[t]!r}"
+            )
+
+    times: dict[str, float] = {}
+    best: dict[str, float] = {}
+    high: dict[str, float | None] = {}
+    lowered, one_level = [], []
+    for name, done in completion.items():
+        if done is not None:
+            high[name] = float(high_targets[name])
+            times[name] = float(done)
+            continue
+        curve = _evaluated(rows, name)
+        best[name] = max((acc for _, acc in curve), default=0.0)
+        # the first multiple of step strictly above the main target, and the highest reached
+        first = _steps(float(main_targets[name]), step) + 1
+        top = _steps(best[name], step)
+        if top < first:
+            high[name] = None
+            one_level.append(name)
+            continue
+        high[name] = min(_level(top, step), float(high_targets[name]))
+        times[name] = next(t for t, acc in curve if _steps(acc, step) >= top)
+        lowered.append(name)
+    set_by = max(times, key=times.get) if times else None
     return {
-        "T": t_all,
+        "T_high": times[set_by] if set_by is not None else None,
+        "set_by": set_by,
         "times": times,
         "best": best,
-        "target": level,
-        "high": round(level + high_above, 10),
+        "high": high,
+        "lowered": lowered,
+        "one_level": one_level,
     }
 
 

@@ -14,9 +14,8 @@ import pandas as pd
 import torch
 
 from flkit import asyncfl
-from flkit.utils import FlkitError, check_choice, check_real
+from flkit.utils import FlkitError, check_choice
 
-from . import long_rule
 from .configs import (
     IDENTICAL_FEDAST,
     active_config,
@@ -67,7 +66,6 @@ __all__ = [
     "dynamic_vs_static",
     "regime_preset",
     "ablation_line",
-    "long_cifar_probe",
 ]
 
 
@@ -446,44 +444,3 @@ def dynamic_vs_static(
             }
         )
     return pd.DataFrame(rows)
-
-
-def long_cifar_probe(
-    preset,
-    seed: int = 0,
-    horizon: float = 300.0,
-    device="auto",
-    out_dir=None,
-    progress: bool = False,
-) -> dict:
-    """The CIFAR-10 probe of the `long` cut rule (README, "The `long` cut rule"): one FedAST(D)
-    run of ``preset``'s heterogeneous mix (:func:`heterogeneous`, main targets) with CIFAR-10's
-    target set to the paper's (:data:`.long_rule.CIFAR_CAP`) and ``max_time`` = ``horizon``, then
-    its reading (:func:`.long_rule.long_cifar_target`: T and CIFAR-10's target levels). The run is
-    cached like every run (``out_dir``: the run-cache root; None, the default), so a reading that
-    fails (the horizon too short) keeps its run.
-
-    FlkitError before any work: ``horizon`` not a positive finite number, a mix without a
-    ``cifar10`` task or with no other task. Returns the reading plus "horizon", "wall_seconds" and
-    "result" (the SimResult)."""
-    horizon = check_real("horizon", horizon, low=0, low_open=True)
-    datasets = list(preset["het_datasets"])
-    if long_rule.CIFAR_TASK not in datasets or len(datasets) < 2:
-        raise FlkitError(
-            f"het_datasets={datasets}; accepted: a mix with a {long_rule.CIFAR_TASK!r} task and "
-            "at least one other (the paper's: mnist, fmnist, cifar10, shakespeare)"
-        )
-    targets = list(preset["het_targets_main"])
-    targets[datasets.index(long_rule.CIFAR_TASK)] = long_rule.CIFAR_CAP
-    probed = {**preset, "het_targets_main": targets}
-    cfg = heterogeneous(probed, "fedast_d", "main", max_time=float(horizon))
-    use_threads(preset)
-    res = asyncfl.run(cfg, seed=int(seed), device=device, progress=progress, root=out_dir)
-    others = {n: t for n, t in res.completion_time.items() if n != long_rule.CIFAR_TASK}
-    reading = long_rule.long_cifar_target(res.history, others)
-    return {
-        **reading,
-        "horizon": float(horizon),
-        "wall_seconds": res.stats.get("wall_seconds"),
-        "result": res,
-    }
