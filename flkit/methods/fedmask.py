@@ -11,8 +11,13 @@ clients holding it and turns it back into a score (`writeback`, flkit.prune.supe
 by default the tangent of the inverse at the split vote, 4 (mean - 1/2) (FedMask) or the mean
 (Signed), which keeps scores where the straight-through gradient is alive; "inverse" is
 logit(clip(mean, eps, 1 - eps)) or arctanh(clip(mean, -1 + eps, 1 - eps)), where a unanimous
-vote freezes. A client's model is the server's mask times its own pruning mask, with its own
-BatchNorm statistics; only clients that have trained (and pruned) are scored by default.
+vote freezes. Either way a unanimous vote lands at the end of the write-back's range (|score| 2
+or 1 for "linear"), which a local update must cross within one round to flip it; `normalize`
+"all" weights the votes by n_k / n with n over all clients' samples, as HideNseek's eq. 1 does,
+so the clients not holding a position count as undecided and the vote shrinks toward the split
+by the holders' share of the data (flkit.prune.supermask.dilute_vote). A client's model is the
+server's mask times its own pruning mask, with its own BatchNorm statistics; only clients that
+have trained (and pruned) are scored by default.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..prune import quantise, scaled_grads, supermask_transform
-from ..prune.supermask import WRITEBACKS, vote_to_score
+from ..prune.supermask import NORMALIZE, WRITEBACKS, dilute_vote, vote_to_score
 from ..state import broadcast_state
 from .base import ServerState
 from .hidenseek import FrozenFeatures, FrozenParams, train_once
@@ -41,6 +46,9 @@ class FedMask(FrozenFeatures):
     class Params(FrozenParams):
         sparsity: float = real(1e-4, 0.0)  # weight of the L1 term on sigmoid(score)
         writeback: str = choice("linear", WRITEBACKS)  # mean vote -> score, alive by default
+        # n of the votes' weights n_k / n: the holders' samples ("sampled", the plain mean vote)
+        # or all clients' ("all": the vote shrinks toward the split by the holders' share)
+        normalize: str = choice("sampled", NORMALIZE)
 
     @dataclass
     class State(ServerState):
@@ -168,6 +176,7 @@ class FedMask(FrozenFeatures):
 
     def aggregate(self, state, updates, rnd):
         w = updates.weights.double().to(self.ctx.x.device)
+        total = self.sizes.double().sum().to(w.device)
         scores = {}
         for n in self.masked:
             v, h = updates.state[n].double(), updates.extra["holders"][n]
@@ -175,6 +184,8 @@ class FedMask(FrozenFeatures):
             wv = w.view(-1, *[1] * (v.dim() - 1))
             den = (wv * h).sum(0)
             mean = (wv * h * v).sum(0) / den.clamp(min=1e-300)
+            if self.hp.normalize == "all":
+                mean = dilute_vote(mean, den / total, self.kind)
             new = vote_to_score(mean, self.kind, self.hp.writeback, self.hp.eps)
             scores[n] = torch.where(den > 0, new, state.scores[n].double()).to(
                 state.scores[n].dtype

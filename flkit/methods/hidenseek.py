@@ -32,7 +32,7 @@ from ..prune import (
     synflow_group_mask,
     weight_layers,
 )
-from ..prune.supermask import SURROGATES, WRITEBACKS, bnn_sign_ste, vote_to_score
+from ..prune.supermask import NORMALIZE, SURROGATES, WRITEBACKS, bnn_sign_ste, vote_to_score
 from ..prune.synflow import GROUP_SCORES
 from ..state import broadcast_state
 from ..utils import FlkitError, check_range
@@ -50,7 +50,6 @@ from .personal import (
 )
 from .registry import register
 
-NORMALIZE = ("sampled", "all")
 #: a latent whose surrogate derivative is below this counts as saturated
 SATURATED = 1e-3
 
@@ -311,7 +310,10 @@ class BNNAvg(FedAvgSplit):
     """Latent real weights, binarised (times a fixed per-layer scale, mean |w0|) when used;
     hidden activations binarised by sign; clients upload signs, the server's sample-weighted sum
     of them, over all clients' samples by default (`normalize`), is the next latent weights.
-    Real: BN parameters, biases; 1 byte per parameter."""
+    Real: BN parameters, biases; 1 byte per parameter. RunConfig.lr: the latent weights'
+    learning rate; `real_lr`: the real-valued parameters' (None: the same). The server rewrites
+    the latents within the sampled share of 0 every round, but nothing bounds the real-valued
+    parameters, so a latent learning rate large enough to flip signs can make them diverge."""
 
     name = "bnnavg"
 
@@ -321,6 +323,8 @@ class BNNAvg(FedAvgSplit):
         # within about the sampled share of 0, which a local update can cross; "sampled": the
         # plain mean vote, +-1 wherever the sampled clients agree
         normalize: str = choice("all", NORMALIZE)
+        # learning rate of the real-valued parameters (BatchNorm affine, biases); None: lr
+        real_lr: float | None = real(None, 0.0, low_open=True, optional=True)
 
     def __init__(self, ctx, **params):
         super().__init__(ctx, **params)
@@ -329,6 +333,21 @@ class BNNAvg(FedAvgSplit):
         sd = ctx.model.state_dict()
         self.bin = [f"{n}.weight" for n in weight_layers(ctx.model)]
         self.scale = {n: sd[n].abs().mean() for n in self.bin}
+        real_names = [n for n, _ in ctx.model.named_parameters() if n not in self.scale]
+        self.grad_scales = (
+            {}
+            if self.hp.real_lr is None
+            else {n: self.hp.real_lr / ctx.spec.lr for n in real_names}
+        )
+
+    def check_params(self):
+        super().check_params()
+        if self.hp.real_lr is not None and self.ctx.spec.weight_decay:
+            raise FlkitError(
+                f"weight_decay={self.ctx.spec.weight_decay!r} with real_lr="
+                f"{self.hp.real_lr!r}: a separate learning rate is a gradient scaling, exact "
+                "only for plain SGD; accepted: weight_decay 0, or real_lr None"
+            )
 
     def local_hooks(self, starts):
         scale = self.scale
@@ -336,7 +355,10 @@ class BNNAvg(FedAvgSplit):
         def binarise(params, hook_args):
             return {**params, **{n: bnn_sign_ste(params[n]) * scale[n] for n in scale}}
 
-        return {"param_transform": binarise}
+        hooks = {"param_transform": binarise}
+        if self.grad_scales:
+            hooks["grad_transform"] = scaled_grads(self.grad_scales)
+        return hooks
 
     def client_update(self, state, clients, rnd):
         up = super().client_update(state, clients, rnd)

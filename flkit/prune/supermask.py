@@ -29,6 +29,13 @@ SURROGATES = ("tanh", "literal")
 #:   the same mask (same sign / same side of 0.5), with |score| <= 1 (signs) or <= 2 (binary),
 #:   where the straight-through gradient is at least 0.42 (tanh') or 0.10 (sigmoid') of its peak.
 WRITEBACKS = ("inverse", "linear")
+#: over whose samples a server weights the votes (n of the paper's eq. 1):
+#: "sampled" the sampled clients' (the plain mean vote: a unanimous vote is +-1, or 0 / 1);
+#: "all" every client's: the clients that did not vote count as undecided, so the vote shrinks
+#:   toward the undecided value by the voters' share of the data (``dilute_vote``); at 10 % of
+#:   the clients a round a unanimous vote lands within about 0.1 of the split vote, where the next
+#:   local update can cross it, instead of at the end of the write-back's range.
+NORMALIZE = ("sampled", "all")
 
 
 def hard_sign(x: torch.Tensor) -> torch.Tensor:
@@ -76,6 +83,28 @@ def vote_to_score(
     if writeback == "inverse":
         return torch.logit(mean.clamp(eps, 1 - eps))
     return 4.0 * (mean.clamp(0.0, 1.0) - 0.5)
+
+
+def dilute_vote(
+    mean: torch.Tensor, share: float | torch.Tensor, kind: str = "sign"
+) -> torch.Tensor:
+    """The mean vote over all clients when the voters hold only ``share`` of all samples and the
+    others count as undecided (0 for signs, 1/2 for binary masks): share * mean (kind "sign"),
+    1/2 + share * (mean - 1/2) (kind "binary"). ``share``: a number or a tensor broadcasting to
+    ``mean``, each in [0, 1]. The side of the split vote is kept wherever share > 0, so the mask
+    is the same; only the distance from the split vote shrinks."""
+    check_choice("supermask kind", kind, tuple(QUANTISERS))
+    s = torch.as_tensor(share, dtype=mean.dtype, device=mean.device)
+    # a share computed as voters' samples / all samples may exceed 1 by rounding only
+    if not bool(torch.isfinite(s).all()) or bool((s < 0).any()) or bool((s > 1 + 1e-9).any()):
+        raise FlkitError(
+            f"vote share {share!r} is outside [0, 1]; accepted: the voters' share of all "
+            "clients' samples, a number from 0 to 1"
+        )
+    s = s.clamp(max=1.0)
+    if kind == "sign":
+        return s * mean
+    return 0.5 + s * (mean - 0.5)
 
 
 def flip_share(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]) -> float:
