@@ -17,6 +17,10 @@ higher:
   ``MNIST_CLIENTS_SEARCH``): the fewest of ``MNIST_CLIENTS_GRID`` at which every supermask method
   is in those two rules at ``MNIST_LR_ROUNDS`` rounds, the m = 4 rows read from the recorded
   searches (``mnist_clients_rows_at_4``).
+
+The two levers tried after these, for the baselines that stay frozen on MNIST (FedMask's and
+Signed's vote weights, BNNAvg's real-valued learning rate), and their rules are in
+``baseline_levers``.
 """
 
 from __future__ import annotations

@@ -335,26 +335,46 @@ def score_lr_grid(
     seed: int = 0,
     device="auto",
     progress=False,
+    out_dir=None,
+    method_params=None,
 ) -> pd.DataFrame:
     """The cheap runs that choose each supermask method's score learning rate: HAR at the
     preset's scale, one seed, every lr of ``grid``; one row per (method, lr) with the regime
     indicators ``searches.choose_score_lr`` reads (smallest flip share per round from round 3,
-    final accuracy above chance in points)."""
+    final accuracy above chance in points). ``method_params``: options of every method's Params
+    over the notebook's (e.g. {"normalize": "all"}); every config is checked before any run."""
+    over = _overrides(method_params)
+    cfgs = [
+        (m, lr, config(preset, "har", m, seed, device, lr=lr, **over))
+        for m in methods
+        for lr in grid
+    ]
     rows = []
-    for method in methods:
-        for lr in grid:
-            h = _history(config(preset, "har", method, seed, device, lr=lr), progress)
-            late = h.loc[h["round"] >= FIRST_FLIP_ROUND, "flip_share"]
-            acc = h.dropna(subset=["test_accuracy"]).test_accuracy.iloc[-1] * 100
-            rows.append(
-                {
-                    "method": method,
-                    "lr": float(lr),
-                    "flip_share": float(late.min()),
-                    "above_chance": float(acc - chance("har")),
-                }
-            )
+    for method, lr, cfg in cfgs:
+        h = run(cfg, out_dir=out_dir, progress=progress).history
+        late = h.loc[h["round"] >= FIRST_FLIP_ROUND, "flip_share"]
+        acc = h.dropna(subset=["test_accuracy"]).test_accuracy.iloc[-1] * 100
+        rows.append(
+            {
+                "method": method,
+                "lr": float(lr),
+                "flip_share": float(late.min()),
+                "above_chance": float(acc - chance("har")),
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def _overrides(method_params) -> dict:
+    """The Params options a search sets over the notebook's; the learning rate has its own
+    argument, and every option is checked by the method's Params when its config is built."""
+    over = dict(method_params or {})
+    if "lr" in over:
+        raise FlkitError(
+            f"method_params {over} sets 'lr'; accepted: options of the method's Params only "
+            "(the learning rate is the search's lr / grid argument)"
+        )
+    return over
 
 
 def rounds_search(
@@ -368,6 +388,7 @@ def rounds_search(
     out_dir=None,
     lr=None,
     clients_per_round=None,
+    method_params=None,
 ) -> pd.DataFrame:
     """The runs that choose the `long` preset's rounds: each method once on ``task`` for
     max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
@@ -377,7 +398,9 @@ def rounds_search(
     5 rounds read from the fit over the last 20 (``regime.plateau_rise``), and the local-training
     seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
     score-lr search on MNIST); the rows then carry it. ``clients_per_round``: instead of the
-    preset's (the MNIST clients search); every row carries the run's value."""
+    preset's (the MNIST clients search); every row carries the run's value. ``method_params``:
+    options of every method's Params over the notebook's (e.g. {"real_lr": 1.0}); the rows carry
+    them, and every config is checked before any run."""
     family = task.split("_")[0]
     longest = max(grid)
     bad = [r for r in grid if r % int(preset["eval_every"]) and r != longest]
@@ -387,12 +410,16 @@ def rounds_search(
             f"eval_every={preset['eval_every']} or the largest, {longest}"
         )
     longer = {**preset, f"{family}_rounds": longest}
+    over = _overrides(method_params)
+    extra = dict(over)
+    if lr is not None:
+        over["lr"] = float(lr)
+    cfgs = [
+        (m, config(longer, task, m, seed, device, clients_per_round=clients_per_round, **over))
+        for m in methods or preset["methods"]
+    ]
     rows = []
-    for method in methods or preset["methods"]:
-        over = {} if lr is None else {"lr": float(lr)}
-        cfg = config(
-            longer, task, method, seed, device, clients_per_round=clients_per_round, **over
-        )
+    for method, cfg in cfgs:
         res = run(cfg, out_dir=out_dir, progress=progress)
         h = res.history
         for r in sorted(grid):
@@ -417,6 +444,7 @@ def rounds_search(
                     "train_s": float(upto.train_seconds.sum()),
                     "lr": float(res.config.lr),
                     "clients_per_round": int(res.config.clients_per_round),
+                    **extra,
                 }
             )
     return pd.DataFrame(rows)
