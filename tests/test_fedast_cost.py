@@ -440,3 +440,44 @@ def test_run_roles_name_level_and_setting(cpu, long):
     assert dict(((e, k), r) for e, k, r in horizons.run_roles(long))[("mix", high)] == (
         ("fedast_s", "high", None),
     )
+
+
+def test_long_runs_per_experiment_by_hand(long):
+    """One seed of `long`, counted from the notebook's structure, not from the config builder: the
+    mix runs FedAST(D), FedAST(S) and Sync-ST at the main level and both FedAST options again at
+    the high level (5); Fig. 4 one NoBuffer run; Fig. 2 one run per method of `fig2_methods`; the
+    buffer and k sweeps one run per point; Fig. 5 FedAST(S) and Sync-ST per M except the largest
+    (Fig. 2's run); Fig. 3 FedAST and NoBuffer per R; one centralised reference."""
+    groups = cost.experiment_runs(long)
+    expected = {
+        "mix": 3 + 2 * (len(long["dvs_levels"]) - 1),
+        "fig4": 1,
+        "fig2": len(long["fig2_methods"]),
+        "buffer": len(long["buffers"]),
+        "fig5": 2 * (len(long["Ms"]) - 1),
+        "fig3": 2 * len(long["active_requests"]),
+        "k": len(long["ks"]),
+        "central": 1,
+    }
+    assert {e: len(runs) for e, runs in groups.items()} == expected
+    assert expected == {
+        "mix": 5,
+        "fig4": 1,
+        "fig2": 5,
+        "buffer": 3,
+        "fig5": 4,
+        "fig3": 6,
+        "k": 3,
+        "central": 1,
+    }
+    assert max(long["Ms"]) == long["fig2_M"]  # so Fig. 5's largest M is Fig. 2's run
+    mix = sorted((c["method"], c["tasks"][0]["target"]) for c in groups["mix"])
+    assert mix == sorted(
+        [
+            ("fedast_d", long["het_targets_high"][0]),
+            ("fedast_d", long["het_targets_main"][0]),
+            ("fedast_s", long["het_targets_high"][0]),
+            ("fedast_s", long["het_targets_main"][0]),
+            ("sync_st", long["het_targets_main"][0]),
+        ]
+    )
