@@ -51,7 +51,6 @@ def test_grids_are_the_pre_registered_ones():
     assert levers.BNNAVG_LATENT_GRID == (10.0, 100.0) and levers.BNNAVG_REAL_LR == 1.0
     assert levers.VOTE_WEIGHT_HAR_ROUNDS == presets.load("04_hidenseek", "cpu")["har_rounds"]
     assert levers.MNIST_LR_ROUNDS == 60
-    assert levers.VOTE_WEIGHT_SEARCH is None and levers.BNNAVG_REAL_LR_SEARCH is None
 
 
 def test_adopted_when_har_and_mnist_pass_at_the_har_lr():
@@ -299,3 +298,37 @@ def test_overrides_reach_the_methods_params(monkeypatch, cpu):
     assert list(rows.real_lr) == [1.0, 1.0] and list(rows["rounds"]) == [30, 60]
     # without overrides the rows are as before: no option columns
     assert "normalize" not in study.rounds_search(cpu, grid=(60,), methods=("signed",)).columns
+
+
+def test_recorded_levers_give_the_recorded_outcome():
+    """The recorded runs, read by the rules: FedMask and Signed adopt `normalize="all"` (lrs 10 and
+    1 on HAR and MNIST), BNNAvg's `real_lr` is not adopted; and the README's table of the runs
+    gives the recorded numbers."""
+    import re
+    from pathlib import Path
+
+    votes = pd.DataFrame(levers.VOTE_WEIGHT_SEARCH)
+    fedmask = levers.choose_vote_weights(votes, "fedmask")
+    signed = levers.choose_vote_weights(votes, "signed")
+    bnn = levers.choose_bnnavg_real_lr(pd.DataFrame(levers.BNNAVG_REAL_LR_SEARCH))
+    assert (fedmask["adopt"], fedmask["lr_har"], fedmask["lr_mnist"]) == (True, 10.0, 10.0)
+    assert (signed["adopt"], signed["lr_har"], signed["lr_mnist"]) == (True, 1.0, 1.0)
+    assert bnn["adopt"] is False and bnn["lr_mnist"] is None
+    readme = (Path(levers.__file__).with_name("README.md")).read_text(encoding="utf-8")
+    table = readme[readme.index("**The two levers, run**") :]
+    table = table[: table.index("**Weighting the votes")]
+    rows = levers.VOTE_WEIGHT_SEARCH + levers.BNNAVG_REAL_LR_SEARCH
+    last_fail = {}  # the README names a method's failing HAR lrs by their range and its last run
+    for row in rows:
+        if row["task"] == "har" and not row["flip_share"]:
+            last_fail[row["method"]] = row
+    shown = [r for r in rows if r["task"] != "har" or r["flip_share"]] + list(last_fail.values())
+    for row in shown:
+        cell = f"{row['accuracy']:g} / {row['above_chance']:g}".replace("-", "−")
+        assert cell in table, (row, cell)
+        if row["flip_share"]:
+            assert f"{row['flip_share']:.2e}".replace("e-0", "e-") in table, row
+    assert re.search(r"FedMask.*adopted, lr 10 \|", table) and re.search(
+        r"Signed.*adopted, lr 1 \|", table
+    )
+    assert "| not adopted |" in table

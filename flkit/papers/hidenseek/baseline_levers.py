@@ -206,9 +206,34 @@ def choose_bnnavg_real_lr(table: pd.DataFrame, grid=BNNAVG_LATENT_GRID) -> dict:
     return {"adopt": True, "lr_mnist": lr, "real_lr": BNNAVG_REAL_LR, "reason": reason}
 
 
+#: the columns of the recorded levers' rows (accuracy and points above chance in per cent, at the
+#: run's last round; flip_share: the smallest share of entries flipping in a round from round 3)
+_LEVER_COLUMNS = ("task", "method", "lr", "rounds", "accuracy", "above_chance", "flip_share")
+_VOTE_WEIGHT_ROWS = (
+    ("har", "FedMask", 0.001, 25, 11.06, -5.6, 0.0),
+    ("har", "FedMask", 0.01, 25, 11.06, -5.6, 0.0),
+    ("har", "FedMask", 0.1, 25, 14.66, -2.01, 0.0),
+    ("har", "FedMask", 1.0, 25, 33.98, 17.32, 0.0),
+    ("har", "FedMask", 10.0, 25, 73.39, 56.72, 0.000133),
+    ("mnist_a1", "FedMask", 10.0, 60, 54.79, 44.79, 0.000241),
+    ("har", "Signed", 0.001, 25, 35.72, 19.05, 0.0),
+    ("har", "Signed", 0.01, 25, 34.87, 18.21, 0.0),
+    ("har", "Signed", 0.1, 25, 39.09, 22.43, 0.0),
+    ("har", "Signed", 1.0, 25, 66.06, 49.39, 0.000182),
+    ("mnist_a1", "Signed", 1.0, 60, 43.03, 33.03, 0.000241),
+)
+_BNNAVG_ROWS = (
+    ("mnist_a1", "BNNAvg", 10.0, 60, 10.0, 0.0, 0.00158),
+    ("mnist_a1", "BNNAvg", 100.0, 60, 9.75, -0.25, 0.00237),
+)
 #: lever 1's runs (``baseline_lever_runs.vote_weight_search`` for FedMask and Signed at `cpu`,
-#: seed 0, one torch thread), the rows of the table ``choose_vote_weights`` reads; None until run
-VOTE_WEIGHT_SEARCH: list[dict] | None = None
+#: seed 0, one torch thread, ``normalize="all"``), in the order they ran: the rows of the table
+#: ``choose_vote_weights`` reads
+VOTE_WEIGHT_SEARCH: list[dict] = [
+    {**dict(zip(_LEVER_COLUMNS, row)), "normalize": "all"} for row in _VOTE_WEIGHT_ROWS
+]
 #: lever 2's runs (``baseline_lever_runs.bnnavg_real_lr_search`` at `cpu`, seed 0, one torch
-#: thread), the rows of the table ``choose_bnnavg_real_lr`` reads; None until run
-BNNAVG_REAL_LR_SEARCH: list[dict] | None = None
+#: thread, ``real_lr`` = BNNAVG_REAL_LR), the rows of the table ``choose_bnnavg_real_lr`` reads
+BNNAVG_REAL_LR_SEARCH: list[dict] = [
+    {**dict(zip(_LEVER_COLUMNS, row)), "real_lr": BNNAVG_REAL_LR} for row in _BNNAVG_ROWS
+]
