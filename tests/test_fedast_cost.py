@@ -13,7 +13,7 @@ import torch
 
 from flkit import asyncfl, store
 from flkit.asyncfl import runner
-from flkit.papers.fedast import configs, cost, horizons, regime
+from flkit.papers.fedast import configs, cost, horizons, long_build, regime
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -27,7 +27,7 @@ def cpu():
 
 @pytest.fixture(scope="module")
 def long():
-    return presets.load("03_fedast", "long")
+    return long_build.uncut(presets.load("03_fedast", "long"))
 
 
 @pytest.fixture(scope="module")

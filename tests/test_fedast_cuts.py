@@ -124,8 +124,10 @@ def test_lstm_width(cpu):
     task = configs.task_dict(cpu, "shakespeare", "shakespeare", 0.32, 32)
     assert task["model_flags"] == {"hidden_size": 32}
     assert "model_flags" not in configs.task_dict(cpu, "mnist", "mnist", 0.83, 32)
-    long = presets.load("03_fedast", "long")
-    assert "model_flags" not in configs.task_dict(long, "shakespeare", "shakespeare", 0.42, 32)
+    paper_width = {**cpu, "shakespeare_width": 0}
+    assert "model_flags" not in configs.task_dict(
+        paper_width, "shakespeare", "shakespeare", 0.42, 32
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 2.5, True, "32"])

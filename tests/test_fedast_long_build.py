@@ -20,7 +20,7 @@ SECOND = {
 
 @pytest.fixture(scope="module")
 def long():
-    return presets.load("03_fedast", "long")
+    return long_build.uncut(presets.load("03_fedast", "long"))
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,15 @@ def test_with_targets_writes_both_readings_in_the_mix_order(long):
     assert got["het_targets_main"] == [0.93, 0.82, 0.35, 0.35]
     assert got["het_targets_high"] == [0.96, 0.85, 0.37, 0.38]
     assert long["het_targets_main"] == [0.93, 0.82, 0.63, 0.42]  # a copy
-    rest = {k: v for k, v in got.items() if not k.startswith("het_targets")}
-    assert rest == {k: v for k, v in long.items() if not k.startswith("het_targets")}
+    assert got["regime_het_targets"] == [0.93, 0.82, 0.35, 0.35]  # the ablation reads the mix's
+    changed = ("het_targets_main", "het_targets_high", "regime_het_targets")
+    rest = {k: v for k, v in got.items() if k not in changed}
+    assert rest == {k: v for k, v in long.items() if k not in changed}
+    # so the mix's main runs and the regime ablation's are the same runs, as at `cpu`
+    for method in ("fedast_d", "sync_st"):
+        assert configs.heterogeneous(got, method) == configs.heterogeneous(
+            configs.regime_preset(got), method
+        )
 
 
 @pytest.mark.parametrize(
@@ -150,3 +157,23 @@ def test_plan_refuses_a_reading_without_its_time(long, cpu, monkeypatch):
     with pytest.raises(FlkitError, match=r"the second reading's T_high=None; accepted"):
         long_build.plan(long, cpu, "/x", long_rule.FIRST_PROBE, {**SECOND, "T_high": None})
     assert fakes.estimate_calls == []
+
+
+def test_the_long_preset_is_the_rules_output(long):
+    """`long` as it stands in preset.toml is the uncut preset with the two recorded readings'
+    targets and every cut made (the recorded plan: 116 min with every cut, above the 100-minute
+    aim, so no cut is left out); and `uncut` gives back the rule's input."""
+    built = presets.load("03_fedast", "long")
+    want = long_build.with_targets(long, long_rule.FIRST_PROBE, long_rule.SECOND_PROBE)
+    for cut in long_rule.LONG_CUTS:
+        want[cut.key] = cut.after
+    assert {k: built[k] for k in want} == want
+    assert long["shakespeare_width"] == 0 and long["Ms"] == [2, 4, 6]
+    assert long["het_targets_main"] == [0.93, 0.82, 0.63, 0.42]
+    assert long["het_targets_high"] == [0.96, 0.85, 0.66, 0.45]
+    assert long_build.uncut(built) == long
+
+
+def test_uncut_refuses_a_mix_without_the_papers_targets(long):
+    with pytest.raises(FlkitError, match=r"het_datasets=.*no target for 'synthetic'"):
+        long_build.uncut({**long, "het_datasets": ["mnist", "synthetic"]})

@@ -17,7 +17,29 @@ from .configs import heterogeneous
 from .numbers import NUMBERS
 from .study import use_threads
 
-__all__ = ["long_main_probe", "long_high_probe", "with_targets", "plan"]
+__all__ = ["uncut", "long_main_probe", "long_high_probe", "with_targets", "plan"]
+
+
+def uncut(preset) -> dict:
+    """``preset`` (the `long` preset as built) as the rule found it: every cut of
+    :data:`.long_rule.LONG_CUTS` reverted and the mix at the paper's targets (Table 1's main ones,
+    the appendix's higher ones, the regime ablation's the main ones), the input of the probes and
+    of :func:`plan`. FlkitError for a dataset of the mix without the paper's targets."""
+    datasets = list(preset["het_datasets"])
+    paper = NUMBERS["targets_main"]
+    unknown = [d for d in datasets if d not in paper]
+    if unknown:
+        raise FlkitError(
+            f"het_datasets={datasets}; accepted: a mix of datasets with the paper's targets, "
+            f"{sorted(paper)} (no target for {unknown[0]!r})"
+        )
+    main = [float(paper[d]) for d in datasets]
+    high = [float(NUMBERS["targets_higher"][d]) for d in datasets]
+    out = {**preset, "het_targets_main": main, "regime_het_targets": list(main)}
+    out["het_targets_high"] = high
+    for cut in long_rule.LONG_CUTS:
+        out[cut.key] = list(cut.before) if isinstance(cut.before, list) else cut.before
+    return out
 
 
 def _check_horizon_and_paper_mix(preset, horizon) -> tuple[float, list[str]]:
@@ -137,7 +159,8 @@ def long_high_probe(
 
 def with_targets(preset, first_reading, second_reading) -> dict:
     """``preset`` with the mix's targets the two readings give: main targets from the first
-    (:func:`.long_rule.long_main_targets`), high targets from the second
+    (:func:`.long_rule.long_main_targets`), also the regime ablation's (``regime_het_targets``, so
+    that it reads the mix's runs as at `cpu`), high targets from the second
     (:func:`.long_rule.long_high_targets`), in the order of ``het_datasets``.
 
     FlkitError before any change: a reading without a level for one of the mix's tasks, or a task
@@ -160,10 +183,13 @@ def with_targets(preset, first_reading, second_reading) -> dict:
             f"tasks {one} have one level after the second probe; accepted: a high level for "
             "every task (a mix with one level for some task has no `long` spelling yet)"
         )
+    main = [float(first_reading["main"][n]) for n in names]
     return {
         **preset,
-        "het_targets_main": [float(first_reading["main"][n]) for n in names],
+        "het_targets_main": main,
         "het_targets_high": [float(second_reading["high"][n]) for n in names],
+        # as at `cpu`: the regime ablation reads the mix's own runs, so its targets follow
+        "regime_het_targets": list(main),
     }
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "HIGH_STEP",
     "HIGH_ABOVE",
     "FIRST_PROBE",
+    "SECOND_PROBE",
     "long_main_targets",
     "long_high_targets",
     "Cut",
@@ -66,6 +67,18 @@ FIRST_PROBE = {
     "best": {"cifar10": 0.373, "shakespeare": 0.363},
     "main": {"mnist": 0.93, "fmnist": 0.82, "cifar10": 0.35, "shakespeare": 0.35},
     "high": {"mnist": 0.96, "fmnist": 0.85, "cifar10": 0.38, "shakespeare": 0.38},
+}
+
+#: the second probe's reading as recorded in the README ("The amended rule's readings"): one
+#: FedAST(D) run of `long`'s mix at the high targets, seed 0, 600 time units (times rounded to 0.1,
+#: ``best`` to 0.0001); FMNIST missed 0.85 and was lowered to 0.84
+SECOND_PROBE = {
+    "T_high": 477.1,
+    "set_by": "mnist",
+    "times": {"mnist": 477.1, "fmnist": 460.3, "cifar10": 280.2, "shakespeare": 358.0},
+    "best": {"fmnist": 0.8496},
+    "high": {"mnist": 0.96, "fmnist": 0.84, "cifar10": 0.38, "shakespeare": 0.38},
+    "lowered": ["fmnist"],
 }
 
 
