@@ -20,11 +20,8 @@ from .study import use_threads
 __all__ = ["uncut", "long_main_probe", "long_high_probe", "with_targets", "plan"]
 
 
-def uncut(preset) -> dict:
-    """``preset`` (the `long` preset as built) as the rule found it: every cut of
-    :data:`.long_rule.LONG_CUTS` reverted and the mix at the paper's targets (Table 1's main ones,
-    the appendix's higher ones, the regime ablation's the main ones), the input of the probes and
-    of :func:`plan`. FlkitError for a dataset of the mix without the paper's targets."""
+def _paper_mix(preset) -> list[str]:
+    """The mix's datasets; FlkitError for one without the paper's targets (Table 1)."""
     datasets = list(preset["het_datasets"])
     paper = NUMBERS["targets_main"]
     unknown = [d for d in datasets if d not in paper]
@@ -33,7 +30,16 @@ def uncut(preset) -> dict:
             f"het_datasets={datasets}; accepted: a mix of datasets with the paper's targets, "
             f"{sorted(paper)} (no target for {unknown[0]!r})"
         )
-    main = [float(paper[d]) for d in datasets]
+    return datasets
+
+
+def uncut(preset) -> dict:
+    """``preset`` (the `long` preset as built) as the rule found it: every cut of
+    :data:`.long_rule.LONG_CUTS` reverted and the mix at the paper's targets (Table 1's main ones,
+    the appendix's higher ones, the regime ablation's the main ones), the input of the probes and
+    of :func:`plan`. FlkitError for a dataset of the mix without the paper's targets."""
+    datasets = _paper_mix(preset)
+    main = [float(NUMBERS["targets_main"][d]) for d in datasets]
     high = [float(NUMBERS["targets_higher"][d]) for d in datasets]
     out = {**preset, "het_targets_main": main, "regime_het_targets": list(main)}
     out["het_targets_high"] = high
@@ -46,15 +52,7 @@ def _check_horizon_and_paper_mix(preset, horizon) -> tuple[float, list[str]]:
     """``horizon`` as a float and the mix's datasets; FlkitError for a horizon that is not a
     positive finite number or a dataset without the paper's targets."""
     horizon = check_real("horizon", horizon, low=0, low_open=True)
-    datasets = list(preset["het_datasets"])
-    paper = NUMBERS["targets_main"]
-    unknown = [d for d in datasets if d not in paper]
-    if unknown:
-        raise FlkitError(
-            f"het_datasets={datasets}; accepted: a mix of datasets with the paper's targets, "
-            f"{sorted(paper)} (no target for {unknown[0]!r})"
-        )
-    return horizon, datasets
+    return horizon, _paper_mix(preset)
 
 
 def _probe(preset, cfg, seed, device, out_dir, progress):
