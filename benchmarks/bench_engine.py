@@ -107,7 +107,7 @@ def main():
     torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
     if args.backends is None:
-        args.backends = ["wide", "vmap"] + (["compiled"] if dev.type == "cuda" else [])
+        args.backends = ["wide", "vmap"] + (["compiled", "graph"] if dev.type == "cuda" else [])
     ds = data.load("mnist", device=dev)
     torch.manual_seed(0)
     model = models.build(args.model).to(dev)

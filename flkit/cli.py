@@ -189,8 +189,8 @@ def add_run_parser(sub) -> None:
         "--backend",
         default="auto",
         help="engine backend: auto (the fastest measured on this machine, recorded in the run's "
-        "config), wide, vmap, loop, compiled; pin one for machine-independent numbers "
-        "(default: %(default)s)",
+        "config), wide, vmap, loop, compiled, graph (CUDA only); pin one for machine-independent "
+        "numbers (default: %(default)s)",
     )
     p.add_argument(
         "--out",

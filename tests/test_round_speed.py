@@ -97,6 +97,8 @@ def test_eligible_backends():
     assert eligible_backends(Tiny(), cpu) == ["wide", "loop"]
     assert eligible_backends(Scaled(), cpu) == ["vmap", "loop"]
     assert eligible_backends(Scaled(bn=True), cpu) == ["loop"]
+    # a GPU also times the compiled and the graph-replayed wide step (nothing is allocated here)
+    assert eligible_backends(Tiny(), torch.device("cuda")) == ["graph", "compiled", "wide", "loop"]
 
 
 def test_wide_model_is_built_once_per_model_and_rebuilt_when_its_layers_change():

@@ -5,8 +5,9 @@
 
 Inside: `train` (train_clients, its backends and the fixed "auto" rule), `reference` (the plain
 per-client loop it is checked against), `spec` (LocalSpec, LocalResult, the batch plan), `wide`
-(the wide backend), `copies` (the engine's private copies of a model), `inference` (evaluate) and
-`backend` (a run's backend chosen by measurement).
+(the wide backend), `graphed` (the wide step replayed from CUDA graphs), `copies` (the engine's
+private copies of a model), `inference` (evaluate) and `backend` (a run's backend chosen by
+measurement).
 """
 
 from .inference import evaluate

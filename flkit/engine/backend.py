@@ -30,12 +30,16 @@ from .. import store
 from ..paths import machine_dir
 from ..state import broadcast_state, model_state
 from ..utils import FlkitError, generator
+from .graphed import GRAPH_WARMUP, STEPS_PER_GRAPH
 from .spec import LocalSpec
 from .train import train_clients
 from .wide import unsupported_reason
 
 CACHE_FILE = "backend-choices.json"
-PROBE_STEPS = 1  # local steps per client in one timed probe
+# Local steps per client in one timed probe. On a GPU the graph backend runs GRAPH_WARMUP steps
+# eagerly and replays the rest STEPS_PER_GRAPH at a time: a probe of one step would time it as
+# the eager wide step, so there a probe holds the warm-up and two replays.
+PROBE_STEPS = {"cpu": 1, "cuda": GRAPH_WARMUP + 2 * STEPS_PER_GRAPH}
 PROBE_REPEATS = 3  # interleaved probes per backend; the minimum counts
 # After the untimed warm-up calls, a backend this many times slower than the best in the first
 # timed probe drops out, since probes cost run time too.
@@ -48,12 +52,12 @@ WARMUP_CALLS = {"cpu": 1, "cuda": 3}
 
 
 def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
-    """Backends a run's measured "auto" times for `model` on `device`: the compiled wide step
-    (GPU only: compiling costs tens of seconds, which a CPU run does not earn back), the wide
-    step, and the loop; vmap only for models the wide step cannot run (it does the same batched
-    work less directly, and its first call is slow)."""
+    """Backends a run's measured "auto" times for `model` on `device`: on a GPU the wide step
+    replayed from CUDA graphs and the compiled wide step (compiling costs tens of seconds, which a
+    CPU run does not earn back), the wide step, and the loop; vmap only for models the wide step
+    cannot run (it does the same batched work less directly, and its first call is slow)."""
     if unsupported_reason(model) is None:
-        wide = ["compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
+        wide = ["graph", "compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
         return wide + ["loop"]
     return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
 
@@ -80,14 +84,15 @@ def time_backends(
     clients: int,
     spec: LocalSpec,
     backends: list[str] | None = None,
-    steps: int = PROBE_STEPS,
+    steps: int | None = None,
     repeats: int = PROBE_REPEATS,
 ) -> dict[str, float]:
     """Seconds per local step (all `clients` together) of each backend: the minimum of `repeats`
-    interleaved probes of `steps` steps, after WARMUP_CALLS untimed calls each, on samples drawn
-    from (x, y). A backend more than PROBE_MARGIN times slower than the best in the first probe
-    keeps that time."""
+    interleaved probes of `steps` steps (default PROBE_STEPS of the device), after WARMUP_CALLS
+    untimed calls each, on samples drawn from (x, y). A backend more than PROBE_MARGIN times
+    slower than the best in the first probe keeps that time."""
     backends = backends or eligible_backends(model, x.device)
+    steps = steps or PROBE_STEPS.get(x.device.type, 1)
     per_client = steps * spec.batch_size
     pick = torch.randint(len(x), (clients, per_client), generator=generator(0, "probe"))
     idx = [row.to(x.device) for row in pick]

@@ -10,6 +10,9 @@ Backends of `train_clients`:
 - "loop": the reference loop (torch.optim.SGD per client), for comparison.
 - "compiled": "wide" with the forward pass and loss under torch.compile (CUDA graphs on a GPU);
   where compiling fails it falls back to "wide" with a warning (`LocalResult.backend` tells).
+- "graph" (CUDA only): "wide" with its whole local step recorded as a CUDA graph and replayed
+  (flkit.engine.graphed), the wide step's floats with a fraction of its launches; calls it cannot
+  replay exactly run the eager wide step (`LocalResult.backend` tells).
 "auto" here is a fixed rule (`default_backend`): "wide" when the model qualifies, else "vmap"
 (models without buffers), else "loop". A run (flkit.experiment) resolves its own "auto" by
 measurement instead (`flkit.engine.backend.measure_backend`) and records the backend it chose.
@@ -30,10 +33,12 @@ from torch.nn import functional
 
 from ..state import param_names
 from ..utils import FlkitError, check_choice
+from . import graphed as _graphed
+from .graphed import RECORDERS, graph_reason, replay_steps, static_tensors
 from .spec import LocalResult, LocalSpec, batch_plan
 from .wide import compiled_loss, unsupported_reason, wide_loss, wide_model
 
-BACKENDS = ("auto", "wide", "vmap", "loop", "compiled")
+BACKENDS = ("auto", "wide", "vmap", "loop", "compiled", "graph")
 
 # The memory the wide step plans for per call. The chunk size is a function of the model, the
 # batch and this constant only, never of the machine's free memory: a grouped convolution over a
@@ -50,7 +55,7 @@ def default_backend(model: nn.Module, backend: str = "auto") -> str:
     "loop"."""
     check_choice("backend", backend, BACKENDS)
     if backend != "auto":
-        if backend in ("wide", "compiled") and unsupported_reason(model):
+        if backend in ("wide", "compiled", "graph") and unsupported_reason(model):
             raise FlkitError(
                 f"backend={backend!r} cannot run this model: {unsupported_reason(model)}; "
                 "accepted backends for it: 'vmap', 'loop'"
@@ -140,6 +145,11 @@ def train_clients(
         if v.shape[0] != k:
             raise FlkitError(f"start[{name!r}] has {v.shape[0]} rows for {k} clients")
     backend = default_backend(model, backend)
+    if backend == "graph" and x.device.type not in RECORDERS:
+        raise FlkitError(
+            f"backend='graph' records CUDA graphs; the data is on {x.device.type!r}, not on one "
+            f"of {sorted(RECORDERS)}; accepted backends there: 'wide', 'vmap', 'loop', 'compiled'"
+        )
     if backend == "loop":
         from .reference import train_clients_reference
 
@@ -168,6 +178,8 @@ def train_clients(
         args = {"start": sub, "clients": sel, **(hook_args or {})}
         run = _train_vmap if backend == "vmap" else _train_wide
         extra = {"compiled": True} if backend == "compiled" else {}
+        if backend == "graph":
+            extra = {"graphed": True}
         results.append(
             run(
                 model,
@@ -256,6 +268,7 @@ def _train_wide(
     hook_args,
     train_mode=True,
     compiled=False,
+    graphed=False,
 ):
     k = len(client_indices)
     wide = wide_model(model)
@@ -266,56 +279,105 @@ def _train_wide(
     )
     uniform = _uniform_plan(client_indices, plans, k)
     everyone = torch.arange(k, device=x.device)
-    for step in range(n_steps):
-        groups = [list(range(k))] if uniform is not None else _step_groups(plans, step)
-        for group in groups:
-            full = len(group) == k
-            gi = everyone if full else torch.tensor(group, device=x.device)
-            cur = state if full else {n: v[gi] for n, v in state.items()}
-            if uniform is not None:
-                idx_t = uniform[step]
-            else:
-                idx_t = torch.stack([client_indices[i][plans[i][step]] for i in group]).t()
-            params = {
-                n: cur[n] if differentiable else cur[n].detach().requires_grad_(True) for n in names
-            }
-            tensors = dict(cur)
-            args = hook_args if full else _group_args(hook_args, gi, group)
-            tensors.update(param_transform(params, args) if param_transform else params)
-            mean_loss, batch_sum = loss_fn(tensors, x[idx_t], y[idx_t], len(group), train_mode)
-            total = mean_loss.sum()
-            if extra_loss is not None:
-                total = total + extra_loss(params, args).sum()
-            grads = torch.autograd.grad(
-                total, [params[n] for n in names], create_graph=differentiable
+
+    def take_step(group, idx_t):
+        """One local step of the clients `group` (positions) on the sample indices idx_t [B, G]:
+        SGD on state and bufs, the loss sums on loss_sum and seen, all in place when the group is
+        everyone (which the graph backend records)."""
+        full = len(group) == k
+        gi = everyone if full else torch.tensor(group, device=x.device)
+        cur = state if full else {n: v[gi] for n, v in state.items()}
+        params = {
+            n: cur[n] if differentiable else cur[n].detach().requires_grad_(True) for n in names
+        }
+        tensors = dict(cur)
+        args = hook_args if full else _group_args(hook_args, gi, group)
+        tensors.update(param_transform(params, args) if param_transform else params)
+        mean_loss, batch_sum = loss_fn(tensors, x[idx_t], y[idx_t], len(group), train_mode)
+        total = mean_loss.sum()
+        if extra_loss is not None:
+            total = total + extra_loss(params, args).sum()
+        grads = torch.autograd.grad(total, [params[n] for n in names], create_graph=differentiable)
+        grads = dict(zip(names, grads))
+        if grad_transform is not None:
+            grads = grad_transform(grads, params, args)
+        if full and not differentiable:
+            _sgd_step_fused(
+                [state[n] for n in names],
+                [grads[n] for n in names],
+                [bufs[n] for n in names] if bufs else None,
+                spec,
             )
-            grads = dict(zip(names, grads))
-            if grad_transform is not None:
-                grads = grad_transform(grads, params, args)
-            if full and not differentiable:
-                _sgd_step_fused(
-                    [state[n] for n in names],
-                    [grads[n] for n in names],
-                    [bufs[n] for n in names] if bufs else None,
-                    spec,
-                )
-            else:
-                current = params if differentiable else cur
-                _sgd_update(
-                    state, bufs, current, grads, names, None if full else gi, spec, differentiable
-                )
-                if not full:  # buffers (BatchNorm statistics) were updated on the gathered copy
-                    for n in state:
-                        if n not in names:
-                            state[n] = state[n].index_copy(0, gi, cur[n])
-            if full:
-                loss_sum += batch_sum.double()
-                seen += idx_t.shape[0]
-            else:
-                loss_sum.index_add_(0, gi, batch_sum.double())
-                seen.index_add_(0, gi, torch.full_like(gi, idx_t.shape[0]))
+        else:
+            current = params if differentiable else cur
+            _sgd_update(
+                state, bufs, current, grads, names, None if full else gi, spec, differentiable
+            )
+            if not full:  # buffers (BatchNorm statistics) were updated on the gathered copy
+                for n in state:
+                    if n not in names:
+                        state[n] = state[n].index_copy(0, gi, cur[n])
+        if full:
+            loss_sum.add_(batch_sum.double())
+            seen.add_(idx_t.shape[0])
+        else:
+            loss_sum.index_add_(0, gi, batch_sum.double())
+            seen.index_add_(0, gi, torch.full_like(gi, idx_t.shape[0]))
+
+    hooks = any(h is not None for h in (extra_loss, param_transform, grad_transform))
+    replayed = graphed and (graph_reason(model, uniform, hooks, differentiable, train_mode) is None)
+    if replayed:
+        # the graph writes the same tensors on every replay: they are kept on the wide model
+        # between calls (rounds), so that a run records once; the result gets copies of them
+        fresh = {"state": state, "bufs": bufs, "loss_sum": loss_sum, "seen": seen}
+        kept = static_tensors(wide, _graph_key(x, y, uniform, spec, train_mode, fresh), fresh)
+        state, bufs, loss_sum, seen = (kept[p] for p in fresh)
+        every = list(range(k))
+        replayed = replay_steps(
+            lambda idx_t: take_step(every, idx_t),
+            uniform,
+            record=RECORDERS[x.device.type],
+            side_stream=x.device.type == "cuda",
+            reuse=kept["graph"],
+        )
+        out = {n: v.clone() for n, v in state.items()}
+        return LocalResult(out, (loss_sum / seen).float(), seen.clone(), steps, _used(replayed))
+    for step in range(n_steps):
+        if uniform is not None:
+            take_step(list(range(k)), uniform[step])
+            continue
+        for group in _step_groups(plans, step):
+            idx_t = torch.stack([client_indices[i][plans[i][step]] for i in group]).t()
+            take_step(group, idx_t)
     used = "compiled" if compiled and loss_fn.failed is None else "wide"
     return LocalResult(state, (loss_sum / seen).float(), seen, steps, used)
+
+
+def _used(replayed):
+    return "graph" if replayed else "wide"
+
+
+def _graph_key(x, y, plan, spec, train_mode, tensors):
+    """What a recorded local step has baked in: the data's addresses and shapes, the batch shape,
+    the SGD settings, the mode and the shapes of the tensors it updates (a recording is reused
+    only where all of them are the same)."""
+    shapes = {
+        part: tuple((n, tuple(v.shape), v.dtype) for n, v in tensors[part].items())
+        for part in ("state", "bufs")
+    }
+    return (
+        x.data_ptr(),
+        tuple(x.shape),
+        x.dtype,
+        y.data_ptr(),
+        tuple(y.shape),
+        tuple(plan.shape[1:]),
+        spec,
+        train_mode,
+        shapes["state"],
+        shapes["bufs"],
+        _graphed.STEPS_PER_GRAPH,
+    )
 
 
 def _sgd_update(state, bufs, current, grads, names, gi, spec, differentiable):
