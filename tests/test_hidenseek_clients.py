@@ -7,14 +7,15 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from flkit.papers.hidenseek import searches, study
+from flkit.papers.hidenseek import searches, settings, study
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
 COLS = ("method", "clients_per_round", "rounds", "above_chance", "flip_share")
 METHODS = ("HideNseek", "FedMask", "Signed", "BNNAvg")
-#: each supermask method's MNIST score lr, keyed by label as the recorded tables are
-MNIST_LRS = {study.LABELS[m]: lr for m, lr in study.MNIST_LR.items()}
+#: each supermask method's MNIST score lr as the clients search ran it (before the baseline
+#: levers), keyed by label as the recorded tables are
+MNIST_LRS = {study.LABELS[m]: lr for m, lr in settings.PRE_LEVER_MNIST_LR.items()}
 
 
 def _table(cells, rounds=60):
@@ -179,7 +180,7 @@ def test_clients_search_runs_each_supermask_method_for_60_rounds_at_each_m(monke
     for c in calls:
         assert c.rounds == 60 and c.num_clients == 40 and c.seed == 0
         assert c.dataset == "mnist" and c.partition_kwargs["alpha"] == 1.0
-        assert c.lr == study.MNIST_LR[c.method]
+        assert c.lr == settings.PRE_LEVER_MNIST_LR[c.method]
     assert list(table.clients_per_round) == [8] * 4 + [16] * 4
     assert set(table["rounds"]) == {60}
     # m = 16: accuracy 0.1 + 0.16 = 26 %, 16 points above chance; flips 1e-3 from round 3

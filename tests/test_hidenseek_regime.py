@@ -257,15 +257,17 @@ def test_task_score_lr_keeps_a_passing_current_lr_else_the_smallest_passing_one(
 
 
 def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
-    from flkit.papers.hidenseek import study
+    from flkit.papers.hidenseek import settings, study
     from flkit.workbook import presets
 
     cpu = presets.load("04_hidenseek", "cpu")
     table = pd.DataFrame(searches.MNIST_LR_SEARCH)
-    current = {study.LABELS[m]: study.LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
+    # the lrs the searches ran with, before the baseline levers (settings.PRE_LEVER)
+    pre = settings.PRE_LEVER
+    current = {study.LABELS[m]: pre.lr[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
     chosen = searches.choose_task_score_lr(table, current)
     # by hand: the search found no passing lr for the three baselines and HideNseek's passes, so
-    # MNIST runs at the HAR lrs (and FedAvg at the paper's 0.001)
+    # the searches' MNIST runs are at the HAR lrs (and FedAvg at the paper's 0.001)
     har = {
         "fedavg_split": 0.001,
         "hidenseek": 10.0,
@@ -274,11 +276,11 @@ def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
         "bnnavg": 1.0,
     }
     for method, lr in har.items():
-        assert study.config(cpu, "mnist_a1", method, 0).lr == lr
-        assert study.config(cpu, "har", method, 0).lr == lr
+        assert study.config(cpu, "mnist_a1", method, 0, settings=pre).lr == lr
+        assert study.config(cpu, "har", method, 0, settings=pre).lr == lr
     for method, label in study.LABELS.items():
-        if label in chosen:  # and the preset's MNIST runs follow the rule, not a copy of it
-            assert study.MNIST_LR[method] == chosen[label]["lr"]
+        if label in chosen:  # and the searches' MNIST runs follow the rule, not a copy of it
+            assert settings.PRE_LEVER_MNIST_LR[method] == chosen[label]["lr"]
     # the recorded finding: no lr of the grid gives FedMask, Signed or BNNAvg both 20 points above
     # chance and a flip in every round on MNIST at 60 rounds; HideNseek's passes
     assert {k for k, v in chosen.items() if v["passes"]} == {"HideNseek"}

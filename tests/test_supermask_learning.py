@@ -3,8 +3,10 @@ toy task that a random network with the right mask separates, each ends well abo
 global mask still changes in every round after round 2, and some of those changes are entries
 the previous round's clients had voted for unanimously. A method whose server writes unanimous
 votes back where the straight-through gradient vanishes (only split votes can still move), or
-whose local updates are too small to flip a latent, fails here. Learning rates and options are
-the notebook's (``study.LR``, the methods' defaults); E = 5 local epochs as in the paper."""
+whose local updates are too small to flip a latent, fails here. Learning rates and options: those
+the notebook's searches ran with (``settings.PRE_LEVER_LR``, the methods' defaults), and for
+FedMask and Signed also the notebook's own (``settings.NOTEBOOK``: the adopted vote weights);
+E = 5 local epochs as in the paper."""
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ from flkit.engine import LocalSpec
 from flkit.methods import RunContext
 from flkit.methods.fedmask import FedMask, Signed
 from flkit.methods.hidenseek import BNNAvg, HideNseek
-from flkit.papers.hidenseek import study
+from flkit.papers.hidenseek import settings
 from flkit.prune import hard_sign
 from flkit.state import model_state
 
@@ -71,18 +73,34 @@ def _unanimous(updates) -> torch.Tensor:
     return torch.cat(out)
 
 
+_PRE = settings.PRE_LEVER_LR
+_NOTEBOOK = settings.NOTEBOOK
+
+
 @pytest.mark.parametrize(
-    "cls,name,extra",
+    "cls,name,lr,extra",
     [
-        (HideNseek, "hidenseek", {"prune_iterations": 5}),
-        (FedMask, "fedmask", {}),
-        (Signed, "signed", {}),
-        (BNNAvg, "bnnavg", {}),
+        (HideNseek, "hidenseek", _PRE["hidenseek"], {"prune_iterations": 5}),
+        (FedMask, "fedmask", _PRE["fedmask"], {}),
+        (Signed, "signed", _PRE["signed"], {}),
+        (BNNAvg, "bnnavg", _PRE["bnnavg"], {}),
+        (FedMask, "fedmask", _NOTEBOOK.lr["fedmask"], _NOTEBOOK.params_of("fedmask")),
+        pytest.param(
+            Signed,
+            "signed",
+            _NOTEBOOK.lr["signed"],
+            _NOTEBOOK.params_of("signed"),
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="at its adopted lr, Signed's global signs on this toy stop flipping "
+                "before round 5 (its HAR and MNIST lever runs flip in every round)",
+            ),
+        ),
     ],
 )
-def test_supermask_method_keeps_learning(cls, name, extra):
+def test_supermask_method_keeps_learning(cls, name, lr, extra):
     net, x, y, parts = _toy()
-    spec = LocalSpec(lr=study.LR[name], batch_size=BATCH, epochs=EPOCHS, momentum=0.9)
+    spec = LocalSpec(lr=lr, batch_size=BATCH, epochs=EPOCHS, momentum=0.9)
     ctx = RunContext(net, x, y, parts, spec, 0, CLASSES, clients_per_round=2)
     method = cls(ctx, **extra)
     state = method.init_state(model_state(ctx.model))

@@ -10,7 +10,8 @@ returning the table the rule reads.
     baseline_levers.choose_bnnavg_real_lr(b)
 
 Every config of a sequence is built (and so checked) before its first run: bad input trains
-nothing.
+nothing. The runs start from ``settings.PRE_LEVER``, the settings the levers were tried against,
+with the lever's option over them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,16 @@ def _check(preset, plan, seed, device) -> None:
     """Build every config of ``plan`` ((task, rounds, method, lr, params)), so that a bad option,
     lr or preset is refused before the first run."""
     for task, rounds, method, lr, params in plan:
-        study.config(_settings(preset, task, rounds), task, method, seed, device, lr=lr, **params)
+        study.config(
+            _settings(preset, task, rounds),
+            task,
+            method,
+            seed,
+            device,
+            settings=study.PRE_LEVER,
+            lr=lr,
+            **params,
+        )
 
 
 def _one(preset, task, rounds, method, lr, params, seed, device, progress, out_dir):
@@ -60,6 +70,7 @@ def _one(preset, task, rounds, method, lr, params, seed, device, progress, out_d
         out_dir=out_dir,
         lr=lr,
         method_params=params,
+        settings=study.PRE_LEVER,
     )
 
 

@@ -316,8 +316,9 @@ def choose_mnist_clients(table: pd.DataFrame, rounds: int = MNIST_LR_ROUNDS) -> 
 def mnist_clients_rows_at_4(lrs: Mapping[str, float]) -> list[dict]:
     """The m = 4 rows of the clients rule, read from the recorded searches (4 of 40 clients a
     round): each supermask method's :data:`MNIST_LR_SEARCH` row at its MNIST score lr (``lrs``,
-    label -> lr, e.g. ``study.MNIST_LR`` keyed by ``study.LABELS``) and ``MNIST_LR_ROUNDS``
-    rounds (HideNseek's are :data:`LONG_SEARCH`'s), with ``clients_per_round`` = 4."""
+    label -> lr, e.g. ``settings.PRE_LEVER_MNIST_LR`` keyed by ``settings.LABELS``, the lrs the
+    searches ran with) and ``MNIST_LR_ROUNDS`` rounds (HideNseek's are :data:`LONG_SEARCH`'s),
+    with ``clients_per_round`` = 4."""
     out = []
     for label in SUPERMASK:
         if label not in lrs:

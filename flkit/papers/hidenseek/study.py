@@ -29,48 +29,16 @@ from ...prune import (
 )
 from ...utils import FlkitError, check_choice, configure_threads, derive_seed
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
-from .searches import (
-    LONG_ROUNDS_GRID,
-    MNIST_LR_ROUNDS,
-    MNIST_LR_SEARCH,
-    SCORE_LR_GRID,
-    choose_task_score_lr,
-)
+from .searches import LONG_ROUNDS_GRID, MNIST_LR_ROUNDS, SCORE_LR_GRID
 
-LABELS = {
-    "fedavg_split": "FedAvg",
-    "bnnavg": "BNNAvg",
-    "fedmask": "FedMask",
-    "signed": "Signed",
-    "hidenseek": "HideNseek",
-}
-#: the paper's learning rates (Sec. 4.2)
-PAPER_LR = {
-    "fedavg_split": 0.001,
-    "bnnavg": 0.01,
-    "fedmask": 0.001,
-    "signed": 0.001,
-    "hidenseek": 10.0,
-}
-#: the learning rates we run: the paper's, except the score learning rate of a supermask method
-#: whose scores do not move at the paper's, chosen once by ``searches.choose_score_lr`` on the HAR
-#: grid ``searches.SCORE_LR_GRID`` (README, "Decisions")
-LR = {**PAPER_LR, "fedmask": 100.0, "signed": 10.0, "bnnavg": 1.0}
-#: the score learning rates on MNIST (VGG9, where a score's gradient differs from HAR's MLP): by
-#: ``searches.choose_task_score_lr`` on the recorded search ``searches.MNIST_LR_SEARCH``, the
-#: HAR choice wherever no lr of the grid passes there (README, "Decisions")
-_MNIST_CHOICE = choose_task_score_lr(
-    pd.DataFrame(MNIST_LR_SEARCH),
-    {LABELS[m]: LR[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")},
-)
-MNIST_LR = {m: _MNIST_CHOICE[LABELS[m]]["lr"] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
-#: how the supermask methods turn votes into scores and whom they score (README, "Decisions")
-SUPERMASK_PARAMS = {
-    "hidenseek": {"normalize": "all", "writeback": "inverse", "score_clients": "trained"},
-    "fedmask": {"writeback": "linear", "score_clients": "trained"},
-    "signed": {"writeback": "linear", "score_clients": "trained"},
-    "bnnavg": {"normalize": "all"},
-}
+# the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
+# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it; LR, MNIST_LR
+# and SUPERMASK_PARAMS are NOTEBOOK's, kept under study's names
+from .settings import LABELS, NOTEBOOK, PRE_LEVER, Settings
+from .settings import LR as LR
+from .settings import MNIST_LR as MNIST_LR
+from .settings import SUPERMASK_PARAMS as SUPERMASK_PARAMS
+
 LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
 MIB = 2**20
 
@@ -87,9 +55,19 @@ def config(
     seed: int,
     device: str = "auto",
     clients_per_round=None,
+    settings: Settings | None = None,
     **method_over,
 ) -> RunConfig:
-    """The RunConfig of one method on one task at the preset's scale."""
+    """The RunConfig of one method on one task at the preset's scale, with the learning rate and
+    options of ``settings`` (default ``settings.NOTEBOOK``, the notebook's; ``PRE_LEVER`` for the
+    searches' runs); ``method_over`` (``lr`` and Params options) over them."""
+    if settings is None:
+        settings = NOTEBOOK
+    if not isinstance(settings, Settings):
+        raise FlkitError(
+            f"settings {settings!r}; accepted: a settings.Settings (settings.NOTEBOOK, "
+            "settings.PRE_LEVER)"
+        )
     check_choice("method", method, tuple(LABELS))
     family = task.split("_")[0]
     check_choice("task", family, tuple(LOCAL_TEST))
@@ -99,12 +77,10 @@ def config(
     if method in ("hidenseek", "fedmask", "signed"):
         mp.update(keep_ratio=float(preset["keep_ratio"]), eps=float(preset["eps"]))
     # passed explicitly, so that a run cached before a default changed is never served
-    mp.update(SUPERMASK_PARAMS.get(method, {}))
+    mp.update(settings.params_of(method))
     if method == "hidenseek":
         mp.update(prune_iterations=int(preset["prune_iterations"]))
-    lr = float(
-        method_over.pop("lr", (MNIST_LR if family == "mnist" else LR).get(method, LR[method]))
-    )
+    lr = float(method_over.pop("lr", settings.lr_of(method, task)))
     mp.update(method_over)
     epochs = int(preset["har_epochs"] if family == "har" else preset["local_epochs"])
     common = dict(
@@ -337,15 +313,18 @@ def score_lr_grid(
     progress=False,
     out_dir=None,
     method_params=None,
+    settings: Settings = PRE_LEVER,
 ) -> pd.DataFrame:
     """The cheap runs that choose each supermask method's score learning rate: HAR at the
     preset's scale, one seed, every lr of ``grid``; one row per (method, lr) with the regime
     indicators ``searches.choose_score_lr`` reads (smallest flip share per round from round 3,
     final accuracy above chance in points). ``method_params``: options of every method's Params
-    over the notebook's (e.g. {"normalize": "all"}); every config is checked before any run."""
+    over those of ``settings`` (e.g. {"normalize": "all"}); ``settings``: the methods' options
+    (default ``PRE_LEVER``, those the recorded search ran with); every config is checked before
+    any run."""
     over = _overrides(method_params)
     cfgs = [
-        (m, lr, config(preset, "har", m, seed, device, lr=lr, **over))
+        (m, lr, config(preset, "har", m, seed, device, settings=settings, lr=lr, **over))
         for m in methods
         for lr in grid
     ]
@@ -389,6 +368,7 @@ def rounds_search(
     lr=None,
     clients_per_round=None,
     method_params=None,
+    settings: Settings = PRE_LEVER,
 ) -> pd.DataFrame:
     """The runs that choose the `long` preset's rounds: each method once on ``task`` for
     max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
@@ -399,8 +379,10 @@ def rounds_search(
     seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
     score-lr search on MNIST); the rows then carry it. ``clients_per_round``: instead of the
     preset's (the MNIST clients search); every row carries the run's value. ``method_params``:
-    options of every method's Params over the notebook's (e.g. {"real_lr": 1.0}); the rows carry
-    them, and every config is checked before any run."""
+    options of every method's Params over those of ``settings`` (e.g. {"real_lr": 1.0}); the rows
+    carry them. ``settings``: the methods' learning rates and options (default ``PRE_LEVER``,
+    those the recorded searches ran with; ``NOTEBOOK`` for the notebook's). Every config is
+    checked before any run."""
     family = task.split("_")[0]
     longest = max(grid)
     bad = [r for r in grid if r % int(preset["eval_every"]) and r != longest]
@@ -415,7 +397,19 @@ def rounds_search(
     if lr is not None:
         over["lr"] = float(lr)
     cfgs = [
-        (m, config(longer, task, m, seed, device, clients_per_round=clients_per_round, **over))
+        (
+            m,
+            config(
+                longer,
+                task,
+                m,
+                seed,
+                device,
+                clients_per_round=clients_per_round,
+                settings=settings,
+                **over,
+            ),
+        )
         for m in methods or preset["methods"]
     ]
     rows = []
@@ -462,12 +456,15 @@ def clients_search(
     device="auto",
     progress=False,
     out_dir=None,
+    settings: Settings = PRE_LEVER,
 ) -> pd.DataFrame:
     """The runs of the MNIST clients-per-round rule (``searches.choose_mnist_clients``): each
     supermask method once on MNIST alpha = 1 at its MNIST score lr, ``searches.MNIST_LR_ROUNDS``
     rounds, for every m of ``grid`` clients per round (the preset's other settings), read at the
     last round; the rows of ``rounds_search`` for every m, one table. The m = 4 rows are recorded
-    (``searches.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16."""
+    (``searches.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16. ``settings``:
+    the methods' learning rates and options (default ``PRE_LEVER``, those the recorded search
+    ran with)."""
     grid = tuple(grid)
     most = int(preset["mnist_clients"])
     bad = [
@@ -489,6 +486,7 @@ def clients_search(
             progress=progress,
             out_dir=out_dir,
             clients_per_round=m,
+            settings=settings,
         )
         for m in grid
     ]
