@@ -145,3 +145,13 @@ def test_readme_table_of_what_the_notebook_runs_is_the_settings():
         normalize = settings.NOTEBOOK.params_of(method).get("normalize")
         assert (weights == "all clients' samples") == (normalize == "all"), label
         assert (weights == "—") == (normalize is None), label
+
+
+def test_the_notebooks_tables_cannot_be_changed_in_place_and_unknown_methods_are_named():
+    # study.LR is the notebook's own table: a cell writing into it would change later configs
+    with pytest.raises(TypeError):
+        study.LR["fedmask"] = 1000.0
+    with pytest.raises(TypeError):
+        study.SUPERMASK_PARAMS["fedmask"]["normalize"] = "sampled"
+    with pytest.raises(FlkitError, match="'fedprox'.*accepted"):
+        settings.NOTEBOOK.lr_of("fedprox", "har")

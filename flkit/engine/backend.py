@@ -1,18 +1,21 @@
 """A run's `backend="auto"`, chosen by measurement (`measure_backend`) instead of the engine's
 fixed rule (`flkit.engine.train.default_backend`).
 
-Which backend trains a model fastest depends on the model, the batch size, the number of clients
-and the machine: on a 2-core CPU the wide (grouped-convolution) step wins at batch 10 but may not
-at batch 50, and on a GPU the compiled wide step wins. `measure_backend` times a few local steps
-of every eligible backend (`eligible_backends`, `time_backends`) on the run's own model, batch
-size, clients and device, interleaved, and keeps the fastest. Backends sum floats in different
-orders, so the choice changes numbers in the last bits: a run records the backend it chose in its
-config (and so in its run-cache key), and the choice is remembered per machine and shape in
-`backend-choices.json` of the machine folder (`flkit.paths.machine_dir`, beside the run cache), so
-that a machine keeps making the same choice, whichever run cache a run uses, and measures once.
-Pin a backend
-(`RunConfig(backend="wide")`, `flkit run --backend wide`) where results must not depend on the
-machine: the presets do.
+Which backend trains a model fastest depends on the model, the batch size, the number of clients and
+the machine: on a 2-core CPU the wide (grouped-convolution) step wins at batch 10 but may not at
+batch 50, and on a GPU a step replayed from CUDA graphs or the compiled step can win.
+`measure_backend` times a few local steps of every eligible backend (`eligible_backends`,
+`time_backends`) on the run's own model, batch size, clients and device, interleaved, and keeps the
+fastest. Backends sum floats in different orders, so the choice changes numbers in the last bits: a
+run records the backend it chose in its config (and so in its run-cache key), and the choice is
+remembered per machine and shape in `backend-choices.json` of the machine folder
+(`flkit.paths.machine_dir`, beside the run cache), so that a machine keeps making the same choice,
+whichever run cache a run uses, and measures once. Pin a backend (`RunConfig(backend="wide")`,
+`flkit run --backend wide`) where results must not depend on the machine: the presets do.
+
+The probe trains without the run's hooks. A method with hooks (FedProx's proximal term, a mask's
+parameter transform) that the probe sends to the graph backend runs the eager wide step there
+(`LocalResult.backend` says so), so on a GPU such a run may be better pinned to "compiled".
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .. import store
 from ..paths import machine_dir
 from ..state import broadcast_state, model_state
 from ..utils import FlkitError, generator
-from .graphed import GRAPH_WARMUP, STEPS_PER_GRAPH
+from .graphed import GRAPH_WARMUP, STEPS_PER_GRAPH, model_reason
 from .spec import LocalSpec
 from .train import train_clients
 from .wide import unsupported_reason
@@ -38,7 +41,8 @@ from .wide import unsupported_reason
 CACHE_FILE = "backend-choices.json"
 # Local steps per client in one timed probe. On a GPU the graph backend runs GRAPH_WARMUP steps
 # eagerly and replays the rest STEPS_PER_GRAPH at a time: a probe of one step would time it as
-# the eager wide step, so there a probe holds the warm-up and two replays.
+# the eager wide step, so there a probe holds the warm-up and two replays (where the graph backend
+# is among those timed).
 PROBE_STEPS = {"cpu": 1, "cuda": GRAPH_WARMUP + 2 * STEPS_PER_GRAPH}
 PROBE_REPEATS = 3  # interleaved probes per backend; the minimum counts
 # After the untimed warm-up calls, a backend this many times slower than the best in the first
@@ -57,7 +61,10 @@ def eligible_backends(model: nn.Module, device: torch.device) -> list[str]:
     CPU run does not earn back), the wide step, and the loop; vmap only for models the wide step
     cannot run (it does the same batched work less directly, and its first call is slow)."""
     if unsupported_reason(model) is None:
-        wide = ["graph", "compiled", "wide"] if torch.device(device).type == "cuda" else ["wide"]
+        wide = ["wide"]
+        if torch.device(device).type == "cuda":
+            # the graph backend only where it can replay this model's calls at all
+            wide = (["graph"] if model_reason(model) is None else []) + ["compiled", "wide"]
         return wide + ["loop"]
     return (["vmap"] if not list(model.buffers()) else []) + ["loop"]
 
@@ -79,8 +86,8 @@ def machine() -> dict:
 
 def _cpu_model() -> str:
     """The CPU's model name where the system tells it without a subprocess (Linux's
-    /proc/cpuinfo), else the architecture. `platform.processor()` starts `uname -p` (a few ms of
-    every run's start-up) and on Linux mostly answers the architecture anyway."""
+    /proc/cpuinfo), else the architecture. `platform.processor()` starts a `uname -p` subprocess at
+    every run's start-up, and on Linux mostly answers the architecture anyway."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -106,7 +113,7 @@ def time_backends(
     untimed calls each, on samples drawn from (x, y). A backend more than PROBE_MARGIN times
     slower than the best in the first probe keeps that time."""
     backends = backends or eligible_backends(model, x.device)
-    steps = steps or PROBE_STEPS.get(x.device.type, 1)
+    steps = steps or (PROBE_STEPS.get(x.device.type, 1) if "graph" in backends else 1)
     per_client = steps * spec.batch_size
     pick = torch.randint(len(x), (clients, per_client), generator=generator(0, "probe"))
     idx = [row.to(x.device) for row in pick]

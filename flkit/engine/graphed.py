@@ -2,21 +2,21 @@
 replayed for every further step.
 
 On a GPU a round of small models is bound by kernel launches, not arithmetic: LeNet-5 on ten
-clients' batches of 10 does microseconds of work per kernel, and the eager wide step spends its
-time in Python and the launch of each of its kernels. The "compiled" backend graphs only the
-forward pass and the loss; here everything a local step does (the batch gather, forward, backward,
-the SGD update and the loss sums) is recorded, `STEPS_PER_GRAPH` steps at a time, and each replay
-launches them all at once. The tensors the graph works on are kept on the wide model between calls
-(`static_tensors`), so that a run records once and every later round only replays. A replay runs the
-very kernels the eager wide step runs, in the same order, on the same tensors, so it gives the wide
-step's floats.
+clients' batches of 10 does microseconds of work per kernel, and the eager wide step spends its time
+in Python and the launch of each of its kernels. The "compiled" backend graphs only the forward pass
+and the loss; here everything a local step does (the batch gather, forward, backward, the SGD update
+and the loss sums) is recorded, `STEPS_PER_GRAPH` steps at a time, and each replay launches them all
+at once. The tensors the graph works on are kept on the wide model between calls (`static_tensors`),
+so that a run records once and every later round only replays (a call unlike the recorded ones, e.g.
+with another learning rate, records again). A replay runs the very kernels the eager wide step runs,
+in the same order, on the same tensors, so it gives the wide step's floats.
 
 A call records only where replaying is exactly what the eager step would do (`graph_reason`):
 every client takes the same number of equal batches, no hooks (a hook is Python that a replay
 would not call again), no dropout (a replay draws other random numbers than the eager step), no
-buffers (BatchNorm statistics), not differentiable. Elsewhere, and where recording fails, the call
-runs the eager wide step (with a warning when recording failed); `LocalResult.backend` says which
-ran.
+buffers (e.g. BatchNorm statistics), not differentiable. Elsewhere, and where recording fails,
+the call runs the eager wide step (with a warning when recording failed, which is not tried again
+for that key); `LocalResult.backend` says which ran.
 
 The driver (`replay_steps`) takes its recorder as an argument, so that its bookkeeping (the eager
 warm-up, the static plan that each replay reads, the eager tail) is tested on a CPU with a recorder
@@ -49,8 +49,13 @@ def graph_reason(model: nn.Module, uniform, hooks: bool, differentiable: bool, t
         return "the call has hooks (Python a replay would not call again)"
     if differentiable:
         return "differentiable=True"
+    return model_reason(model, train_mode)
+
+
+def model_reason(model: nn.Module, train_mode: bool = True) -> str | None:
+    """Why no call on `model` can be replayed with the eager step's floats (None: calls can)."""
     if list(model.buffers()):
-        return "the model has buffers (BatchNorm statistics)"
+        return "the model has buffers (e.g. BatchNorm statistics)"
     if train_mode and any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()):
         return "the model has dropout (a replay draws other random numbers than the eager step)"
     return None
@@ -68,23 +73,32 @@ def cuda_recorder(fn: Callable[[], None]) -> Callable[[], None]:
 RECORDERS: dict[str, Callable] = {"cuda": cuda_recorder}
 
 
+# Recordings a wide model keeps at once: a round whose clients are trained in chunks of two
+# sizes alternates between two keys, and each key's tensors and graph cost memory.
+KEPT_RECORDINGS = 4
+
+
 def static_tensors(owner, key, fresh: dict) -> dict:
     """The tensors a recorded graph reads and writes, kept on `owner` (the wide model) from one
-    call to the next while `key` (everything the graph has baked in: data addresses, shapes, the
-    SGD settings) stays the same: `fresh`'s values are copied into the kept tensors and those are
-    returned; under a new key `fresh` itself is kept (and the old graph dropped).
+    call to the next under `key` (everything the graph has baked in: data addresses, shapes, the
+    trained parameters, the SGD settings): for a known key, `fresh`'s values are copied into the
+    kept tensors and those are returned; for a new key `fresh` itself is kept (the least recently
+    used of KEPT_RECORDINGS keys is dropped).
     fresh: {"state": {name: Tensor}, "bufs": {name: Tensor}, "loss_sum": Tensor, "seen": Tensor};
     the result adds "graph", the slot where `replay_steps` keeps its recording."""
-    kept = getattr(owner, "graph_static", None)
-    if kept is not None and kept["key"] == key:
+    kept_all = owner.__dict__.setdefault("graph_static", {})
+    kept = kept_all.pop(key, None)
+    if kept is not None:
         for part in ("state", "bufs"):
             for n, v in fresh[part].items():
                 kept[part][n].copy_(v)
         kept["loss_sum"].copy_(fresh["loss_sum"])
         kept["seen"].copy_(fresh["seen"])
-        return kept
-    kept = {"key": key, **fresh, "graph": {}}
-    owner.graph_static = kept
+    else:
+        kept = {**fresh, "graph": {}}
+        while len(kept_all) >= KEPT_RECORDINGS:
+            kept_all.pop(next(iter(kept_all)))
+    kept_all[key] = kept  # most recently used last
     return kept
 
 
@@ -104,10 +118,15 @@ def replay_steps(
     where recording failed (the steps after the warm-up then ran eagerly, with a warning).
     warmup, per_graph: default GRAPH_WARMUP and STEPS_PER_GRAPH. reuse: a dict that keeps the
     recording for the next call whose `step` works on the same tensors (`static_tensors`); a
-    call that finds one there neither warms up nor records."""
+    call that finds one there neither warms up nor records, and one that finds a failed
+    recording there runs every step eagerly without trying again."""
     warmup = GRAPH_WARMUP if warmup is None else warmup
     per_graph = STEPS_PER_GRAPH if per_graph is None else per_graph
     n = plan.shape[0]
+    if reuse is not None and "failed" in reuse:
+        for t in range(n):
+            step(plan[t])
+        return False
     kept = reuse is not None and "replay" in reuse
     eager = 0 if kept else min(n, warmup)
     stream = torch.cuda.Stream(device=plan.device) if side_stream and eager else None
@@ -134,6 +153,8 @@ def replay_steps(
         try:
             replay = record(steps)
         except Exception as e:  # noqa: BLE001 - any recording failure means: run eagerly
+            if reuse is not None:
+                reuse["failed"] = f"{type(e).__name__}: {e}"
             warnings.warn(
                 f"backend='graph' could not record the local step ({type(e).__name__}: {e}); "
                 "running it eagerly (backend 'wide')",

@@ -330,7 +330,8 @@ def _train_wide(
         # the graph writes the same tensors on every replay: they are kept on the wide model
         # between calls (rounds), so that a run records once; the result gets copies of them
         fresh = {"state": state, "bufs": bufs, "loss_sum": loss_sum, "seen": seen}
-        kept = static_tensors(wide, _graph_key(x, y, uniform, spec, train_mode, fresh), fresh)
+        key = _graph_key(x, y, uniform, spec, train_mode, names, fresh)
+        kept = static_tensors(wide, key, fresh)
         state, bufs, loss_sum, seen = (kept[p] for p in fresh)
         every = list(range(k))
         replayed = replay_steps(
@@ -341,7 +342,8 @@ def _train_wide(
             reuse=kept["graph"],
         )
         out = {n: v.clone() for n, v in state.items()}
-        return LocalResult(out, (loss_sum / seen).float(), seen.clone(), steps, _used(replayed))
+        used = "graph" if replayed else "wide"
+        return LocalResult(out, (loss_sum / seen).float(), seen.clone(), steps, used)
     for step in range(n_steps):
         if uniform is not None:
             take_step(list(range(k)), uniform[step])
@@ -353,27 +355,27 @@ def _train_wide(
     return LocalResult(state, (loss_sum / seen).float(), seen, steps, used)
 
 
-def _used(replayed):
-    return "graph" if replayed else "wide"
-
-
-def _graph_key(x, y, plan, spec, train_mode, tensors):
-    """What a recorded local step has baked in: the data's addresses and shapes, the batch shape,
-    the SGD settings, the mode and the shapes of the tensors it updates (a recording is reused
-    only where all of them are the same)."""
+def _graph_key(x, y, plan, spec, train_mode, names, tensors):
+    """What a recorded local step has baked in: the data's addresses, shapes, dtypes and device,
+    the batch shape, the SGD settings (an lr that changes from round to round records again), the
+    mode, the parameters it trains and the shapes of the tensors it updates (a recording is
+    reused only where all of them are the same)."""
     shapes = {
         part: tuple((n, tuple(v.shape), v.dtype) for n, v in tensors[part].items())
         for part in ("state", "bufs")
     }
     return (
+        str(x.device),
         x.data_ptr(),
         tuple(x.shape),
         x.dtype,
         y.data_ptr(),
         tuple(y.shape),
+        y.dtype,
         tuple(plan.shape[1:]),
-        spec,
+        (spec.lr, spec.momentum, spec.weight_decay),
         train_mode,
+        tuple(names),
         shapes["state"],
         shapes["bufs"],
         _graphed.STEPS_PER_GRAPH,

@@ -1,5 +1,7 @@
 """The settings notebook 04 runs each method with: its learning rate per task and the options of
-its Params, derived by the recorded rules from the recorded searches (never copied from them).
+its Params. The levers' and the MNIST score-lr's choices are derived by their rules from the
+recorded tables (never copied from them); the HAR score lrs are the HAR grid's choices as the
+README's table records them (that grid's runs are in the lab log, not recorded as a table here).
 
 - ``PRE_LEVER``: the score learning rates chosen on HAR (``searches.choose_score_lr``), the MNIST
   ones of ``searches.choose_task_score_lr`` on ``searches.MNIST_LR_SEARCH``, and the supermask
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import pandas as pd
 
@@ -80,6 +83,8 @@ class Settings:
 
     def lr_of(self, method: str, task: str) -> float:
         """The learning rate of ``method`` on ``task`` (har, femnist, mnist_a<alpha>)."""
+        if method not in self.lr:
+            raise FlkitError(f"unknown method {method!r}; accepted: {sorted(self.lr)}")
         table = self.mnist_lr if task.split("_")[0] == "mnist" else self.lr
         return float(table.get(method, self.lr[method]))
 
@@ -112,7 +117,17 @@ def with_levers(base: Settings, vote_weights: Mapping[str, dict], bnnavg_real_lr
     if bnnavg_real_lr["adopt"]:
         params["bnnavg"] = {**params.get("bnnavg", {}), "real_lr": float(bnnavg_real_lr["real_lr"])}
         mnist_lr["bnnavg"] = float(bnnavg_real_lr["lr_mnist"])
-    return Settings(lr=lr, mnist_lr=mnist_lr, params=params)
+    return _frozen(lr, mnist_lr, params)
+
+
+def _frozen(lr, mnist_lr, params) -> Settings:
+    """Settings whose tables cannot be changed in place: ``study.LR`` and the like are these very
+    tables, and a notebook cell that wrote into one would change every later config."""
+    return Settings(
+        lr=MappingProxyType(dict(lr)),
+        mnist_lr=MappingProxyType(dict(mnist_lr)),
+        params=MappingProxyType({m: MappingProxyType(dict(p)) for m, p in params.items()}),
+    )
 
 
 #: the learning rates of the searches: the paper's, except the score learning rate of a supermask
@@ -134,7 +149,7 @@ PRE_LEVER_PARAMS = {
     "signed": {"writeback": "linear", "score_clients": "trained"},
     "bnnavg": {"normalize": "all"},
 }
-PRE_LEVER = Settings(lr=PRE_LEVER_LR, mnist_lr=PRE_LEVER_MNIST_LR, params=PRE_LEVER_PARAMS)
+PRE_LEVER = _frozen(PRE_LEVER_LR, PRE_LEVER_MNIST_LR, PRE_LEVER_PARAMS)
 
 #: lever 1 (vote weights over all clients' samples) per method, by its rule on the recorded runs
 VOTE_WEIGHT_CHOICE = {
