@@ -27,18 +27,17 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+for path in (HERE.parent, HERE):  # flkit from this checkout; gpu_check and paper_cost beside it
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
-from flkit.engine import LocalSpec, evaluate, graphed, train_clients  # noqa: E402
+from gpu_check import r1_config, r1_sizes  # noqa: E402
+from paper_cost import _sync  # noqa: E402
+
+from flkit.engine import evaluate, graphed, train_clients  # noqa: E402
 from flkit.engine.wide import wide_model  # noqa: E402
-from flkit.experiment import RunConfig, Setup  # noqa: E402
+from flkit.experiment import Setup  # noqa: E402
 from flkit.state import broadcast_state, model_state  # noqa: E402
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class Timed:
@@ -63,32 +62,19 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--per-graph", default="1,10,50,150")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tiny", action="store_true", help="2 clients x 1 epoch x 100 images")
+    ap.add_argument("--tiny", action="store_true", help="R1 at the GPU check's tiny sizes")
     ap.add_argument("--out", help="JSON file of the results")
     a = ap.parse_args(argv)
     per_graphs = [int(v) for v in a.per_graph.split(",")]
-    clients, epochs, subset = (2, 1, 200) if a.tiny else (10, 5, 6000)
-    cfg = RunConfig(
-        method="fedavg",
-        dataset="mnist",
-        model="lenet5",
-        num_clients=clients,
-        clients_per_round=clients,
-        partition="iid",
-        dataset_kwargs={"train_subset": subset},
-        local_epochs=epochs,
-        batch_size=10,
-        lr=0.05,
-        rounds=1,
-        seed=0,
-        device=a.device,
-    )
+    sizes = r1_sizes(a.tiny)
+    clients = sizes["clients"]
+    cfg = r1_config(sizes, 10, a.device)
     setup = Setup.build(cfg)
     dev, d, model = setup.device, setup.data, setup.model
     recorder = graphed.RECORDERS.get(dev.type, _call_again)
     timed = Timed(recorder)
     graphed.RECORDERS[dev.type] = timed
-    spec = LocalSpec(lr=0.05, batch_size=10, epochs=epochs)
+    spec = cfg.local_spec()
     start = broadcast_state(model_state(model), clients)
     seeds = list(range(clients))
 
@@ -165,7 +151,7 @@ def main(argv=None) -> int:
     report = {
         "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "torch": torch.__version__,
-        "workload": {"clients": clients, "epochs": epochs, "subset": subset, "steps": steps},
+        "workload": {**{k: sizes[k] for k in ("clients", "epochs", "subset")}, "steps": steps},
         "repeats": a.repeats,
         "local_training": rows,
         "replay_floor_ms_per_step": None if floor is None else 1000 * floor,

@@ -232,32 +232,40 @@ def r1_sizes(tiny: bool) -> dict:
     return dict(clients=10, epochs=5, subset=6000, rounds=3, naive_rounds=1, batches=(10, 50))
 
 
+def r1_config(sizes: dict, batch_size: int, device: str):
+    """Workload R1 at `sizes` (`r1_sizes`) and one batch size, one round: FedAvg, LeNet-5 on
+    IID MNIST, lr 0.05, seed 0."""
+    from flkit.experiment import RunConfig
+
+    return RunConfig(
+        method="fedavg",
+        dataset="mnist",
+        model="lenet5",
+        num_clients=sizes["clients"],
+        clients_per_round=sizes["clients"],
+        partition="iid",
+        dataset_kwargs={"train_subset": sizes["subset"]},
+        local_epochs=sizes["epochs"],
+        batch_size=batch_size,
+        lr=0.05,
+        rounds=1,
+        seed=0,
+        device=device,
+    )
+
+
 def step_r1(device: str, tiny: bool, deadline: float, backends=("auto",)) -> dict:
     """Each batch size, each backend: a one-round warm-up run (it pays compilation and, for
     `auto`, the backend measurement), then the timed rounds with that backend pinned; the naive
     loop once per batch size."""
     import naive_fedavg
 
-    from flkit.experiment import RunConfig, Setup, run
+    from flkit.experiment import Setup, run
 
     z = r1_sizes(tiny)
     out = _partial({"workload": z, "backends": list(backends), "batches": {}})
     for b in z["batches"]:
-        cfg = RunConfig(
-            method="fedavg",
-            dataset="mnist",
-            model="lenet5",
-            num_clients=z["clients"],
-            clients_per_round=z["clients"],
-            partition="iid",
-            dataset_kwargs={"train_subset": z["subset"]},
-            local_epochs=z["epochs"],
-            batch_size=b,
-            lr=0.05,
-            rounds=1,
-            seed=0,
-            device=device,
-        )
+        cfg = r1_config(z, b, device)
         setup = Setup.build(cfg)
         naive = naive_fedavg.fedavg(
             batch_size=b,

@@ -2,10 +2,11 @@
 are applied to every run of the notebook, those they do not adopt change nothing, and the search
 drivers keep the settings their recorded tables ran with (so those tables still reproduce)."""
 
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
+
+# the clients search's stand-in for study.run: records each config, returns a short history
+from test_hidenseek_clients import _fake_run
 
 from flkit import methods
 from flkit.papers.hidenseek import baseline_levers as levers
@@ -54,23 +55,6 @@ def test_methods_the_levers_do_not_adopt_keep_their_settings(cpu):
         # HideNseek and FedAvg are untouched by either lever
         assert study.config(cpu, task, "hidenseek", 0).lr == 10.0
         assert study.config(cpu, task, "fedavg_split", 0).lr == 0.001
-
-
-def _fake_run(calls):
-    def fake(cfg, out_dir=None, progress=False):
-        calls.append(cfg)
-        rounds = list(range(1, cfg.rounds + 1))
-        h = pd.DataFrame(
-            {
-                "round": rounds,
-                "test_accuracy": [0.5 if r % 2 == 0 else None for r in rounds],
-                "flip_share": [1e-3] * len(rounds),
-                "train_seconds": [1.0] * len(rounds),
-            }
-        )
-        return SimpleNamespace(config=cfg, history=h)
-
-    return fake
 
 
 #: the method options of FedMask and Signed as the score-lr, rounds and clients searches ran them
