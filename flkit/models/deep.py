@@ -42,6 +42,10 @@ def build_vgg11_star(num_classes, in_channels, *, image_size=32):
 
 
 # --------------------------------------------------------------------------------- HideNseek
+#: where VGG9's max-pools sit in their block (``build_vgg9``)
+POOL_POSITIONS = ("after_activation", "before_norm")
+
+
 def build_vgg9(
     num_classes,
     in_channels,
@@ -51,6 +55,7 @@ def build_vgg9(
     bn_affine=True,
     init="kaiming_relu",
     width=1.0,
+    pool_position="after_activation",
 ):
     """HideNseek's VGG9 with BatchNorm (the HideNseek paper; widths = the FedMA VGG-9 layout):
     ConvBlock(32) -> ConvBlock(64) -> MaxPool -> ConvBlock(128) -> ConvBlock(128) -> MaxPool ->
@@ -66,12 +71,23 @@ def build_vgg9(
     "kaiming_relu" (default, the paper's) or "pytorch".
     62 classes: 1,124,640 conv + 1,728 BN + 1,179,648 + 262,144 + 31,744 + 62 = 2,599,966.
     ``width`` scales every conv and hidden FC width (0.5: 16-32-64-64-128-128, FC 256; a CPU-sized
-    VGG9 for reduced runs)."""
+    VGG9 for reduced runs).
+
+    ``pool_position``: "after_activation" (default; the block order above) or "before_norm": each
+    max-pool moves between its block's conv and BatchNorm (conv -> MaxPool -> BN -> activation),
+    the order of binary networks (Courbariaux et al. 2016; XNOR-Net): a max-pool after a sign
+    activation turns most of a balanced +-1 map into +1, while BN after the pool re-centres the
+    pooled values before the sign. Same parameters; with ReLU and BN in eval mode with a positive
+    scale both orders compute the same function (a maximum commutes with non-decreasing maps),
+    in training mode BN's batch statistics are those of the pooled map."""
     check_choice("init", init, INITS)
     check_range("width", width, 0, None, low_open=True)
+    check_choice("pool_position", pool_position, POOL_POSITIONS)
     layers, c = [], in_channels
     for v in (32, 64, "M", 128, 128, "M", 256, 256, "M"):
-        if v == "M":
+        if v == "M" and pool_position == "before_norm":
+            layers.insert(len(layers) - 2, nn.MaxPool2d(2, 2))  # before the last block's BN
+        elif v == "M":
             layers.append(nn.MaxPool2d(2, 2))
         else:
             v = max(1, int(round(v * width)))

@@ -10,7 +10,8 @@ README's table records them (that grid's runs are in the lab log, not recorded a
   rerun reproduces the recorded tables and finds their cached runs.
 - ``NOTEBOOK``: ``PRE_LEVER`` with every baseline lever that its rule in ``baseline_levers``
   adopts on the recorded tables applied to its method (``with_levers``); a lever not adopted
-  changes nothing. Every run of the notebook uses these (``study.config``'s default).
+  changes nothing; and BNNAvg's VGG9 in the binary networks' block order (``with_bnn_layout``).
+  Every run of the notebook uses these (``study.config``'s default).
 
     settings.NOTEBOOK.lr_of("fedmask", "mnist_a1")
     settings.VOTE_WEIGHT_CHOICE["signed"]["reason"]
@@ -19,7 +20,7 @@ README's table records them (that grid's runs are in the lab log, not recorded a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import pandas as pd
@@ -40,6 +41,8 @@ __all__ = [
     "PAPER_LR",
     "Settings",
     "with_levers",
+    "with_bnn_layout",
+    "BNN_VGG_KWARGS",
     "PRE_LEVER_LR",
     "PRE_LEVER_MNIST_LR",
     "PRE_LEVER_PARAMS",
@@ -75,11 +78,15 @@ class Settings:
     """Per method: the learning rate on HAR and FEMNIST (``lr``; every method), on MNIST
     (``mnist_lr``; a method without one there runs at its ``lr``) and the Params options every
     run passes explicitly (``params``), so that a run cached before a default changed is never
-    served."""
+    served; ``vgg_kwargs``: the VGG9 flags a method's MNIST and FEMNIST runs add (empty: the
+    model as the other methods build it)."""
 
     lr: Mapping[str, float]
     mnist_lr: Mapping[str, float]
     params: Mapping[str, Mapping[str, object]]
+    vgg_kwargs: Mapping[str, Mapping[str, object]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def lr_of(self, method: str, task: str) -> float:
         """The learning rate of ``method`` on ``task`` (har, femnist, mnist_a<alpha>)."""
@@ -91,6 +98,10 @@ class Settings:
     def params_of(self, method: str) -> dict:
         """The Params options of ``method`` (a copy; empty: the method's defaults)."""
         return dict(self.params.get(method, {}))
+
+    def vgg_kwargs_of(self, method: str) -> dict:
+        """The VGG9 flags of ``method``'s runs (a copy; empty: none beyond the preset's width)."""
+        return dict(self.vgg_kwargs.get(method, {}))
 
 
 def with_levers(base: Settings, vote_weights: Mapping[str, dict], bnnavg_real_lr: dict) -> Settings:
@@ -117,16 +128,28 @@ def with_levers(base: Settings, vote_weights: Mapping[str, dict], bnnavg_real_lr
     if bnnavg_real_lr["adopt"]:
         params["bnnavg"] = {**params.get("bnnavg", {}), "real_lr": float(bnnavg_real_lr["real_lr"])}
         mnist_lr["bnnavg"] = float(bnnavg_real_lr["lr_mnist"])
-    return _frozen(lr, mnist_lr, params)
+    return _frozen(lr, mnist_lr, params, base.vgg_kwargs)
 
 
-def _frozen(lr, mnist_lr, params) -> Settings:
+def with_bnn_layout(base: Settings) -> Settings:
+    """``base`` with BNNAvg's VGG9 built in the binary networks' block order
+    (``BNN_VGG_KWARGS``): a decision of fidelity to the BNN that BNNAvg names (Courbariaux et al.
+    2016), taken before any run of it and kept whatever its verdicts (README, "Decisions")."""
+    vgg = {m: dict(k) for m, k in base.vgg_kwargs.items()}
+    vgg["bnnavg"] = {**vgg.get("bnnavg", {}), **BNN_VGG_KWARGS}
+    return _frozen(base.lr, base.mnist_lr, base.params, vgg)
+
+
+def _frozen(lr, mnist_lr, params, vgg_kwargs=None) -> Settings:
     """Settings whose tables cannot be changed in place: ``study.LR`` and the like are these very
     tables, and a notebook cell that wrote into one would change every later config."""
     return Settings(
         lr=MappingProxyType(dict(lr)),
         mnist_lr=MappingProxyType(dict(mnist_lr)),
         params=MappingProxyType({m: MappingProxyType(dict(p)) for m, p in params.items()}),
+        vgg_kwargs=MappingProxyType(
+            {m: MappingProxyType(dict(k)) for m, k in (vgg_kwargs or {}).items()}
+        ),
     )
 
 
@@ -157,7 +180,10 @@ VOTE_WEIGHT_CHOICE = {
 }
 #: lever 2 (BNNAvg's real-valued learning rate), by its rule on the recorded runs
 BNNAVG_REAL_LR_CHOICE = choose_bnnavg_real_lr(pd.DataFrame(BNNAVG_REAL_LR_SEARCH))
+#: BNNAvg's VGG9: each max-pool before its block's BatchNorm and sign, as in a binary network
+#: (``deep.build_vgg9``'s ``pool_position``); the other methods keep the model's own order
+BNN_VGG_KWARGS = MappingProxyType({"pool_position": "before_norm"})
 #: what every run of the notebook uses
-NOTEBOOK = with_levers(PRE_LEVER, VOTE_WEIGHT_CHOICE, BNNAVG_REAL_LR_CHOICE)
+NOTEBOOK = with_bnn_layout(with_levers(PRE_LEVER, VOTE_WEIGHT_CHOICE, BNNAVG_REAL_LR_CHOICE))
 #: ``NOTEBOOK``'s tables under their own names (the same objects, not copies)
 LR, MNIST_LR, SUPERMASK_PARAMS = NOTEBOOK.lr, NOTEBOOK.mnist_lr, NOTEBOOK.params

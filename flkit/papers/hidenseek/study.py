@@ -106,7 +106,7 @@ def config(
             dataset_kwargs={"flatten": True, "split": "pooled"},
             **common,
         )
-    vgg = {"width": float(preset["vgg_width"])}
+    vgg = {"width": float(preset["vgg_width"]), **settings.vgg_kwargs_of(method)}
     if family == "femnist":
         return RunConfig(
             backend=preset["backend"],
