@@ -78,6 +78,8 @@ def test_search_drivers_keep_the_settings_their_tables_ran_with(monkeypatch, cpu
             assert options == BEFORE and "normalize" not in cfg.method_params
             assert _hp(cfg).normalize == "sampled"
     assert {c.method for c in calls} == {"hidenseek", "fedmask", "signed", "bnnavg"}
+    # ... and in the model's own block order (BNNAvg's binary order came after them)
+    assert all("pool_position" not in c.model_kwargs for c in calls)
     # the same drivers run the notebook's settings when asked to
     calls.clear()
     study.rounds_search(cpu, grid=(60,), methods=("fedmask",), settings=settings.NOTEBOOK)

@@ -46,6 +46,9 @@ def test_same_parameters_and_initial_weights_as_the_default_order():
     assert [t.shape for t in pa] == [t.shape for t in pb]
     assert all(torch.equal(x, y) for x, y in zip(pa, pb))
     assert models.count_params(a) == models.count_params(b)
+    # each pooled block's BatchNorm sits one index later (after the moved pool)
+    names = set(b.state_dict()) - set(a.state_dict())
+    assert {n.rsplit(".", 1)[0] for n in names} == {"features.5", "features.12", "features.19"}
 
 
 def test_eval_mode_relu_network_computes_the_same_function_in_both_orders():
@@ -121,7 +124,7 @@ def test_the_wide_engine_trains_the_moved_pools_as_the_plain_loop_does():
         assert torch.allclose(out["wide"].state[n], out["loop"].state[n], rtol=0, atol=1e-12), n
 
 
-def test_bnnavg_on_the_before_norm_vgg9_same_forward_on_both_engines_and_it_learns():
+def test_bnnavg_on_the_before_norm_vgg9_same_forward_on_both_engines_and_latents_move():
     # BNNAvg's binarised weights make every conv output after the first block a multiple of the
     # layer's scale, so a pool window often holds exact ties, and max-pool breaks them by memory
     # layout (the wide engine's channels-last against the loop's contiguous maps): the gradients
@@ -139,7 +142,6 @@ def test_bnnavg_on_the_before_norm_vgg9_same_forward_on_both_engines_and_it_lear
 
 
 def test_the_notebook_builds_only_bnnavgs_vgg9_in_the_binary_order():
-    assert dict(settings.BNN_VGG_KWARGS) == {"pool_position": "before_norm"}
     assert settings.NOTEBOOK.vgg_kwargs_of("bnnavg") == {"pool_position": "before_norm"}
     for m in ("fedavg_split", "fedmask", "signed", "hidenseek"):
         assert settings.NOTEBOOK.vgg_kwargs_of(m) == {}
@@ -156,11 +158,10 @@ def test_the_notebook_builds_only_bnnavgs_vgg9_in_the_binary_order():
         pre = study.config(p, task, "bnnavg", 0, settings=settings.PRE_LEVER)
         assert pre.model_kwargs == {"width": width}
     assert study.config(p, "har", "bnnavg", 0).model_kwargs == {}  # an MLP: nothing to move
-    # with_bnn_layout leaves its argument as it was
-    assert settings.with_bnn_layout(settings.PRE_LEVER).vgg_kwargs_of("bnnavg") == dict(
-        settings.BNN_VGG_KWARGS
-    )
-    assert settings.PRE_LEVER.vgg_kwargs_of("bnnavg") == {}
+    # a lever applied after the layout keeps it
+    keep = {"adopt": False, "lr_har": None, "lr_mnist": None, "reason": ""}
+    both = settings.with_levers(settings.with_bnn_layout(settings.PRE_LEVER), {}, keep)
+    assert both.vgg_kwargs_of("bnnavg") == {"pool_position": "before_norm"}
 
 
 def test_unknown_pool_position_is_refused_naming_the_accepted_ones():

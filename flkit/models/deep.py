@@ -77,7 +77,8 @@ def build_vgg9(
     max-pool moves between its block's conv and BatchNorm (conv -> MaxPool -> BN -> activation),
     the order of binary networks (Courbariaux et al. 2016; XNOR-Net): a max-pool after a sign
     activation turns most of a balanced +-1 map into +1, while BN after the pool re-centres the
-    pooled values before the sign. Same parameters; with ReLU and BN in eval mode with a positive
+    pooled values before the sign. Same parameters and initial weights (each pooled block's BN
+    sits one index later in the state dict); with ReLU and BN in eval mode with a positive
     scale both orders compute the same function (a maximum commutes with non-decreasing maps),
     in training mode BN's batch statistics are those of the pooled map."""
     check_choice("init", init, INITS)
