@@ -86,7 +86,14 @@ def save_frame(path, frame: pd.DataFrame) -> None:
 
 
 def save_torch(path, obj) -> None:
-    _atomic(Path(path), lambda tmp: torch.save(obj, tmp))
+    """torch.save through an open file: given a path, torch names the archive's root folder after
+    the file, here a random temporary name, so two saves of the same tensors differed in bytes."""
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+
+    _atomic(Path(path), write)
 
 
 def load_torch(path, device="cpu"):

@@ -1,7 +1,8 @@
 """Resume and backend choice are bit-identical: a run of a model with dropout stopped after a
 checkpoint and resumed writes the same history.csv, byte for byte, as one never stopped; a run
 whose backend "auto" is measured on a fresh cache (the probe trains the model, drawing dropout
-masks) writes the same history.csv as the same run with that backend pinned."""
+masks) writes the same history.csv as the same run with that backend pinned; the same run in
+another cache writes the same final_state.pt, byte for byte."""
 
 from __future__ import annotations
 
@@ -121,3 +122,11 @@ def test_dropout_changes_the_numbers_so_the_tests_above_can_fail(tmp_path):
     run(CFG, out_dir=tmp_path / "other", progress=False, setup=setup)
     _run(CFG, tmp_path / "same")
     assert _history(CFG, tmp_path / "other") != _history(CFG, tmp_path / "same")
+
+
+def test_the_final_state_file_is_the_same_bytes_in_another_cache(tmp_path):
+    """Not only the same tensors: the same file, so a rerun's checksums match the first run's."""
+    _run(CFG, tmp_path / "a")
+    _run(CFG, tmp_path / "b")
+    a, b = (run_folder(CFG, tmp_path / d) / "final_state.pt" for d in ("a", "b"))
+    assert a.read_bytes() == b.read_bytes()
