@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_relu_pool import _tied_input
 from torch import nn
 
 from flkit import models
@@ -23,12 +24,6 @@ WIDTH = 0.25  # convs 8-16-32-32-64-64, FC 128
 def _vgg(pool_position, seed=0, num_classes=10):
     torch.manual_seed(seed)
     return models.build("vgg9", num_classes, 1, width=WIDTH, pool_position=pool_position)
-
-
-def _tied(shape, seed=1):
-    """Values on a coarse grid: windows with equal maxima and exact zeros."""
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * 2).round() / 2
 
 
 def test_before_norm_moves_each_pool_between_conv_and_norm():
@@ -65,7 +60,7 @@ def test_eval_mode_relu_network_computes_the_same_function_in_both_orders():
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
     b.load_state_dict(dict(zip(b.state_dict(), a.state_dict().values())))
     a.eval(), b.eval()
-    x = _tied((6, 1, 28, 28))
+    x = _tied_input((6, 1, 28, 28), seed=1)
     assert torch.equal(a(x), b(x))
     # in training mode BN normalises with the batch's statistics, which are those of the pooled
     # map in one order and of the full map in the other
