@@ -148,3 +148,20 @@ def test_use_threads_sets_and_refuses():
         torch.set_num_threads(before)
     with pytest.raises(FlkitError, match=r"threads=-1.*accepted"):
         study.use_threads({"threads": -1})
+
+
+def test_part_seeds_takes_the_first_seeds_and_refuses_counts_outside_the_seeds():
+    from flkit.papers.stc_projection import study
+    from flkit.utils import FlkitError
+
+    long = presets.load("01_stc_projection", "long")
+    seeds = study.seeds_of(long, 5)  # [5, 6]: `long` runs 2 seeds
+    assert study.part_seeds(long, seeds, "links_seeds") == [5]  # cut 2
+    assert study.part_seeds(long, seeds, "ablation_seeds") == [5]  # cut 4
+    cpu = presets.load("01_stc_projection", "cpu")
+    assert study.part_seeds(cpu, study.seeds_of(cpu, 0), "ablation_seeds") == [0, 1]
+    for bad in (0, 3, True, 1.0):
+        with pytest.raises(FlkitError, match=rf"ablation_seeds={bad!r}.*from 1 to .*\(2\)"):
+            study.part_seeds({"ablation_seeds": bad}, [0, 1], "ablation_seeds")
+    with pytest.raises(FlkitError, match="seeds"):
+        study.part_seeds(long, seeds, "seeds")

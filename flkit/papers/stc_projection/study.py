@@ -89,6 +89,24 @@ def seeds_of(preset: dict, seed: int = 0) -> list[int]:
     return [int(seed) + i for i in range(n)]
 
 
+#: the parts run on fewer seeds than the comparison, each with its preset key
+PART_SEEDS = ("cifar10_seeds", "ablation_seeds", "links_seeds")
+
+
+def part_seeds(preset: dict, seeds: list[int], key: str) -> list[int]:
+    """The first ``preset[key]`` of the notebook's ``seeds``: the seeds of a part that runs on
+    fewer of them (``PART_SEEDS``). FlkitError, before any run, for an unknown key or a count
+    outside 1 .. len(seeds)."""
+    check_choice("key", key, PART_SEEDS)
+    n = preset[key]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(seeds):
+        raise FlkitError(
+            f"{key}={n!r} in the preset; accepted: an integer from 1 to the preset's "
+            f"seeds ({len(seeds)})"
+        )
+    return list(seeds[:n])
+
+
 def setup(preset: dict, part: str, seed: int, device: str = "auto") -> Setup:
     """Data, partition and initial model of a part at a seed (shared by all methods)."""
     return Setup.build(config(preset, part, "fedavg", seed, device))
