@@ -129,7 +129,7 @@ def test_notebook_text_hard_codes_no_preset_sizes():
 @pytest.mark.parametrize("name", ["smoke", "cpu", "long", "paper"])
 def test_threads_pinned_and_link_seeds_within_seeds(name):
     pre = presets.load("01_stc_projection", name)
-    assert 1 <= pre["links_seeds"] <= pre["seeds"]
+    assert (0 if name == "long" else 1) <= pre["links_seeds"] <= pre["seeds"]  # long: cut 5
     assert pre["threads"] >= (0 if name == "paper" else 1)  # only the GPU preset leaves torch's
     if name == "long":
         assert pre["seeds"] >= 2
@@ -156,12 +156,40 @@ def test_part_seeds_takes_the_first_seeds_and_refuses_counts_outside_the_seeds()
 
     long = presets.load("01_stc_projection", "long")
     seeds = study.seeds_of(long, 5)  # [5, 6]: `long` runs 2 seeds
-    assert study.part_seeds(long, seeds, "links_seeds") == [5]  # cut 2
+    assert study.part_seeds(long, seeds, "links_seeds") == []  # cut 5: not run at long
     assert study.part_seeds(long, seeds, "ablation_seeds") == [5]  # cut 4
     cpu = presets.load("01_stc_projection", "cpu")
     assert study.part_seeds(cpu, study.seeds_of(cpu, 0), "ablation_seeds") == [0, 1]
+    assert study.part_seeds(cpu, study.seeds_of(cpu, 0), "links_seeds") == [0]
     for bad in (0, 3, True, 1.0):
         with pytest.raises(FlkitError, match=rf"ablation_seeds={bad!r}.*from 1 to .*\(2\)"):
             study.part_seeds({"ablation_seeds": bad}, [0, 1], "ablation_seeds")
+    for bad in (-1, 3, False):  # only the link ablation may be left out (0)
+        with pytest.raises(FlkitError, match=rf"links_seeds={bad!r}.*from 0 to .*\(2\)"):
+            study.part_seeds({"links_seeds": bad}, [0, 1], "links_seeds")
     with pytest.raises(FlkitError, match="seeds"):
         study.part_seeds(long, seeds, "seeds")
+
+
+def test_link_ablation_without_seeds_runs_nothing_and_the_counters_come_from_the_comparison():
+    """`long` leaves the link ablation out (links_seeds = 0): no run, an empty table with the
+    full table's columns, and the comparison's runs relabelled for the counters' figure."""
+    from flkit.papers.stc_projection import study
+
+    def refuse(*a, **k):
+        raise AssertionError("no run may start without seeds")
+
+    long = presets.load("01_stc_projection", "long")
+    orig = study.run
+    study.run = refuse
+    try:
+        runs, tab = study.link_ablation(long, study.part_seeds(long, [0, 1], "links_seeds"), "cpu")
+    finally:
+        study.run = orig
+    assert runs == {} and tab.empty and tuple(tab.columns) == study.LINK_COLUMNS
+    a, b = object(), object()
+    assert study.labelled({("fedfv", 0): a, ("stc_pa", 1): b}) == {
+        ("FedFV", 0): a,
+        ("STC-PA", 1): b,
+    }
+    assert "links_seeds = 0" in study.LINKS_NOT_RUN

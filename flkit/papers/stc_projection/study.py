@@ -89,22 +89,30 @@ def seeds_of(preset: dict, seed: int = 0) -> list[int]:
     return [int(seed) + i for i in range(n)]
 
 
-#: the parts run on fewer seeds than the comparison, each with its preset key
-PART_SEEDS = ("cifar10_seeds", "ablation_seeds", "links_seeds")
+#: the parts run on fewer seeds than the comparison, each with its preset key and its smallest
+#: count: the link ablation may be left out of a preset (0: not run there, for its time budget)
+PART_SEEDS = {"cifar10_seeds": 1, "ablation_seeds": 1, "links_seeds": 0}
 
 
 def part_seeds(preset: dict, seeds: list[int], key: str) -> list[int]:
     """The first ``preset[key]`` of the notebook's ``seeds``: the seeds of a part that runs on
-    fewer of them (``PART_SEEDS``). FlkitError, before any run, for an unknown key or a count
-    outside 1 .. len(seeds)."""
-    check_choice("key", key, PART_SEEDS)
-    n = preset[key]
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(seeds):
+    fewer of them (``PART_SEEDS``; ``links_seeds = 0`` gives no seeds: the link ablation is not
+    run at that preset). FlkitError, before any run, for an unknown key or a count outside
+    ``PART_SEEDS[key]`` .. len(seeds)."""
+    check_choice("key", key, tuple(PART_SEEDS))
+    n, low = preset[key], PART_SEEDS[key]
+    if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= len(seeds):
         raise FlkitError(
-            f"{key}={n!r} in the preset; accepted: an integer from 1 to the preset's "
+            f"{key}={n!r} in the preset; accepted: an integer from {low} to the preset's "
             f"seeds ({len(seeds)})"
         )
     return list(seeds[:n])
+
+
+def labelled(results: dict) -> dict:
+    """``run_comparison``'s {(method, seed): RunResult} keyed by the methods' display names
+    instead, {(label, seed): RunResult}, as the figures of the link ablation take them."""
+    return {(METHOD_LABELS.get(m, m), s): r for (m, s), r in results.items()}
 
 
 def setup(preset: dict, part: str, seed: int, device: str = "auto") -> Setup:
@@ -351,6 +359,24 @@ LINK_VARIANTS = (
     ("STC-PA (both links)", "stc_pa", None),
     ("STC (both links, no projection)", "stc", None),
 )
+#: the columns of ``link_ablation``'s table (also of an empty one: no seeds)
+LINK_COLUMNS = (
+    "variant",
+    "seed",
+    "rounds_to_target",
+    "final_acc",
+    "oscillation",
+    "variance",
+    "internal_proj/round",
+    "external_proj/round",
+    "update_norm",
+)
+#: what the notebook says where the preset leaves the link ablation out
+LINKS_NOT_RUN = (
+    "The link ablation is **not run at this preset** (`links_seeds = 0`: it holds the preset "
+    'to its time budget, README "Run times"); the `cpu` and `paper` presets run it. The plots '
+    "below show the projection's counters of this preset's own FedFV and STC-PA runs."
+)
 
 
 def link_ablation(
@@ -361,7 +387,8 @@ def link_ablation(
     compressed link takes the projection's gain away. The FedFV, STC-PA and STC runs are the
     comparison's own (cached). Returns ({(label, seed): RunResult}, one row per variant and
     seed with rounds to the target, final accuracy, oscillation and the mean projection
-    counters per round)."""
+    counters per round: ``LINK_COLUMNS``). No seeds (``links_seeds = 0``): nothing runs, and the
+    table is empty with the same columns."""
     target = float(preset["mnist_target"])
     results, rows = {}, []
     for seed in seeds:
@@ -387,7 +414,7 @@ def link_ablation(
                     "update_norm": _mean_or_none(h, "update_norm"),
                 }
             )
-    return results, pd.DataFrame(rows)
+    return results, pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
 # --------------------------------------------------------------------------- threads
