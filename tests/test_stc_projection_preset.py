@@ -157,6 +157,8 @@ def test_part_seeds_takes_the_first_seeds_and_refuses_counts_outside_the_seeds()
     long = presets.load("01_stc_projection", "long")
     seeds = study.seeds_of(long, 5)  # [5, 6]: `long` runs 2 seeds
     assert study.part_seeds(long, seeds, "links_seeds") == []  # cut 5: not run at long
+    back = presets.load("01_stc_projection", "long", links_seeds=1)  # the notebook's parameter
+    assert study.part_seeds(back, seeds, "links_seeds") == [5]
     assert study.part_seeds(long, seeds, "ablation_seeds") == [5]  # cut 4
     cpu = presets.load("01_stc_projection", "cpu")
     assert study.part_seeds(cpu, study.seeds_of(cpu, 0), "ablation_seeds") == [0, 1]

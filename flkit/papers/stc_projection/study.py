@@ -374,7 +374,8 @@ LINK_COLUMNS = (
 #: what the notebook says where the preset leaves the link ablation out
 LINKS_NOT_RUN = (
     "The link ablation is **not run at this preset** (`links_seeds = 0`: it holds the preset "
-    'to its time budget, README "Run times"); the `cpu` and `paper` presets run it. The plots '
+    'to its time budget, README "Run times"); the `cpu` and `paper` presets run it, and the '
+    "parameter `links_seeds = 1` runs it here (two more full runs). The plots "
     "below show the projection's counters of this preset's own FedFV and STC-PA runs."
 )
 
