@@ -194,4 +194,7 @@ def test_link_ablation_without_seeds_runs_nothing_and_the_counters_come_from_the
         ("FedFV", 0): a,
         ("STC-PA", 1): b,
     }
-    assert "links_seeds = 0" in study.LINKS_NOT_RUN
+    link = {("STC up, dense down", 0): b}
+    assert study.counter_runs(link, {("fedfv", 0): a}) is link  # the ablation's when it ran
+    # else the comparison's own runs
+    assert study.counter_runs(runs, {("stc_pa", 0): a}) == {("STC-PA", 0): a}

@@ -115,6 +115,12 @@ def labelled(results: dict) -> dict:
     return {(METHOD_LABELS.get(m, m), s): r for (m, s), r in results.items()}
 
 
+def counter_runs(link_runs: dict, comparison: dict) -> dict:
+    """The runs whose projection counters the notebook plots: the link ablation's, or, where the
+    preset leaves it out (no runs), the comparison's own FedFV and STC-PA runs, relabelled."""
+    return link_runs if link_runs else labelled(comparison)
+
+
 def setup(preset: dict, part: str, seed: int, device: str = "auto") -> Setup:
     """Data, partition and initial model of a part at a seed (shared by all methods)."""
     return Setup.build(config(preset, part, "fedavg", seed, device))
