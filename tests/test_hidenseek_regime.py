@@ -287,3 +287,54 @@ def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
     searched = {(r["method"], r["lr"]) for r in searches.MNIST_LR_SEARCH if r["rounds"] == 60}
     for label in ("FedMask", "Signed", "BNNAvg"):
         assert {lr for m, lr in searched if m == label} == set(searches.SCORE_LR_GRID)
+
+
+def test_each_accuracy_claim_reads_the_regime_of_the_tasks_it_compares():
+    """FEMNIST, which no claim compares, is frozen and at chance; MNIST alpha = 0.1 has FedMask
+    at chance. Only the narrowing-lead claim (alpha 0.1 against 1) is outside regime; measured
+    over every task, every accuracy claim was."""
+    from flkit.papers.hidenseek import record
+    from flkit.workbook import presets
+    from flkit.workbook.report import Report
+
+    preset = presets.load("04_hidenseek", "cpu")
+    runs, acc, act = _tables(0.9)
+    supermask = acc.method.isin(regime.SUPERMASK)
+    acc.loc[(acc.task == "femnist") & supermask, "mean"] = 2.0
+    acc.loc[(acc.task == "mnist_a0.1") & (acc.method == "FedMask"), "mean"] = 10.5
+    runs.loc[runs.task == "femnist", "flip_share"] = 0.0
+    methods = ["FedAvg", "BNNAvg", "FedMask", "Signed", "HideNseek"]
+    byt = pd.DataFrame(
+        [{"task": "har", "method": m, "up_MiB": 1.0, "down_MiB": 1.0} for m in methods]
+    )
+    tim = pd.DataFrame(
+        [{"task": "har", "method": m, "per_round_s": 1.0, "total_s": 10.0} for m in methods]
+    )
+    kr = pd.DataFrame(
+        [
+            {"task": t, "keep_ratio": k, "mean": 60.0, "std": 0.0, "count": 2, "coverage": 0.9}
+            for t in ("mnist_a0.1", "mnist_a1")
+            for k in (0.2, 0.8)
+        ]
+    )
+    report = Report("04_hidenseek", preset, 0, device="cpu")
+    out = record.record_claims(report, preset, runs, acc, byt, tim, kr, act)
+    verdicts = out.set_index("claim").verdict
+    outside = {c for c, v in verdicts.items() if v == "outside regime"}
+    assert outside == {"HideNseek's lead narrows at alpha = 0.1"}
+    assert record.claim_tasks(preset, kr) == {
+        "beats_baselines": ["har", "mnist_a1"],
+        "margin_narrows": ["mnist_a0.1", "mnist_a1"],
+        "small_keep_ratio_harmless": ["mnist_a1"],
+        "more_clients_no_help": ["mnist_a1"],
+    }
+    # the same indicators over every task: FEMNIST's frozen, near-chance runs are out
+    every = regime.measure(runs, acc)
+    assert every["flip_share"] == 0.0 and every["above_chance"] == pytest.approx(2 - 100 / 62)
+    mild = regime.measure(runs, acc, ["har", "mnist_a1"])
+    assert mild["flip_share"] == pytest.approx(0.01)
+    assert mild["above_chance"] == pytest.approx(51.0 - 100 / 6)  # BNNAvg on HAR
+    with pytest.raises(FlkitError, match=r"tasks \['emnist'\].*accepted"):
+        regime.measure(runs, acc, ["har", "emnist"])
+    with pytest.raises(FlkitError, match="non-empty"):
+        regime.measure(runs, acc, [])

@@ -24,6 +24,11 @@ of the `long` preset, the MNIST clients per round) are chosen once by these indi
 which method ends higher: the grids, the recorded search tables and the rules that read them are
 in ``searches.py``; ``plateau_rise`` here is the "near its plateau" reading they use.
 
+Each accuracy claim reads the indicators on the tasks it compares (``measure``'s ``tasks``;
+``record.claim_tasks``): HAR and mild MNIST for the ranking, MNIST alpha = 0.1 and 1 for the
+narrowing lead, mild MNIST for p_r and for the active clients. A task no claim reads (FEMNIST) is
+measured and shown, and decides no verdict.
+
 An indicator the runs do not record is None: the claims that depend on it are then inconclusive
 ("regime not measured"), never judged as if in the paper's regime.
 
@@ -121,9 +126,21 @@ def chance(task: str) -> float:
     raise ValueError(f"no chance level for task {task!r}; known: {', '.join(CHANCE)}")
 
 
-def measure(runs: pd.DataFrame, acc: pd.DataFrame) -> dict:
+def measure(runs: pd.DataFrame, acc: pd.DataFrame, tasks=None) -> dict:
     """Our indicators: ``runs`` = the per-round histories (``study.main_runs``), ``acc`` = the
-    final accuracy table (``study.accuracy_table``: task, method, mean)."""
+    final accuracy table (``study.accuracy_table``: task, method, mean). ``tasks``: the tasks a
+    claim reads (default: every task of ``acc``); a claim's regime is that of the runs it
+    compares, so a task no claim reads (FEMNIST) decides no verdict. FlkitError for a task that
+    ``acc`` does not hold."""
+    if tasks is not None:
+        tasks = list(tasks)
+        missing = [t for t in tasks if t not in set(acc.task)]
+        if missing or not tasks:
+            raise FlkitError(
+                f"tasks {missing or tasks} for the regime indicators; accepted: a non-empty "
+                f"list of the accuracy table's tasks {sorted(set(acc.task))}"
+            )
+        runs, acc = runs[runs.task.isin(tasks)], acc[acc.task.isin(tasks)]
     sm = acc[acc.method.isin(SUPERMASK)]
     above_c = None
     if len(sm):

@@ -16,7 +16,10 @@ higher:
 - the MNIST clients per round (``choose_mnist_clients`` on the recorded
   ``MNIST_CLIENTS_SEARCH``): the fewest of ``MNIST_CLIENTS_GRID`` at which every supermask method
   is in those two rules at ``MNIST_LR_ROUNDS`` rounds, the m = 4 rows read from the recorded
-  searches (``mnist_clients_rows_at_4``).
+  searches (``mnist_clients_rows_at_4``);
+- each supermask method's MNIST score lr checked again at the `long` preset's rounds and seeds
+  (``choose_long_lr`` on a run of ``study.long_lr_search``): the lrs above were read at 60 rounds
+  with one seed, `long` runs 90 with two.
 
 The two levers tried after these, for the baselines that stay frozen on MNIST (FedMask's and
 Signed's vote weights, BNNAvg's real-valued learning rate), and their rules are in
@@ -47,6 +50,11 @@ __all__ = [
     "choose_mnist_clients",
     "mnist_clients_rows_at_4",
     "MNIST_CLIENTS_SEARCH",
+    "LONG_LR_ROUNDS",
+    "LONG_LR_SEEDS",
+    "long_lr_order",
+    "long_lr_verdict",
+    "choose_long_lr",
 ]
 
 #: the score learning rates the HAR grid (``study.score_lr_grid``) and the MNIST search try
@@ -375,3 +383,72 @@ _MNIST_CLIENTS_ROWS = (
 MNIST_CLIENTS_SEARCH: list[dict] = [
     dict(zip(_MNIST_CLIENTS_COLUMNS, row)) for row in _MNIST_CLIENTS_ROWS
 ]
+
+
+#: the rounds and seeds at which each supermask method's MNIST score lr is checked again: those of
+#: the `long` preset (the largest of LONG_ROUNDS_GRID, its two seeds), where the lrs chosen at
+#: MNIST_LR_ROUNDS with one seed must also hold (:func:`choose_long_lr`)
+LONG_LR_ROUNDS = LONG_ROUNDS_GRID[-1]
+LONG_LR_SEEDS = (0, 1)
+
+
+def long_lr_order(current: float, grid=SCORE_LR_GRID) -> list[float]:
+    """The order in which :func:`choose_long_lr` tries a method's learning rates: its ``current``
+    one first, then ``grid`` ascending without it."""
+    return [float(current)] + sorted({float(x) for x in grid} - {float(current)})
+
+
+def long_lr_verdict(rows: pd.DataFrame, seeds=LONG_LR_SEEDS) -> bool | None:
+    """Whether one (method, lr)'s runs (one row per seed, columns seed, above_chance, flip_share)
+    pass the check at `long`'s rounds: every seed flips in every round from round 3
+    (flip_share > 0) and the mean over ``seeds`` is at least MIN_ABOVE_CHANCE points above chance
+    (the regime indicator reads the mean over seeds). False as soon as one run has a round
+    without a flip, whatever seeds are missing; None when no run fails that way but a seed of
+    ``seeds`` was not run (the rule cannot read it yet)."""
+    if not (rows.flip_share.fillna(0) > 0).all():
+        return False
+    if set(int(s) for s in rows.seed) != set(int(s) for s in seeds):
+        return None
+    return bool(rows.above_chance.mean() >= MIN_ABOVE_CHANCE)
+
+
+def choose_long_lr(
+    table: pd.DataFrame, current: Mapping[str, float], grid=SCORE_LR_GRID, seeds=LONG_LR_SEEDS
+) -> dict:
+    """Each supermask method's MNIST score lr, checked at the `long` preset's rounds and seeds
+    (``study.long_lr_search``; columns method, lr, seed, above_chance, flip_share, one row per run
+    read at LONG_LR_ROUNDS): the ``current`` lr (label -> lr, the notebook's MNIST lr) when it
+    passes :func:`long_lr_verdict`, else the first passing lr of the grid ascending without it,
+    else ``current`` again with ``passes`` False (the method's MNIST verdicts then read outside
+    regime). Which method ends higher plays no part. Returns {label: {"lr", "passes",
+    "tried": [lr, ...]}}. FlkitError when the table lacks a run the rule reads before its answer,
+    or holds an lr outside the order."""
+    need = {"method", "lr", "seed", "above_chance", "flip_share"}
+    if not need <= set(table.columns):
+        raise FlkitError(
+            f"long-lr search has columns {sorted(table.columns)}; accepted: at least {sorted(need)}"
+        )
+    out = {}
+    for label, lr in current.items():
+        order = long_lr_order(lr, grid)
+        mine = table[table.method == label]
+        outside = sorted({float(x) for x in mine.lr} - set(order))
+        if outside:
+            raise FlkitError(
+                f"long-lr search of {label}: lr {outside} outside the grid; accepted: {order}"
+            )
+        out[label] = {"lr": float(lr), "passes": False, "tried": []}
+        for x in order:
+            verdict = long_lr_verdict(mine[mine.lr.astype(float) == x], seeds)
+            if verdict is None:
+                raise FlkitError(
+                    f"long-lr search of {label} at lr={x}: seeds "
+                    f"{sorted(int(s) for s in mine[mine.lr.astype(float) == x].seed)} run; "
+                    f"accepted: every seed of {list(seeds)} up to the first lr that passes, in "
+                    f"the order {order}"
+                )
+            out[label]["tried"].append(x)
+            if verdict:
+                out[label].update(lr=x, passes=True)
+                break
+    return out
