@@ -123,7 +123,7 @@ def test_search_runs_in_the_rules_order_and_stops_where_it_has_its_answer(monkey
         ("Signed", 1.0, 0),
         ("Signed", 1.0, 1),
     ]
-    lrs = {"HideNseek": study.MNIST_LR["hidenseek"], "Signed": study.MNIST_LR["signed"]}
+    lrs = {"HideNseek": 10.0, "Signed": 1.0}  # PRE_LONG_LR's, which the search starts from
     out = searches.choose_long_lr(table, lrs)
     assert out["HideNseek"]["lr"] == 0.01 and out["Signed"] == {
         "lr": 1.0,

@@ -52,8 +52,10 @@ def test_methods_the_levers_do_not_adopt_keep_their_settings(cpu):
         # lr 1 everywhere (the HAR choice; no lr passed the MNIST search), no real_lr of its own
         assert cfg.lr == 1.0 and "real_lr" not in cfg.method_params
         assert _hp(cfg).normalize == "all" and _hp(cfg).real_lr is None
-        # HideNseek and FedAvg are untouched by either lever
-        assert study.config(cpu, task, "hidenseek", 0).lr == 10.0
+        # HideNseek and FedAvg are untouched by either lever (HideNseek's MNIST lr is the
+        # long-lr rule's: test_long_lr_rule_sets_hidenseeks_mnist_lr_and_nothing_else)
+        if not task.startswith("mnist"):
+            assert study.config(cpu, task, "hidenseek", 0).lr == 10.0
         assert study.config(cpu, task, "fedavg_split", 0).lr == 0.001
 
 
@@ -141,3 +143,41 @@ def test_the_notebooks_tables_cannot_be_changed_in_place_and_unknown_methods_are
         study.SUPERMASK_PARAMS["fedmask"]["normalize"] = "sampled"
     with pytest.raises(FlkitError, match="'fedprox'.*accepted"):
         settings.NOTEBOOK.lr_of("fedprox", "har")
+
+
+def test_long_lr_rule_sets_hidenseeks_mnist_lr_and_nothing_else(cpu):
+    from flkit.papers.hidenseek import searches
+
+    # by hand from the recorded rows: HideNseek at 10 has rounds without a flip in seed 0, so
+    # does every lr below 1; at 1 both seeds flip in every round and end far above chance.
+    # FedMask (10) and Signed (1) pass at their lrs; BNNAvg fails at every lr and keeps 1
+    rows = pd.DataFrame(searches.LONG_LR_SEARCH)
+    hs = rows[rows.method == "HideNseek"].set_index(["lr", "seed"])
+    assert hs.at[(10.0, 0), "flip_share"] == 0 and hs.at[(0.1, 0), "flip_share"] == 0
+    assert hs.loc[1.0].flip_share.min() > 0 and hs.loc[1.0].above_chance.mean() >= 20
+    choice = settings.LONG_LR_CHOICE
+    assert choice["HideNseek"] == {
+        "lr": 1.0,
+        "passes": True,
+        "tried": [10.0, 0.001, 0.01, 0.1, 1.0],
+    }
+    assert choice["FedMask"] == {"lr": 10.0, "passes": True, "tried": [10.0]}
+    assert choice["Signed"] == {"lr": 1.0, "passes": True, "tried": [1.0]}
+    assert choice["BNNAvg"]["lr"] == 1.0 and not choice["BNNAvg"]["passes"]
+    for task in TASKS:
+        cfg = study.config(cpu, task, "hidenseek", 0)
+        assert cfg.lr == (1.0 if task.startswith("mnist") else 10.0), task
+        for method in ("fedmask", "signed", "bnnavg", "fedavg_split"):
+            assert study.config(cpu, task, method, 0) == study.config(
+                cpu, task, method, 0, settings=settings.PRE_LONG_LR
+            ), (method, task)
+
+
+def test_with_long_lr_sets_only_the_mnist_lr_it_is_given():
+    base = settings.PRE_LONG_LR
+    out = settings.with_long_lr(base, {"Signed": {"lr": 100.0, "passes": True}})
+    assert out.lr_of("signed", "mnist_a0.1") == 100.0 and out.lr_of("signed", "har") == 1.0
+    assert out.params == base.params and out.vgg_kwargs == base.vgg_kwargs
+    assert base.lr_of("signed", "mnist_a1") == 1.0  # the base is left as it was
+    with pytest.raises(FlkitError, match=r"unknown method 'FedAvg'.*accepted: \['BNNAvg'"):
+        settings.with_long_lr(base, {"FedAvg": {"lr": 1.0, "passes": True}})

@@ -8,10 +8,13 @@ README's table records them (that grid's runs are in the lab log, not recorded a
   options before the baseline levers. The score-lr, rounds and clients searches ran with these, so
   their drivers (``study.score_lr_grid``, ``rounds_search``, ``clients_search``) keep them: a
   rerun reproduces the recorded tables and finds their cached runs.
-- ``NOTEBOOK``: ``PRE_LEVER`` with every baseline lever that its rule in ``baseline_levers``
+- ``PRE_LONG_LR``: ``PRE_LEVER`` with every baseline lever that its rule in ``baseline_levers``
   adopts on the recorded tables applied to its method (``with_levers``); a lever not adopted
   changes nothing; and BNNAvg's VGG9 in the binary networks' block order (``with_bnn_layout``).
-  Every run of the notebook uses these (``study.config``'s default).
+  The long-lr rule's runs (``study.long_lr_search``) used these.
+- ``NOTEBOOK``: ``PRE_LONG_LR`` with each supermask method's MNIST lr as the long-lr rule
+  (``searches.choose_long_lr``) answers on its recorded runs (``with_long_lr``). Every run of the
+  notebook uses these (``study.config``'s default).
 
     settings.NOTEBOOK.lr_of("fedmask", "mnist_a1")
     settings.VOTE_WEIGHT_CHOICE["signed"]["reason"]
@@ -34,7 +37,7 @@ from .baseline_levers import (
     choose_bnnavg_real_lr,
     choose_vote_weights,
 )
-from .searches import MNIST_LR_SEARCH, choose_task_score_lr
+from .searches import LONG_LR_SEARCH, MNIST_LR_SEARCH, choose_long_lr, choose_task_score_lr
 
 __all__ = [
     "LABELS",
@@ -42,6 +45,7 @@ __all__ = [
     "Settings",
     "with_levers",
     "with_bnn_layout",
+    "with_long_lr",
     "BNN_VGG_KWARGS",
     "PRE_LEVER_LR",
     "PRE_LEVER_MNIST_LR",
@@ -49,6 +53,8 @@ __all__ = [
     "PRE_LEVER",
     "VOTE_WEIGHT_CHOICE",
     "BNNAVG_REAL_LR_CHOICE",
+    "PRE_LONG_LR",
+    "LONG_LR_CHOICE",
     "NOTEBOOK",
     "LR",
     "MNIST_LR",
@@ -140,6 +146,22 @@ def with_bnn_layout(base: Settings) -> Settings:
     return _frozen(base.lr, base.mnist_lr, base.params, vgg)
 
 
+def with_long_lr(base: Settings, choice: Mapping[str, dict]) -> Settings:
+    """``base`` with each supermask method's MNIST lr set to the one ``searches.choose_long_lr``
+    answered (``choice``: label -> {"lr", "passes", ...}); a method whose every lr failed keeps
+    its lr, which is the answer's too. FlkitError for a label that is not a supermask method."""
+    by_label = {LABELS[m]: m for m in _SUPERMASK}
+    unknown = sorted(set(choice) - set(by_label))
+    if unknown:
+        raise FlkitError(
+            f"unknown method {unknown[0]!r} for the long-lr rule; accepted: {sorted(by_label)}"
+        )
+    mnist_lr = dict(base.mnist_lr)
+    for label, answer in choice.items():
+        mnist_lr[by_label[label]] = float(answer["lr"])
+    return _frozen(base.lr, mnist_lr, base.params, base.vgg_kwargs)
+
+
 def _frozen(lr, mnist_lr, params, vgg_kwargs=None) -> Settings:
     """Settings whose tables cannot be changed in place: ``study.LR`` and the like are these very
     tables, and a notebook cell that wrote into one would change every later config."""
@@ -183,7 +205,15 @@ BNNAVG_REAL_LR_CHOICE = choose_bnnavg_real_lr(pd.DataFrame(BNNAVG_REAL_LR_SEARCH
 #: BNNAvg's VGG9: each max-pool before its block's BatchNorm and sign, as in a binary network
 #: (``deep.build_vgg9``'s ``pool_position``); the other methods keep the model's own order
 BNN_VGG_KWARGS = MappingProxyType({"pool_position": "before_norm"})
+#: the settings after the levers and BNNAvg's block order, which the long-lr rule's runs used
+PRE_LONG_LR = with_bnn_layout(with_levers(PRE_LEVER, VOTE_WEIGHT_CHOICE, BNNAVG_REAL_LR_CHOICE))
+#: the long-lr rule's answer on its recorded runs: each supermask method's MNIST lr at `long`'s
+#: rounds and seeds
+LONG_LR_CHOICE = choose_long_lr(
+    pd.DataFrame(LONG_LR_SEARCH),
+    {LABELS[m]: PRE_LONG_LR.lr_of(m, "mnist_a1") for m in _SUPERMASK},
+)
 #: what every run of the notebook uses
-NOTEBOOK = with_bnn_layout(with_levers(PRE_LEVER, VOTE_WEIGHT_CHOICE, BNNAVG_REAL_LR_CHOICE))
+NOTEBOOK = with_long_lr(PRE_LONG_LR, LONG_LR_CHOICE)
 #: ``NOTEBOOK``'s tables under their own names (the same objects, not copies)
 LR, MNIST_LR, SUPERMASK_PARAMS = NOTEBOOK.lr, NOTEBOOK.mnist_lr, NOTEBOOK.params

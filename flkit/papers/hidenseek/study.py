@@ -41,7 +41,7 @@ from .searches import (
 # the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
 # notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it; LR, MNIST_LR
 # and SUPERMASK_PARAMS are NOTEBOOK's, kept under study's names
-from .settings import LABELS, NOTEBOOK, PRE_LEVER, Settings
+from .settings import LABELS, NOTEBOOK, PRE_LEVER, PRE_LONG_LR, Settings
 from .settings import LR as LR
 from .settings import MNIST_LR as MNIST_LR
 from .settings import SUPERMASK_PARAMS as SUPERMASK_PARAMS
@@ -513,13 +513,14 @@ def long_lr_search(
     """The runs of the rule that checks each supermask method's MNIST score lr at the `long`
     preset's rounds and seeds (``searches.choose_long_lr``): MNIST alpha = 1 at the preset's
     settings (``long``: 90 rounds, 4 of 40 clients a round), each method at its MNIST lr of
-    ``settings`` (default ``NOTEBOOK``, so these are the very runs the `long` notebook makes and
-    finds in the cache) first, then the lrs of ``grid`` ascending, every seed of ``seeds``, up to
+    ``settings`` (default ``PRE_LONG_LR``, the settings the recorded search ran with; where the
+    rule keeps a method's lr these are the very runs the `long` notebook makes and finds in the
+    cache) first, then the lrs of ``grid`` ascending, every seed of ``seeds``, up to
     the first lr that passes (``searches.long_lr_verdict``); the other seeds of an lr are not run
     once one seed has a round without a flip. One row per run, read at its last round
     (``rounds_search``'s, with ``seed``). Every config is built (and so checked) before any run."""
     if settings is None:
-        settings = NOTEBOOK
+        settings = PRE_LONG_LR
     seeds = list(seeds)
     bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, Integral) or s < 0]
     if bad or not seeds or len(set(seeds)) != len(seeds):
