@@ -15,8 +15,9 @@ def _table(rows):
 
 
 def test_order_is_the_current_lr_then_the_grid_ascending():
-    assert searches.long_lr_order(10.0) == [10.0, 0.001, 0.01, 0.1, 1.0, 100.0]
-    assert searches.long_lr_order(1, grid=(100, 0.1, 1)) == [1.0, 0.1, 100.0]
+    order = searches.lr_sequence(searches.SCORE_LR_GRID, 10.0)
+    assert order == [10.0, 0.001, 0.01, 0.1, 1.0, 100.0]
+    assert searches.lr_sequence((100, 0.1, 1), 1) == [1.0, 0.1, 100.0]
     assert searches.LONG_LR_ROUNDS == 90 and searches.LONG_LR_SEEDS == (0, 1)
 
 
@@ -58,7 +59,8 @@ def test_current_lr_kept_when_it_passes_else_the_first_passing_of_the_grid():
 def test_no_passing_lr_keeps_the_current_one_and_says_so():
     rows = [("BNNAvg", lr, 0, 5.0, 0.0) for lr in searches.SCORE_LR_GRID]
     out = searches.choose_long_lr(_table(rows), {"BNNAvg": 1.0})
-    assert out["BNNAvg"] == {"lr": 1.0, "passes": False, "tried": searches.long_lr_order(1.0)}
+    tried = [1.0, 0.001, 0.01, 0.1, 10.0, 100.0]
+    assert out["BNNAvg"] == {"lr": 1.0, "passes": False, "tried": tried}
 
 
 def test_missing_runs_and_foreign_lrs_are_refused():
@@ -68,6 +70,8 @@ def test_missing_runs_and_foreign_lrs_are_refused():
         searches.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
     with pytest.raises(FlkitError, match=r"lr \[3.0\] outside the grid"):
         searches.choose_long_lr(_table([("Signed", 3.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
+    with pytest.raises(FlkitError, match=r"first lr 3.0 is not in the grid"):
+        searches.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 3.0})
     with pytest.raises(FlkitError, match="accepted: at least"):
         searches.choose_long_lr(
             _table([("Signed", 1.0, 0, 5.0, 0.0)]).drop(columns=["seed"]), {"Signed": 1.0}

@@ -27,9 +27,8 @@ from .baseline_levers import (
     VOTE_WEIGHT_GRID,
     VOTE_WEIGHT_HAR_ROUNDS,
     VOTE_WEIGHT_METHODS,
-    lr_sequence,
 )
-from .searches import MNIST_LR_ROUNDS, passing
+from .searches import MNIST_LR_ROUNDS, lr_sequence, passing
 
 __all__ = ["vote_weight_search", "bnnavg_real_lr_search"]
 

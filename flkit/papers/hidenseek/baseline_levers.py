@@ -26,13 +26,11 @@ table is an error, never read as a failure.
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from flkit.utils import FlkitError
 
-from .searches import MNIST_LR_ROUNDS, SCORE_LR_GRID, passing
+from .searches import MNIST_LR_ROUNDS, SCORE_LR_GRID, lr_sequence, passing
 
 __all__ = [
     "VOTE_WEIGHT_GRID",
@@ -40,7 +38,6 @@ __all__ = [
     "VOTE_WEIGHT_METHODS",
     "BNNAVG_LATENT_GRID",
     "BNNAVG_REAL_LR",
-    "lr_sequence",
     "choose_vote_weights",
     "choose_bnnavg_real_lr",
     "VOTE_WEIGHT_SEARCH",
@@ -69,32 +66,6 @@ def _label(method: str) -> str:
         return method
     accepted = [*VOTE_WEIGHT_METHODS, *VOTE_WEIGHT_METHODS.values()]
     raise FlkitError(f"unknown method {method!r} for the vote-weights rule; accepted: {accepted}")
-
-
-def lr_sequence(grid, first=None) -> list[float]:
-    """The order in which a rule tries the learning rates of ``grid``: ``first`` (if given, an lr
-    of the grid), then the grid ascending without it. FlkitError for an lr that is not a finite
-    number above 0, an empty grid or a ``first`` outside it."""
-    lrs = list(grid)
-    bad = [
-        lr
-        for lr in lrs
-        if isinstance(lr, bool)
-        or not isinstance(lr, (int, float))
-        or not math.isfinite(lr)
-        or lr <= 0
-    ]
-    if bad or not lrs:
-        raise FlkitError(
-            f"learning rates {bad or lrs} for a lever's search; accepted: a non-empty list of "
-            "finite numbers above 0"
-        )
-    lrs = sorted({float(lr) for lr in lrs})
-    if first is None:
-        return lrs
-    if float(first) not in lrs:
-        raise FlkitError(f"first lr {first!r} is not in the grid; accepted: {lrs}")
-    return [float(first)] + [lr for lr in lrs if lr != float(first)]
 
 
 def _rows(table: pd.DataFrame, what: str, need: set, **keep) -> pd.DataFrame:

@@ -28,6 +28,7 @@ Signed's vote weights, BNNAvg's real-valued learning rate), and their rules are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -52,7 +53,7 @@ __all__ = [
     "MNIST_CLIENTS_SEARCH",
     "LONG_LR_ROUNDS",
     "LONG_LR_SEEDS",
-    "long_lr_order",
+    "lr_sequence",
     "long_lr_verdict",
     "choose_long_lr",
     "LONG_LR_SEARCH",
@@ -393,10 +394,30 @@ LONG_LR_ROUNDS = LONG_ROUNDS_GRID[-1]
 LONG_LR_SEEDS = (0, 1)
 
 
-def long_lr_order(current: float, grid=SCORE_LR_GRID) -> list[float]:
-    """The order in which :func:`choose_long_lr` tries a method's learning rates: its ``current``
-    one first, then ``grid`` ascending without it."""
-    return [float(current)] + sorted({float(x) for x in grid} - {float(current)})
+def lr_sequence(grid, first=None) -> list[float]:
+    """The order in which a rule tries the learning rates of ``grid``: ``first`` (if given, an lr
+    of the grid), then the grid ascending without it. FlkitError for an lr that is not a finite
+    number above 0, an empty grid or a ``first`` outside it."""
+    lrs = list(grid)
+    bad = [
+        lr
+        for lr in lrs
+        if isinstance(lr, bool)
+        or not isinstance(lr, (int, float))
+        or not math.isfinite(lr)
+        or lr <= 0
+    ]
+    if bad or not lrs:
+        raise FlkitError(
+            f"learning rates {bad or lrs} for a rule's search; accepted: a non-empty list of "
+            "finite numbers above 0"
+        )
+    lrs = sorted({float(lr) for lr in lrs})
+    if first is None:
+        return lrs
+    if float(first) not in lrs:
+        raise FlkitError(f"first lr {first!r} is not in the grid; accepted: {lrs}")
+    return [float(first)] + [lr for lr in lrs if lr != float(first)]
 
 
 def long_lr_verdict(rows: pd.DataFrame, seeds=LONG_LR_SEEDS) -> bool | None:
@@ -418,7 +439,8 @@ def choose_long_lr(
 ) -> dict:
     """Each supermask method's MNIST score lr, checked at the `long` preset's rounds and seeds
     (``study.long_lr_search``; columns method, lr, seed, above_chance, flip_share, one row per run
-    read at LONG_LR_ROUNDS): the ``current`` lr (label -> lr, the notebook's MNIST lr) when it
+    read at LONG_LR_ROUNDS), in the order of :func:`lr_sequence`: the ``current`` lr (label ->
+    lr, the notebook's MNIST lr, an lr of ``grid``) when it
     passes :func:`long_lr_verdict`, else the first passing lr of the grid ascending without it,
     else ``current`` again with ``passes`` False (the method's MNIST verdicts then read outside
     regime). Which method ends higher plays no part. Returns {label: {"lr", "passes",
@@ -431,7 +453,7 @@ def choose_long_lr(
         )
     out = {}
     for label, lr in current.items():
-        order = long_lr_order(lr, grid)
+        order = lr_sequence(grid, lr)
         mine = table[table.method == label]
         outside = sorted({float(x) for x in mine.lr} - set(order))
         if outside:

@@ -34,8 +34,8 @@ from .searches import (
     LONG_ROUNDS_GRID,
     MNIST_LR_ROUNDS,
     SCORE_LR_GRID,
-    long_lr_order,
     long_lr_verdict,
+    lr_sequence,
 )
 
 # the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
@@ -531,7 +531,7 @@ def long_lr_search(
     rounds = int(preset["mnist_rounds"])
     for m in methods:
         check_choice("method of the long-lr search", m, SUPERMASK_METHODS)
-    plan = {m: long_lr_order(settings.lr_of(m, "mnist_a1"), grid) for m in methods}
+    plan = {m: lr_sequence(grid, settings.lr_of(m, "mnist_a1")) for m in methods}
     for m, order in plan.items():
         for lr in order:
             for s in seeds:
