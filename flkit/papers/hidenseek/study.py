@@ -39,8 +39,9 @@ from .searches import (
 )
 
 # the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
-# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it; LR, MNIST_LR
-# and SUPERMASK_PARAMS are NOTEBOOK's, kept under study's names
+# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it and
+# ``PRE_LONG_LR`` for the long-lr search's; LR, MNIST_LR and SUPERMASK_PARAMS are NOTEBOOK's, kept
+# under study's names
 from .settings import LABELS, NOTEBOOK, PRE_LEVER, PRE_LONG_LR, Settings
 from .settings import LR as LR
 from .settings import MNIST_LR as MNIST_LR
