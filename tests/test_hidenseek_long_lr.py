@@ -1,11 +1,11 @@
 """The rule that checks each supermask method's MNIST score lr at the `long` preset's rounds and
-seeds (``searches.choose_long_lr``) and the runs that feed it (``study.long_lr_search``), on
+seeds (``long_lr.choose_long_lr``) and the runs that feed it (``long_lr_runs.long_lr_search``), on
 hand-built tables: which lr the rule takes, in which order the runs are made, where they stop."""
 
 import pandas as pd
 import pytest
 
-from flkit.papers.hidenseek import searches, study
+from flkit.papers.hidenseek import long_lr, long_lr_runs, searches, study
 from flkit.utils import FlkitError
 
 
@@ -18,19 +18,19 @@ def test_order_is_the_current_lr_then_the_grid_ascending():
     order = searches.lr_sequence(searches.SCORE_LR_GRID, 10.0)
     assert order == [10.0, 0.001, 0.01, 0.1, 1.0, 100.0]
     assert searches.lr_sequence((100, 0.1, 1), 1) == [1.0, 0.1, 100.0]
-    assert searches.LONG_LR_ROUNDS == 90 and searches.LONG_LR_SEEDS == (0, 1)
+    assert long_lr.LONG_LR_ROUNDS == 90 and long_lr.LONG_LR_SEEDS == (0, 1)
 
 
 def test_verdict_needs_flips_in_every_seed_and_the_mean_above_chance():
     # 25 and 16 points: mean 20.5 passes, though one seed is below 20
-    assert searches.long_lr_verdict(_table([("H", 1, 0, 25.0, 1e-4), ("H", 1, 1, 16.0, 1e-5)]))
+    assert long_lr.long_lr_verdict(_table([("H", 1, 0, 25.0, 1e-4), ("H", 1, 1, 16.0, 1e-5)]))
     # 25 and 14: mean 19.5 fails
-    assert not searches.long_lr_verdict(_table([("H", 1, 0, 25.0, 1e-4), ("H", 1, 1, 14.0, 1e-5)]))
+    assert not long_lr.long_lr_verdict(_table([("H", 1, 0, 25.0, 1e-4), ("H", 1, 1, 14.0, 1e-5)]))
     # one seed with a round without a flip fails at once, even with the other seed missing
-    assert searches.long_lr_verdict(_table([("H", 1, 0, 60.0, 0.0)])) is False
-    assert searches.long_lr_verdict(_table([("H", 1, 0, 60.0, None)])) is False
+    assert long_lr.long_lr_verdict(_table([("H", 1, 0, 60.0, 0.0)])) is False
+    assert long_lr.long_lr_verdict(_table([("H", 1, 0, 60.0, None)])) is False
     # flips fine but seed 1 not run: the rule cannot answer yet
-    assert searches.long_lr_verdict(_table([("H", 1, 0, 60.0, 1e-3)])) is None
+    assert long_lr.long_lr_verdict(_table([("H", 1, 0, 60.0, 1e-3)])) is None
 
 
 def test_current_lr_kept_when_it_passes_else_the_first_passing_of_the_grid():
@@ -51,29 +51,29 @@ def test_current_lr_kept_when_it_passes_else_the_first_passing_of_the_grid():
             ("FedMask", 10.0, 1, 40.0, 1e-4),
         ]
     )
-    out = searches.choose_long_lr(table, {"HideNseek": 10.0, "FedMask": 10.0})
+    out = long_lr.choose_long_lr(table, {"HideNseek": 10.0, "FedMask": 10.0})
     assert out["HideNseek"] == {"lr": 0.1, "passes": True, "tried": [10.0, 0.001, 0.01, 0.1]}
     assert out["FedMask"] == {"lr": 10.0, "passes": True, "tried": [10.0]}
 
 
 def test_no_passing_lr_keeps_the_current_one_and_says_so():
     rows = [("BNNAvg", lr, 0, 5.0, 0.0) for lr in searches.SCORE_LR_GRID]
-    out = searches.choose_long_lr(_table(rows), {"BNNAvg": 1.0})
+    out = long_lr.choose_long_lr(_table(rows), {"BNNAvg": 1.0})
     tried = [1.0, 0.001, 0.01, 0.1, 10.0, 100.0]
     assert out["BNNAvg"] == {"lr": 1.0, "passes": False, "tried": tried}
 
 
 def test_missing_runs_and_foreign_lrs_are_refused():
     with pytest.raises(FlkitError, match=r"lr=0.001: seeds \[\] run"):
-        searches.choose_long_lr(_table([("Signed", 1.0, 0, 5.0, 0.0)]), {"Signed": 1.0})
+        long_lr.choose_long_lr(_table([("Signed", 1.0, 0, 5.0, 0.0)]), {"Signed": 1.0})
     with pytest.raises(FlkitError, match=r"lr=1.0: seeds \[0\] run"):
-        searches.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
+        long_lr.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
     with pytest.raises(FlkitError, match=r"lr \[3.0\] outside the grid"):
-        searches.choose_long_lr(_table([("Signed", 3.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
+        long_lr.choose_long_lr(_table([("Signed", 3.0, 0, 50.0, 1e-3)]), {"Signed": 1.0})
     with pytest.raises(FlkitError, match=r"first lr 3.0 is not in the grid"):
-        searches.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 3.0})
+        long_lr.choose_long_lr(_table([("Signed", 1.0, 0, 50.0, 1e-3)]), {"Signed": 3.0})
     with pytest.raises(FlkitError, match="accepted: at least"):
-        searches.choose_long_lr(
+        long_lr.choose_long_lr(
             _table([("Signed", 1.0, 0, 5.0, 0.0)]).drop(columns=["seed"]), {"Signed": 1.0}
         )
 
@@ -117,7 +117,7 @@ def test_search_runs_in_the_rules_order_and_stops_where_it_has_its_answer(monkey
         ("Signed", 1.0, 1): (41.0, 1e-4),
     }
     made = _fake_runs(monkeypatch, outcomes)
-    table = study.long_lr_search(long, methods=("hidenseek", "signed"), device="cpu")
+    table = long_lr_runs.long_lr_search(long, methods=("hidenseek", "signed"), device="cpu")
     assert made == [
         ("HideNseek", 10.0, 0),
         ("HideNseek", 0.001, 0),
@@ -128,7 +128,7 @@ def test_search_runs_in_the_rules_order_and_stops_where_it_has_its_answer(monkey
         ("Signed", 1.0, 1),
     ]
     lrs = {"HideNseek": 10.0, "Signed": 1.0}  # PRE_LONG_LR's, which the search starts from
-    out = searches.choose_long_lr(table, lrs)
+    out = long_lr.choose_long_lr(table, lrs)
     assert out["HideNseek"]["lr"] == 0.01 and out["Signed"] == {
         "lr": 1.0,
         "passes": True,
@@ -143,9 +143,9 @@ def test_search_refuses_bad_input_before_any_run(monkeypatch):
     made = _fake_runs(monkeypatch, {})
     for seeds in ([], [0, 0], [-1], [True]):
         with pytest.raises(FlkitError, match="accepted: distinct integers"):
-            study.long_lr_search(long, seeds=seeds, device="cpu")
+            long_lr_runs.long_lr_search(long, seeds=seeds, device="cpu")
     with pytest.raises(FlkitError, match="unknown method of the long-lr search 'fedavg_split'"):
-        study.long_lr_search(long, methods=("hidenseek", "fedavg_split"), device="cpu")
+        long_lr_runs.long_lr_search(long, methods=("hidenseek", "fedavg_split"), device="cpu")
     with pytest.raises(FlkitError):
-        study.long_lr_search(long, grid=(0.0, 1.0), device="cpu")
+        long_lr_runs.long_lr_search(long, grid=(0.0, 1.0), device="cpu")
     assert made == []

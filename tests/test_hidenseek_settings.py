@@ -146,12 +146,12 @@ def test_the_notebooks_tables_cannot_be_changed_in_place_and_unknown_methods_are
 
 
 def test_long_lr_rule_sets_hidenseeks_mnist_lr_and_nothing_else(cpu):
-    from flkit.papers.hidenseek import searches
+    from flkit.papers.hidenseek import long_lr
 
     # by hand from the recorded rows: HideNseek at 10 has rounds without a flip in seed 0, so
     # does every lr below 1; at 1 both seeds flip in every round and end far above chance.
     # FedMask (10) and Signed (1) pass at their lrs; BNNAvg fails at every lr and keeps 1
-    rows = pd.DataFrame(searches.LONG_LR_SEARCH)
+    rows = pd.DataFrame(long_lr.LONG_LR_SEARCH)
     hs = rows[rows.method == "HideNseek"].set_index(["lr", "seed"])
     assert hs.at[(10.0, 0), "flip_share"] == 0 and hs.at[(0.1, 0), "flip_share"] == 0
     assert hs.loc[1.0].flip_share.min() > 0 and hs.loc[1.0].above_chance.mean() >= 20

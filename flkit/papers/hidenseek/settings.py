@@ -11,9 +11,9 @@ README's table records them (that grid's runs are in the lab log, not recorded a
 - ``PRE_LONG_LR``: ``PRE_LEVER`` with every baseline lever that its rule in ``baseline_levers``
   adopts on the recorded tables applied to its method (``with_levers``); a lever not adopted
   changes nothing; and BNNAvg's VGG9 in the binary networks' block order (``with_bnn_layout``).
-  The long-lr rule's runs (``study.long_lr_search``) used these.
+  The long-lr rule's runs (``long_lr_runs.long_lr_search``) used these.
 - ``NOTEBOOK``: ``PRE_LONG_LR`` with each supermask method's MNIST lr as the long-lr rule
-  (``searches.choose_long_lr``) answers on its recorded runs (``with_long_lr``). Every run of the
+  (``long_lr.choose_long_lr``) answers on its recorded runs (``with_long_lr``). Every run of the
   notebook uses these (``study.config``'s default).
 
     settings.NOTEBOOK.lr_of("fedmask", "mnist_a1")
@@ -37,7 +37,8 @@ from .baseline_levers import (
     choose_bnnavg_real_lr,
     choose_vote_weights,
 )
-from .searches import LONG_LR_SEARCH, MNIST_LR_SEARCH, choose_long_lr, choose_task_score_lr
+from .long_lr import LONG_LR_SEARCH, choose_long_lr
+from .searches import MNIST_LR_SEARCH, choose_task_score_lr
 
 __all__ = [
     "LABELS",
@@ -147,7 +148,7 @@ def with_bnn_layout(base: Settings) -> Settings:
 
 
 def with_long_lr(base: Settings, choice: Mapping[str, dict]) -> Settings:
-    """``base`` with each supermask method's MNIST lr set to the one ``searches.choose_long_lr``
+    """``base`` with each supermask method's MNIST lr set to the one ``long_lr.choose_long_lr``
     answered (``choice``: label -> {"lr", "passes", ...}); a method whose every lr failed keeps
     its lr, which is the answer's too. FlkitError for a label that is not a supermask method."""
     by_label = {LABELS[m]: m for m in _SUPERMASK}

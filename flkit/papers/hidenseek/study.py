@@ -29,20 +29,13 @@ from ...prune import (
 )
 from ...utils import FlkitError, check_choice, configure_threads, derive_seed
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
-from .searches import (
-    LONG_LR_SEEDS,
-    LONG_ROUNDS_GRID,
-    MNIST_LR_ROUNDS,
-    SCORE_LR_GRID,
-    long_lr_verdict,
-    lr_sequence,
-)
+from .searches import LONG_ROUNDS_GRID, MNIST_LR_ROUNDS, SCORE_LR_GRID
 
 # the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
-# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it and
-# ``PRE_LONG_LR`` for the long-lr search's; LR, MNIST_LR and SUPERMASK_PARAMS are NOTEBOOK's, kept
-# under study's names
-from .settings import LABELS, NOTEBOOK, PRE_LEVER, PRE_LONG_LR, Settings
+# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it (the long-lr
+# search's, ``PRE_LONG_LR``, are in ``long_lr_runs``); LR, MNIST_LR and SUPERMASK_PARAMS are
+# NOTEBOOK's, kept under study's names
+from .settings import LABELS, NOTEBOOK, PRE_LEVER, Settings
 from .settings import LR as LR
 from .settings import MNIST_LR as MNIST_LR
 from .settings import SUPERMASK_PARAMS as SUPERMASK_PARAMS
@@ -498,68 +491,4 @@ def clients_search(
         )
         for m in grid
     ]
-    return pd.concat(frames, ignore_index=True)
-
-
-def long_lr_search(
-    preset,
-    methods=SUPERMASK_METHODS,
-    seeds=LONG_LR_SEEDS,
-    grid=SCORE_LR_GRID,
-    device="auto",
-    progress=False,
-    out_dir=None,
-    settings: Settings | None = None,
-) -> pd.DataFrame:
-    """The runs of the rule that checks each supermask method's MNIST score lr at the `long`
-    preset's rounds and seeds (``searches.choose_long_lr``): MNIST alpha = 1 at the preset's
-    settings (``long``: 90 rounds, 4 of 40 clients a round), each method at its MNIST lr of
-    ``settings`` (default ``PRE_LONG_LR``, the settings the recorded search ran with; where the
-    rule keeps a method's lr these are the very runs the `long` notebook makes and finds in the
-    cache) first, then the lrs of ``grid`` ascending, every seed of ``seeds``, up to
-    the first lr that passes (``searches.long_lr_verdict``); the other seeds of an lr are not run
-    once one seed has a round without a flip. One row per run, read at its last round
-    (``rounds_search``'s, with ``seed``). Every config is built (and so checked) before any run."""
-    if settings is None:
-        settings = PRE_LONG_LR
-    seeds = list(seeds)
-    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, Integral) or s < 0]
-    if bad or not seeds or len(set(seeds)) != len(seeds):
-        raise FlkitError(
-            f"seeds {bad or seeds} for the long-lr search; accepted: distinct integers >= 0, "
-            "at least one"
-        )
-    rounds = int(preset["mnist_rounds"])
-    for m in methods:
-        check_choice("method of the long-lr search", m, SUPERMASK_METHODS)
-    plan = {m: lr_sequence(grid, settings.lr_of(m, "mnist_a1")) for m in methods}
-    for m, order in plan.items():
-        for lr in order:
-            for s in seeds:
-                config(preset, "mnist_a1", m, s, device, settings=settings, lr=lr)
-    if preset["threads"]:
-        configure_threads(int(preset["threads"]))
-    frames = []
-    for m, order in plan.items():
-        for lr in order:
-            rows = []
-            for s in seeds:
-                row = rounds_search(
-                    preset,
-                    grid=(rounds,),
-                    methods=(m,),
-                    task="mnist_a1",
-                    seed=s,
-                    device=device,
-                    progress=progress,
-                    out_dir=out_dir,
-                    lr=lr,
-                    settings=settings,
-                ).assign(seed=s)
-                rows.append(row)
-                if long_lr_verdict(row, seeds) is False:  # a round without a flip
-                    break
-            frames += rows
-            if long_lr_verdict(pd.concat(rows, ignore_index=True), seeds):
-                break
     return pd.concat(frames, ignore_index=True)
