@@ -146,6 +146,6 @@ def test_search_refuses_bad_input_before_any_run(monkeypatch):
             long_lr_runs.long_lr_search(long, seeds=seeds, device="cpu")
     with pytest.raises(FlkitError, match="unknown method of the long-lr search 'fedavg_split'"):
         long_lr_runs.long_lr_search(long, methods=("hidenseek", "fedavg_split"), device="cpu")
-    with pytest.raises(FlkitError):
+    with pytest.raises(FlkitError, match=r"learning rates \[0.0\].*finite numbers above 0"):
         long_lr_runs.long_lr_search(long, grid=(0.0, 1.0), device="cpu")
     assert made == []
