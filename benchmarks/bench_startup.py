@@ -6,13 +6,18 @@ round) at one batch size over a few rounds. Each command runs as its own process
 
   flkit  python -m flkit run fedavg ... --cache <fresh folder> --no-progress  (backend auto)
   naive  python benchmarks/naive_fedavg.py --batch-size B --rounds R
+  torch  python -c "import torch"  (the floor: the interpreter and torch, which both pay)
 
 A process's start-up is the time from its spawn to the start of its first round, which the process
 records itself (flkit: ``rounds_started_unix`` in the run folder's meta.json; the naive loop: the
 same value printed). Also given: the wall time less the time its rounds took (flkit:
 ``wall_seconds`` of meta.json; the naive loop: its printed ``seconds_per_round`` times R), which
 adds what comes after the last round (flkit writes its run folder there): an upper bound, and the
-only figure for a checkout that records no start time.
+only figure for a checkout that records no start time. The floor's start-up is the time from its
+spawn to the end of ``import torch``: what either command does beyond it is its own start-up work.
+Since the machine's speed drifts during a series, flkit's start-up is also compared with the naive
+loop's of the same round of the rotation: the median of those pair-by-pair differences, and in how
+many pairs flkit's was at most the loop's.
 
 Every flkit run gets a fresh run cache, so it trains instead of loading; the machine folder
 (decoded datasets, backend choices; ``flkit.paths.machine_dir``), one scratch folder for the
@@ -93,6 +98,13 @@ def naive_command(batch: int, rounds: int, epochs: int) -> list[str]:
     ]
 
 
+FLOOR = "import time; import torch; print(f'imported_unix {time.time():.6f}')"
+
+
+def floor_command() -> list[str]:
+    return [sys.executable, "-c", FLOOR]
+
+
 def _timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, str, float]:
     spawned, t = time.time(), time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
@@ -135,6 +147,26 @@ def run_naive(args, env: dict) -> dict:
     return {"wall": wall, "rounds": rounds, "startup": first - spawned, "upper": wall - rounds}
 
 
+def run_floor(env: dict) -> dict:
+    wall, out, spawned = _timed(floor_command(), ROOT, env)
+    first = float(re.search(r"imported_unix ([0-9.]+)", out).group(1))
+    return {"wall": wall, "rounds": 0.0, "startup": first - spawned, "upper": wall}
+
+
+def pairs(rows: dict, a: str = "flkit", b: str = "naive") -> dict:
+    """``a``'s start-up less ``b``'s, run by run of the rotation (the i-th run of each was timed
+    in the same turn): the median difference and in how many turns ``a`` was at most ``b``."""
+    diffs = [ra["startup"] - rb["startup"] for ra, rb in zip(rows[a], rows[b], strict=True)]
+    if not diffs:
+        raise ValueError(f"no runs of {a!r} and {b!r} to pair")
+    return {
+        "differences": diffs,
+        "median_difference": statistics.median(diffs),
+        "at_most": sum(d <= 0 for d in diffs),
+        "pairs": len(diffs),
+    }
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch-size", type=int, default=50)
@@ -158,6 +190,7 @@ def main(argv=None) -> dict:
     env = child_env(scratch)
     commands = {"flkit": lambda: run_flkit(ROOT, args, scratch, env)}
     commands["naive"] = lambda: run_naive(args, env)
+    commands["torch"] = lambda: run_floor(env)
     if args.flkit_root is not None:
         commands["flkit@root"] = lambda: run_flkit(args.flkit_root.resolve(), args, scratch, env)
     for run in commands.values():  # warm-up: page cache, .pyc files, machine cache
@@ -173,6 +206,8 @@ def main(argv=None) -> dict:
 
     keys = ("wall", "rounds", "startup", "upper")
     summary = {name: {k: median(runs, k) for k in keys} for name, runs in rows.items()}
+    paired = pairs(rows)
+    floor = summary["torch"]["startup"]
     result = {
         "workload": f"R1 batch {args.batch_size}, {args.rounds} rounds",
         "cold": args.cold,
@@ -184,6 +219,8 @@ def main(argv=None) -> dict:
         "median": summary,
         "runs": rows,
         "startup_ratio_flkit_over_naive": summary["flkit"]["startup"] / summary["naive"]["startup"],
+        "flkit_minus_naive": paired,
+        "above_torch_import": {n: summary[n]["startup"] - floor for n in ("flkit", "naive")},
     }
     print(
         f"{'command':<12} {'wall s':>8} {'rounds s':>9} {'start-up s':>11} "
@@ -197,6 +234,15 @@ def main(argv=None) -> dict:
         if lows:
             print(f"{name:<12} start-up min {min(lows):.2f} s over {len(lows)} runs")
     print(f"start-up ratio flkit / naive: {result['startup_ratio_flkit_over_naive']:.2f}")
+    above = result["above_torch_import"]
+    print(
+        f"start-up above the torch import (medians): flkit {above['flkit']:.3f} s, naive "
+        f"{above['naive']:.3f} s"
+    )
+    print(
+        f"flkit less naive, turn by turn: median {paired['median_difference']:+.3f} s; flkit at "
+        f"most the loop's in {paired['at_most']} of {paired['pairs']} turns"
+    )
     out = args.out or HERE / "results" / f"startup-b{args.batch_size}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

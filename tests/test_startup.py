@@ -314,15 +314,17 @@ def test_the_backend_is_measured_once_per_machine_whatever_the_run_cache(tmp_pat
     assert [r["backend"] for r in saved.values()] == ["loop"]
 
 
-def _bench_startup():
+def _benchmark(name):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "bench_startup", ROOT / "benchmarks" / "bench_startup.py"
-    )
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _bench_startup():
+    return _benchmark("bench_startup")
 
 
 def test_the_startup_bench_times_processes_with_their_bytecode_cached(tmp_path, monkeypatch):
@@ -343,3 +345,84 @@ def test_the_startup_bench_times_processes_with_their_bytecode_cached(tmp_path, 
     )
     assert res.returncode == 0, res.stderr
     assert list((tmp_path / "__pycache__").glob("startup_probe_mod.*.pyc"))
+
+
+def test_the_startup_bench_pairs_runs_of_the_same_turn():
+    """flkit's start-up less the naive loop's, turn by turn (hand values): the median difference
+    and in how many turns flkit's was at most the loop's; turns of unequal count are refused."""
+    bench = _bench_startup()
+    rows = {
+        "flkit": [{"startup": 1.5}, {"startup": 1.9}, {"startup": 1.6}, {"startup": 1.7}],
+        "naive": [{"startup": 1.6}, {"startup": 1.7}, {"startup": 1.6}, {"startup": 1.8}],
+    }
+    got = bench.pairs(rows)
+    assert got["differences"] == pytest.approx([-0.1, 0.2, 0.0, -0.1])
+    assert got["median_difference"] == pytest.approx(-0.05)
+    assert (got["at_most"], got["pairs"]) == (3, 4)
+    with pytest.raises(ValueError, match="no runs"):
+        bench.pairs({"flkit": [], "naive": []})
+    with pytest.raises(ValueError):
+        bench.pairs({"flkit": rows["flkit"], "naive": rows["naive"][:3]})
+
+
+def test_the_startup_floor_is_the_end_of_the_torch_import(monkeypatch):
+    """The floor's start-up is its printed import time less its spawn time; its command imports
+    torch and nothing of flkit."""
+    bench = _bench_startup()
+    monkeypatch.setattr(
+        bench, "_timed", lambda cmd, cwd, env: (2.5, "imported_unix 101.75\n", 100.0)
+    )
+    assert bench.run_floor({}) == {"wall": 2.5, "rounds": 0.0, "startup": 1.75, "upper": 2.5}
+    cmd = bench.floor_command()
+    assert cmd[0] == sys.executable and "import torch" in cmd[-1] and "flkit" not in cmd[-1]
+
+
+def _cell(source, tags=None):
+    return {"cell_type": "code", "metadata": {"tags": tags or []}, "source": source}
+
+
+def test_the_notebook_import_profile_takes_the_set_up_cells_imports_only():
+    """The set-up cell is the code cell after the one tagged 'parameters'; its imports (a
+    parenthesised one included) are kept, its work is not; a notebook without a parameters cell
+    or with a set-up cell that imports nothing is refused."""
+    prof = _benchmark("profile_notebook_imports")
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "import nothing_here"},
+            _cell("import early\n"),
+            _cell("seed = 0\n", tags=["parameters"]),
+            _cell(
+                "import os\n\nfrom a.b import (\n    c,\n    d,\n)\n"
+                "P = load(seed)\nif P:\n    import inner\n"
+            ),
+            _cell("import later\n"),
+        ]
+    }
+    assert prof.setup_imports(notebook) == "import os\nfrom a.b import (\n    c,\n    d,\n)\n"
+    with pytest.raises(ValueError, match="parameters"):
+        prof.setup_imports({"cells": [_cell("import os\n")]})
+    with pytest.raises(ValueError, match="imports nothing"):
+        prof.setup_imports({"cells": [_cell("x = 1", ["parameters"]), _cell("y = 2")]})
+
+
+def test_the_notebook_import_profile_splits_importtime_by_package():
+    """Hand-written -X importtime lines: a package's cumulative time where it appears, flkit's
+    own self time (not its imports of torch), and the self time of everything."""
+    prof = _benchmark("profile_notebook_imports")
+    text = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |     numpy",
+            "import time:      1200 |       1500 |   torch",
+            "import time:        40 |       1540 | flkit",
+            "import time:        60 |         60 |   flkit.papers.x",
+            "import time:       300 |        900 | matplotlib.pyplot",
+            "import time:       200 |        200 |   pandas",
+            "some other stderr line",
+        ]
+    )
+    got = prof.split(text)
+    assert got["torch"] == 1.5 and got["matplotlib.pyplot"] == 0.9 and got["pandas"] == 0.2
+    assert got["IPython"] == got["ipywidgets"] == 0
+    assert got["flkit own"] == pytest.approx(0.1)
+    assert got["all"] == pytest.approx(1.9)
