@@ -12,7 +12,7 @@ export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench gpu-check clean-runs strip help
+.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench gpu-check gpu-kit clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
@@ -24,6 +24,7 @@ help:
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make bench       engine benchmarks and the whole-round profile (writes benchmarks/results/*.json)"
 	@echo "make gpu-check   the GPU check (benchmarks/gpu_check.py): notebooks, R1, methods, inversion"
+	@echo "make gpu-kit     what a lent GPU machine needs for the check (.gpu-kit; gpu_lease.sh runs it)"
 
 venv: $(STAMP)
 
@@ -75,6 +76,11 @@ bench: $(STAMP)
 GPU_CHECK_ARGS ?= --device cuda
 gpu-check: data
 	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# What a lent GPU machine without a package index needs for the check, in .gpu-kit (ignored):
+# run there with `bash benchmarks/gpu_lease.sh`.
+gpu-kit: $(STAMP)
+	$(PY) benchmarks/gpu_kit.py $(if $(FLKIT_MIRROR),--mirror $(FLKIT_MIRROR))
 
 strip: $(STAMP)
 	$(PY) tools/strip_notebooks.py

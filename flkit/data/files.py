@@ -34,11 +34,11 @@ def _corrupt(path, why) -> CorruptDataError:
 
 
 # --------------------------------------------------------------------------- IDX (MNIST, FMNIST)
-_IDX_NAMES = {
+IDX_NAMES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-_IDX_FOLDER = {"mnist": "MNIST", "fmnist": "FashionMNIST"}
+IDX_FOLDER = {"mnist": "MNIST", "fmnist": "FashionMNIST"}
 
 
 def read_idx(path, expect_magic: int | None = None, expect_count: int | None = None) -> np.ndarray:
@@ -69,6 +69,20 @@ def read_idx(path, expect_magic: int | None = None, expect_count: int | None = N
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
 
 
+def write_idx(path, arr: np.ndarray) -> None:
+    """Write a uint8 array as an IDX file (gzip'd, with no time stamp, when the name ends in .gz):
+    magic 2049 for labels (one dimension), 2051 for images (three), as in MNIST's files."""
+    path = Path(path)
+    if arr.dtype != np.uint8 or arr.ndim not in (1, 3):
+        raise ValueError(
+            f"an IDX file here holds uint8 labels or images, not {arr.dtype} {arr.shape}"
+        )
+    magic = 0x800 + arr.ndim
+    raw = magic.to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    raw += np.ascontiguousarray(arr).tobytes()
+    path.write_bytes(gzip.compress(raw, mtime=0) if path.suffix == ".gz" else raw)
+
+
 def _idx_file(folder: Path, stem: str):
     for cand in (folder / (stem + ".gz"), folder / stem):
         if cand.is_file():
@@ -91,9 +105,9 @@ def candidates(name: str, directory) -> list[tuple[str, list[Path]]]:
     """(kind, files) layouts that would satisfy `name` inside `directory`, in preference order."""
     d = Path(directory)
     out = []
-    if name in _IDX_FOLDER:
-        raw = d / _IDX_FOLDER[name] / "raw"
-        out.append(("idx", [raw / s for split in ("train", "test") for s in _IDX_NAMES[split]]))
+    if name in IDX_FOLDER:
+        raw = d / IDX_FOLDER[name] / "raw"
+        out.append(("idx", [raw / s for split in ("train", "test") for s in IDX_NAMES[split]]))
     if name in NPZ_KEYS:
         out.append(("npz", [d / f"{name}.npz"]))
     if name == "cifar10":
