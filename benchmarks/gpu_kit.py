@@ -31,6 +31,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -127,15 +128,32 @@ def write_data(mirror: Path, dest: Path) -> dict:
     return kept
 
 
-def download_wheels(reqs: list[str], dest: Path, python_version: str) -> list[str]:
+def _target(python_version: str) -> list[str]:
+    """pip's options for binary wheels of ``python_version`` on x86-64 Linux."""
     abi = "cp" + python_version.replace(".", "")
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:"]
-    cmd += ["--python-version", python_version, "--implementation", "cp", "--abi", abi]
-    cmd += [arg for p in PLATFORMS for arg in ("--platform", p)] + ["-d", str(dest), *reqs]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    out = ["--only-binary=:all:", "--python-version", python_version, "--implementation", "cp"]
+    return out + ["--abi", abi] + [arg for p in PLATFORMS for arg in ("--platform", p)]
+
+
+def _pip(args: list[str], what: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"pip download failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def download_wheels(reqs: list[str], dest: Path, python_version: str) -> list[str]:
+    _pip(["download", "--quiet", *_target(python_version), "-d", str(dest), *reqs], "pip download")
+    check_wheels(reqs, dest, python_version)
     return sorted(p.name for p in dest.glob("*.whl"))
+
+
+def check_wheels(reqs: list[str], folder: Path, python_version: str) -> None:
+    """The wheels in ``folder`` alone satisfy ``reqs``, as on a machine that has none of them: a
+    dry run into an empty target resolves from the folder only (SystemExit naming what failed)."""
+    with tempfile.TemporaryDirectory() as empty:
+        check = ["install", "--dry-run", "--quiet", "--no-index", "--find-links", str(folder)]
+        check += [*_target(python_version), "--target", empty, *reqs]
+        _pip(check, "resolving the requirements from the kit's wheels alone")
 
 
 def size(paths) -> int:

@@ -5,6 +5,7 @@ flkit's own loader, the requirements, the size budget, the script's refusal with
 import importlib.util
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,26 @@ def test_the_lease_script_without_a_kit_says_how_to_build_one(tmp_path):
     assert done.returncode == 2
     assert "make gpu-kit" in done.stderr
     assert not (tmp_path / "out").exists()  # nothing run, nothing written
+
+
+def _wheel(folder: Path, name: str, requires: tuple = ()) -> None:
+    """A pure-Python wheel with only its metadata, requiring ``requires``."""
+    info = f"{name}-1.0.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    wheel = "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", meta)
+        z.writestr(f"{info}/WHEEL", wheel)
+        z.writestr(f"{info}/RECORD", f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n")
+
+
+def test_the_kit_wheels_must_satisfy_the_requirements_alone(tmp_path):
+    """Offline (pip --no-index): a folder whose wheel needs one that is not there is refused,
+    naming the check; with the missing wheel added it passes."""
+    kit = _kit()
+    _wheel(tmp_path, "kitdemo", requires=("kitdep>=1",))
+    with pytest.raises(SystemExit, match="from the kit's wheels alone"):
+        kit.check_wheels(["kitdemo"], tmp_path, "3.12")
+    _wheel(tmp_path, "kitdep")
+    kit.check_wheels(["kitdemo"], tmp_path, "3.12")
