@@ -27,18 +27,25 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(ROOT) not in sys.path:  # run as a script: flkit from this checkout
+    sys.path.insert(0, str(ROOT))
+
+from flkit.reproduce.plan import (  # noqa: E402 (found through the path set just above)
+    cell_source,
+    is_parameters,
+    notebook_cells,
+)
+
 PACKAGES = ("torch", "matplotlib.pyplot", "pandas", "IPython", "ipywidgets")
 
 
-def setup_imports(notebook: dict) -> str:
+def setup_imports(cells: list[dict]) -> str:
     """The top-level import statements of the first code cell after the parameters cell."""
-    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
-    tagged = [
-        i for i, c in enumerate(code) if "parameters" in c.get("metadata", {}).get("tags", [])
-    ]
+    code = [c for c in cells if c.get("cell_type") == "code"]
+    tagged = [i for i, c in enumerate(code) if is_parameters(c)]
     if not tagged or tagged[0] + 1 >= len(code):
         raise ValueError("the notebook has no code cell after a cell tagged 'parameters'")
-    source = "".join(code[tagged[0] + 1]["source"])
+    source = cell_source(code[tagged[0] + 1])
     tree = ast.parse(source)
     parts = [
         ast.get_source_segment(source, node)
@@ -67,8 +74,8 @@ def split(importtime: str) -> dict[str, float]:
 
 
 def profile(name: str, env: dict) -> dict:
-    notebook = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
-    cmd = [sys.executable, "-X", "importtime", "-c", setup_imports(notebook)]
+    cells = notebook_cells(ROOT / "notebooks" / f"{name}.ipynb")
+    cmd = [sys.executable, "-X", "importtime", "-c", setup_imports(cells)]
     subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, check=True)  # warm-up: .pyc files
     t = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

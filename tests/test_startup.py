@@ -386,23 +386,21 @@ def test_the_notebook_import_profile_takes_the_set_up_cells_imports_only():
     parenthesised one included) are kept, its work is not; a notebook without a parameters cell
     or with a set-up cell that imports nothing is refused."""
     prof = _benchmark("profile_notebook_imports")
-    notebook = {
-        "cells": [
-            {"cell_type": "markdown", "metadata": {}, "source": "import nothing_here"},
-            _cell("import early\n"),
-            _cell("seed = 0\n", tags=["parameters"]),
-            _cell(
-                "import os\n\nfrom a.b import (\n    c,\n    d,\n)\n"
-                "P = load(seed)\nif P:\n    import inner\n"
-            ),
-            _cell("import later\n"),
-        ]
-    }
-    assert prof.setup_imports(notebook) == "import os\nfrom a.b import (\n    c,\n    d,\n)\n"
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": "import nothing_here"},
+        _cell("import early\n"),
+        _cell("seed = 0\n", tags=["parameters"]),
+        _cell(
+            ["import os\n", "\n", "from a.b import (\n    c,\n    d,\n)\n"]
+            + ["P = load(seed)\n", "if P:\n    import inner\n"]
+        ),
+        _cell("import later\n"),
+    ]
+    assert prof.setup_imports(cells) == "import os\nfrom a.b import (\n    c,\n    d,\n)\n"
     with pytest.raises(ValueError, match="parameters"):
-        prof.setup_imports({"cells": [_cell("import os\n")]})
+        prof.setup_imports([_cell("import os\n")])
     with pytest.raises(ValueError, match="imports nothing"):
-        prof.setup_imports({"cells": [_cell("x = 1", ["parameters"]), _cell("y = 2")]})
+        prof.setup_imports([_cell("x = 1", ["parameters"]), _cell("y = 2")])
 
 
 def test_the_notebook_import_profile_splits_importtime_by_package():

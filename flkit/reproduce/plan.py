@@ -69,14 +69,16 @@ def cell_source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
+def is_parameters(cell: dict) -> bool:
+    """A code cell tagged ``parameters`` (papermill's)."""
+    return cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get(
+        "tags", []
+    )
+
+
 def parameters_cell(path: str | Path) -> dict | None:
     """The first code cell tagged ``parameters`` (None if there is none)."""
-    for cell in notebook_cells(Path(path)):
-        if cell.get("cell_type") == "code" and "parameters" in cell.get("metadata", {}).get(
-            "tags", []
-        ):
-            return cell
-    return None
+    return next((c for c in notebook_cells(Path(path)) if is_parameters(c)), None)
 
 
 def notebook_parameters(path: str | Path) -> dict:
