@@ -42,11 +42,7 @@ if str(ROOT) not in sys.path:  # run as a script: flkit from this checkout
     sys.path.insert(0, str(ROOT))
 
 from flkit.data import files  # noqa: E402 (found through the path set just above)
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from flkit.workbook.presets import tomllib  # noqa: E402 (tomli on Python 3.10)
 
 # (training rows, test rows) kept; None keeps the file whole
 SHRINK = {

@@ -61,6 +61,9 @@ def test_idx_files_written_read_back_equal(tmp_path):
     for name, arr, magic in (("i.gz", images, 2051), ("l", labels, 2049)):
         files.write_idx(tmp_path / name, arr)
         assert np.array_equal(files.read_idx(tmp_path / name, magic, len(arr)), arr)
+    # MNIST's layout, by hand: magic 0x00000801 (uint8, one dimension), the count, the bytes
+    files.write_idx(tmp_path / "two", np.array([3, 1], dtype=np.uint8))
+    assert (tmp_path / "two").read_bytes() == bytes([0, 0, 8, 1, 0, 0, 0, 2, 3, 1])
     with pytest.raises(ValueError, match="int64"):
         files.write_idx(tmp_path / "bad", labels.astype(np.int64))
 
