@@ -2,14 +2,16 @@
 round of every method at its `paper` settings (with the GPU hours each notebook's `paper` preset
 would take), and batched against one-after-another gradient inversion.
 
-    python benchmarks/gpu_check.py [--device cuda] [--steps notebooks,r1,methods,inversion]
+    python benchmarks/gpu_check.py [--device cuda] [--steps notebooks,r1,inversion,methods]
         [--tiny] [--out DIR] [--budget-s 480] [--notebooks 00_fl_primer ...]
 
 Each step runs in its own process with a share of ``--budget-s`` (what a step leaves unused goes to
-the steps after it): a step that fails is recorded with its error, one that outlasts its share is
-stopped and recorded as such, and the other steps still run. ``--tiny`` shrinks every step to
-seconds while keeping every code path (the `smoke` presets stand in for the `paper` ones, one probe
-per notebook), so ``--device cpu --tiny`` checks the whole script on a machine without a GPU.
+the steps after it). The steps always run in the order notebooks, r1, inversion, methods, since
+``methods`` fills whatever time it gets with probes. A step that fails is recorded with its error,
+one that outlasts its share is stopped and recorded as such, and the other steps still run.
+``--tiny`` shrinks every step to seconds while keeping every code path (the `smoke` presets stand
+in for the `paper` ones, one probe per notebook), so ``--device cpu --tiny`` checks the whole
+script on a machine without a GPU.
 
 Writes ``<out>/gpu-<device name>.json`` (``-tiny`` appended with ``--tiny``) and the same table as
 Markdown (``.md``), and prints the table.
@@ -25,7 +27,9 @@ Steps:
   clients) of each notebook's ``paper`` runs, on data tiled up to the official training-set size
   (speed does not depend on the pixel values; the mirror holds reduced copies), with the peak GPU
   memory; the notebook's GPU hours = sum over its runs of rounds x seconds per round (evaluation
-  spread over ``eval_every``). FedAST (simulated time): seconds per simulated time unit of the
+  spread over ``eval_every``); a gradient-inversion run of notebook 05 adds, to each round, its
+  expected stale clients' inversions for all ``gi_iters`` iterations, timed first since no probe
+  round holds one. FedAST (simulated time): seconds per simulated time unit of the
   heterogeneous run, times each run's horizon (``paper_cost.fedast_horizon``: its ``max_time``,
   an upper bound as runs stop at their targets; Fig. 3's arrival-limited runs: the time of their
   last arrival in a timing-only run).
@@ -56,9 +60,13 @@ if str(HERE) not in sys.path:  # the sibling benchmarks (naive_fedavg, bench_inv
 
 from paper_cost import _sync  # noqa: E402 (found through the path set just above)
 
-STEPS = ("notebooks", "r1", "methods", "inversion")
-# share of the budget each step gets (renormalised over the steps chosen)
-WEIGHTS = {"notebooks": 0.30, "r1": 0.22, "methods": 0.36, "inversion": 0.12}
+# The run order, whatever order --steps names them in. `methods` times probes until its deadline
+# (more time, more notebooks complete), so it goes last and gets what the fixed-size steps leave.
+STEPS = ("notebooks", "r1", "inversion", "methods")
+# Each step's share, in seconds of the default 480 s budget (renormalised over the steps chosen
+# and the time left). On an H200 the fixed-size steps took: notebooks 123-162 s over four leases
+# (162 s when run alone), r1 68 s, inversion 35 s; each share is 1.2-1.3x the most seen.
+WEIGHTS = {"notebooks": 195.0, "r1": 85.0, "inversion": 45.0, "methods": 155.0}
 GRACE_S = 20.0  # past its share, a step gets this long to finish its report before it is killed
 NOTEBOOKS_DIR = ROOT / "notebooks"
 
@@ -129,10 +137,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     err = _flkit_error()
-    a.steps = [s.strip() for s in a.steps.split(",") if s.strip()]
-    unknown = [s for s in a.steps if s not in STEPS]
-    if unknown or not a.steps:
-        raise err(f"unknown step(s) {unknown or a.steps!r}; accepted: {', '.join(STEPS)}")
+    asked = [s.strip() for s in a.steps.split(",") if s.strip()]
+    unknown = [s for s in asked if s not in STEPS]
+    if unknown or not asked:
+        raise err(f"unknown step(s) {unknown or asked!r}; accepted: {', '.join(STEPS)}")
+    a.steps = [s for s in STEPS if s in asked]
     if not a.grace_s >= 0:
         raise err(f"--grace-s={a.grace_s}; accepted: a number of seconds >= 0")
     if not a.budget_s > 0:
@@ -321,7 +330,6 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
         PAPER_NOTEBOOKS,
         _presets,
         estimate,
-        inversion_seconds_per_iter,
         notebook_runs,
         probe_key,
         time_round,
@@ -351,6 +359,8 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
             first.setdefault(probe_key(c), c)
         keys = list(first)[:1] if tiny else list(first)
         plans[nb] = (preset, runs, keys, first, {})
+    if "05_staleness" in plans:  # first: a step cut short must not drop it (it did, four times)
+        _time_inversion(*plans["05_staleness"][:2], device, tiny, out["notebooks"]["05_staleness"])
     engine = [nb for nb in plans if nb != "03_fedast"]
     for i in range(max((len(plans[nb][2]) for nb in engine), default=0)):
         for nb in engine:
@@ -373,24 +383,31 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
             if torch.device(device).type == "cuda":
                 torch.cuda.empty_cache()
             info["probed"] = len(timed)
-            estimate(runs, timed, info, info.get("gi_extra_s_per_round", 0.0))
-    if "05_staleness" in plans:
-        preset, runs, _, _, timed = plans["05_staleness"]
-        info = out["notebooks"]["05_staleness"]
-        if timed and any(c.method == "gi_staleness" for c in runs) and time.time() < deadline - 15:
-            try:
-                size, iters = int(preset["gi_size"]), 2 if tiny else 5
-                s_iter = inversion_seconds_per_iter(device, size, iters)
-                stale = preset["per_round"] * preset["num_stale"] / preset["num_clients"]
-                info["inversion_s_per_iter"] = s_iter
-                info["gi_extra_s_per_round"] = stale * int(preset["gi_iters"]) * s_iter
-            except Exception as e:
-                info["errors"].append(f"inversion timing: {_short_error(e, 400)}")
-            estimate(runs, timed, info, info.get("gi_extra_s_per_round", 0.0))
+            estimate(runs, timed, info, info.get("gi_extra_s_per_round"))
     if "03_fedast" in plans:
         preset, runs, *_ = plans["03_fedast"]
         _fedast_estimate(preset, runs, device, tiny, deadline, out["notebooks"]["03_fedast"], out)
     return out
+
+
+def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
+    """Seconds of inversion a GI run adds per round, into ``info``. No probe round holds an
+    inversion (stale updates arrive after tau rounds), so they are timed apart: the expected stale
+    clients of a round, inverted together, for all ``gi_iters`` iterations (an upper bound: the
+    inversion may stop early, and the switch ends inversions)."""
+    from paper_cost import inversion_seconds_per_iter
+
+    if not any(c.method == "gi_staleness" for c in runs):
+        return
+    try:
+        size, iters = int(preset["gi_size"]), 2 if tiny else 5
+        s_iter = inversion_seconds_per_iter(device, size, iters)
+    except Exception as e:
+        info["errors"].append(f"inversion timing: {_short_error(e, 400)}")
+        return
+    stale = preset["per_round"] * preset["num_stale"] / preset["num_clients"]
+    info["inversion_s_per_iter"] = s_iter
+    info["gi_extra_s_per_round"] = stale * int(preset["gi_iters"]) * s_iter
 
 
 def _fedast_estimate(preset, runs, device, tiny, deadline, info, out) -> None:
@@ -520,6 +537,11 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def step_share(step: str, left: float, steps_left: list[str]) -> float:
+    """Seconds ``step`` may take of the ``left`` ones, ``steps_left`` (it first) still to run."""
+    return left * WEIGHTS[step] / sum(WEIGHTS[s] for s in steps_left)
+
+
 def run_steps(a) -> dict:
     import torch
 
@@ -536,7 +558,7 @@ def run_steps(a) -> dict:
     for i, step in enumerate(a.steps):
         used = time.perf_counter() - t_start
         left = a.budget_s - used
-        share = left * WEIGHTS[step] / sum(WEIGHTS[s] for s in a.steps[i:])
+        share = step_share(step, left, a.steps[i:])
         print(f"[gpu_check] {step}: up to {share:.0f} s", flush=True)
         if share < 1:
             report["steps"][step] = {"status": "skipped", "error": "no budget left", "wall_s": 0}
@@ -638,7 +660,7 @@ def table(report: dict) -> str:
         lines += [
             "",
             f"Estimated GPU hours of each notebook's `{methods['preset']}` preset "
-            "(sum over its runs of rounds x s/round):",
+            "(sum over its runs of rounds x s/round; a GI run adds its inversions to each round):",
             "",
             "| notebook | runs | probes | GPU hours | complete | errors |",
             "| --- | --- | --- | --- | --- | --- |",
@@ -649,6 +671,13 @@ def table(report: dict) -> str:
                 f"| {nb} | {info.get('runs', 0)} | {info.get('probed', 0)} | "
                 f"{_f(info.get('gpu_hours'))} | {info.get('complete')} | {errs} |"
             )
+        for nb, info in methods["notebooks"].items():
+            if "gi_extra_s_per_round" in info:
+                lines.append(
+                    f"\n{nb}: inversion {_f(info['inversion_s_per_iter'])} s per iteration, "
+                    f"{_f(info['gi_extra_s_per_round'])} s per GI round (an upper bound: every "
+                    "iteration, every round)."
+                )
     return "\n".join(lines) + "\n"
 
 

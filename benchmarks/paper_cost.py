@@ -319,22 +319,26 @@ def time_fedast(cfg: dict, device: str, horizon: float) -> dict:
     }
 
 
-def estimate(runs, timed: dict, info: dict, gi_extra: float = 0.0) -> None:
+def estimate(runs, timed: dict, info: dict, gi_extra: float | None = None) -> None:
     """GPU hours = sum over runs of rounds x seconds per round (a run without its own probe
-    takes the notebook's slowest probed round: the estimate is then marked incomplete)."""
+    takes the notebook's slowest probed round: the estimate is then marked incomplete), plus
+    ``gi_extra`` seconds of inversion per round of a GI run (None: not timed, so incomplete)."""
     if not timed:
         info["gpu_hours"] = None
         info["complete"] = False
         return
     slowest = max(r["seconds_per_round"] for r in timed.values())
-    total, missing = 0.0, 0
+    total, missing, gi_untimed = 0.0, 0, False
     for c in runs:
         r = timed.get(probe_key(c))
         s = r["seconds_per_round"] if r else slowest
         missing += r is None
         if c.method == "gi_staleness":
-            s += gi_extra
+            gi_untimed |= gi_extra is None
+            s += gi_extra or 0.0
         total += c.rounds * s
     info["gpu_hours"] = total / 3600
-    info["complete"] = missing == 0
+    info["complete"] = missing == 0 and not gi_untimed
+    if gi_untimed:
+        info["without_inversion"] = True
     info["runs_without_probe"] = missing
