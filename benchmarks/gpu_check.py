@@ -638,9 +638,9 @@ def table(report: dict) -> str:
             "",
             f"Methods, one round at the `{methods['preset']}` settings (after a warm-up round):",
             "",
-            "| notebook | method | model | data | clients/round | s/round | peak GiB "
+            "| notebook | method | model | data | clients/round | setup s | s/round | peak GiB "
             "| off device |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for p in methods["probes"]:
             if "round_s" in p:
@@ -648,13 +648,14 @@ def table(report: dict) -> str:
                 lines.append(
                     f"| {p['notebook']} | {p['method']} | {p['model']} | {p['dataset']} "
                     f"({p['train_samples']}) | {p['clients_per_round']} | "
-                    f"{_f(p['seconds_per_round'])} | {_f(peak, '{:.2f}')} | "
+                    f"{_f(p.get('setup_s'))} | {_f(p['seconds_per_round'])} | "
+                    f"{_f(peak, '{:.2f}')} | "
                     f"{_cell(', '.join(p['off_device']) or 'none', 200)} |"
                 )
             else:
                 lines.append(
                     f"| {p['notebook']} | {p['method']} | tasks {'+'.join(p['tasks'])} | "
-                    f"{p['simulated_time']:.1f} time units | - | "
+                    f"{p['simulated_time']:.1f} time units | - | {_f(p.get('setup_s'))} | "
                     f"{_f(p['seconds_per_time_unit'])} per time unit | - | - |"
                 )
         lines += [

@@ -202,6 +202,7 @@ def time_round(cfg, device: str, tiny: bool, data_cache: dict) -> dict:
     from flkit.experiment import Setup
     from flkit.state import model_state
 
+    t_setup = time.perf_counter()
     dkey = (cfg.dataset, repr(sorted(cfg.dataset_kwargs.items())))
     if dkey not in data_cache:
         ds = data_mod.load(cfg.dataset, device=device, **cfg.dataset_kwargs)
@@ -224,6 +225,8 @@ def time_round(cfg, device: str, tiny: bool, data_cache: dict) -> dict:
     )
     method = methods.get(cfg.method)(ctx, **cfg.method_params)
     state = method.init_state(model_state(setup.model))
+    _sync(device)
+    setup_s = time.perf_counter() - t_setup  # data (once per dataset), partition, model, state
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times = []
@@ -247,6 +250,7 @@ def time_round(cfg, device: str, tiny: bool, data_cache: dict) -> dict:
         "model_kwargs": dict(cfg.model_kwargs),
         "clients_per_round": cfg.clients_per_round,
         "train_samples": int(len(setup.data.y_train)),
+        "setup_s": setup_s,
         "warmup_round_s": times[0],
         "round_s": times[1],
         "eval_s": eval_s,

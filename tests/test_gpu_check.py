@@ -147,6 +147,7 @@ def test_tiny_cpu_check_runs_every_step(tmp_path):
     for p in me["probes"]:
         key = "seconds_per_round" if "seconds_per_round" in p else "seconds_per_time_unit"
         assert p[key] > 0
+        assert p["setup_s"] > 0  # building the probe, kept apart from its timed rounds
 
     inv = rep["steps"]["inversion"]["result"]
     assert inv["clients"] == 10
