@@ -393,8 +393,9 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
 def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
     """Seconds of inversion a GI run adds per round, into ``info``. No probe round holds an
     inversion (stale updates arrive after tau rounds), so they are timed apart: the expected stale
-    clients of a round, inverted together, for all ``gi_iters`` iterations (an upper bound: the
-    inversion may stop early, and the switch ends inversions)."""
+    clients of a round, each at one client's iteration time, for all ``gi_iters`` iterations (an
+    upper bound: the method inverts a round's stale clients in one batch, and the switch back to
+    plain aggregation ends inversions)."""
     from paper_cost import inversion_seconds_per_iter
 
     if not any(c.method == "gi_staleness" for c in runs):
