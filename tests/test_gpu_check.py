@@ -170,27 +170,30 @@ def test_inversion_is_timed_even_when_the_probes_use_up_the_step(monkeypatch):
     gc = _module()
     import paper_cost  # the script put benchmarks/ on the path
 
-    deadline = time.time() + 15.3  # probes stop at deadline - 15: about 0.3 s of them
+    deadline = time.time() + 15 + 5  # probes stop once the clock passes deadline - 15
+    calls = []
 
     def fake_round(cfg, device, tiny, cache):
-        time.sleep(0.2)
+        calls.append(cfg.method)
+        if len(calls) == 2:  # the second probe uses up the step's time
+            while time.time() <= deadline - 15:
+                time.sleep(0.05)
         return {"method": cfg.method, "seconds_per_round": 0.5}
 
     monkeypatch.setattr(paper_cost, "time_round", fake_round)
     monkeypatch.setattr(paper_cost, "inversion_seconds_per_iter", lambda dev, size, it: 0.002)
     out = gc.step_methods("cpu", False, deadline, names=["05_staleness"])
     info = out["notebooks"]["05_staleness"]
-    p = presets.load("05_staleness", "paper")
-    stale = p["per_round"] * p["num_stale"] / p["num_clients"]
-    assert info["gi_extra_s_per_round"] == pytest.approx(stale * p["gi_iters"] * 0.002)
-    assert 1 <= info["probed"] < 7  # the step did run out of time
+    # `paper`: 10 of 100 clients sampled a round, 10 of them stale: one stale client expected,
+    # inverted for 40,000 iterations at the faked 2 ms
+    assert info["gi_extra_s_per_round"] == pytest.approx(1 * 40_000 * 0.002)
+    assert info["probed"] == 2 and len(calls) == 2  # the step did run out of time
     assert info["complete"] is False and "untimed" in " ".join(info["errors"])
-    runs = paper_cost.notebook_runs("05_staleness", p)
+    runs = paper_cost.notebook_runs("05_staleness", presets.load("05_staleness", "paper"))
     gi_rounds = sum(c.rounds for c in runs if c.method == "gi_staleness")
-    others = sum(c.rounds for c in runs if c.method != "gi_staleness")
-    # every probed or unprobed round at the one fake 0.5 s, plus the GI runs' inversions
-    want = (0.5 * (gi_rounds + others) + gi_rounds * info["gi_extra_s_per_round"]) / 3600
-    assert info["gpu_hours"] == pytest.approx(want)
+    all_rounds = sum(c.rounds for c in runs)
+    # every probed or unprobed round at the one fake 0.5 s, plus the GI runs' 80 s inversions
+    assert info["gpu_hours"] == pytest.approx((0.5 * all_rounds + 80.0 * gi_rounds) / 3600)
 
 
 def test_a_failed_inversion_timing_leaves_the_estimate_incomplete(monkeypatch):

@@ -63,34 +63,32 @@ def test_a_run_with_neither_time_nor_arrival_limit_is_refused():
         _paper_cost().fedast_horizon(cfg, 0)
 
 
-def _run(method, rounds, key):
-    """A stand-in run config: what ``estimate`` reads (method, rounds, its probe key)."""
+def _estimate(monkeypatch, gi_extra, with_gi=True):
+    """``estimate``'s info for a FedAvg run (10 rounds of 1 s) and, with ``with_gi``, a GI run
+    (5 rounds of 2 s): stand-in configs holding only what it reads."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(method=method, rounds=rounds, key=key)
+    pc = _paper_cost()
+    monkeypatch.setattr(pc, "probe_key", lambda c: c.key)
+    runs = [
+        SimpleNamespace(method="fedavg", rounds=10, key="a"),
+        SimpleNamespace(method="gi_staleness", rounds=5, key="b"),
+    ]
+    timed = {"a": {"seconds_per_round": 1.0}, "b": {"seconds_per_round": 2.0}}
+    info = {}
+    pc.estimate(runs if with_gi else runs[:1], timed, info, gi_extra=gi_extra)
+    return info
 
 
 def test_gi_runs_add_their_inversion_seconds_to_every_round(monkeypatch):
-    pc = _paper_cost()
-    monkeypatch.setattr(pc, "probe_key", lambda c: c.key)
-    runs = [_run("fedavg", 10, "a"), _run("gi_staleness", 5, "b")]
-    timed = {"a": {"seconds_per_round": 1.0}, "b": {"seconds_per_round": 2.0}}
-    info = {}
-    pc.estimate(runs, timed, info, gi_extra=3.0)
+    info = _estimate(monkeypatch, gi_extra=3.0)
     assert info["gpu_hours"] == pytest.approx((10 * 1.0 + 5 * (2.0 + 3.0)) / 3600)
     assert info["complete"] is True and "without_inversion" not in info
 
 
 def test_gi_runs_without_a_timed_inversion_are_not_called_complete(monkeypatch):
-    pc = _paper_cost()
-    monkeypatch.setattr(pc, "probe_key", lambda c: c.key)
-    runs = [_run("fedavg", 10, "a"), _run("gi_staleness", 5, "b")]
-    timed = {"a": {"seconds_per_round": 1.0}, "b": {"seconds_per_round": 2.0}}
-    info = {}
-    pc.estimate(runs, timed, info, gi_extra=None)
+    info = _estimate(monkeypatch, gi_extra=None)
     assert info["gpu_hours"] == pytest.approx((10 * 1.0 + 5 * 2.0) / 3600)  # the rounds alone
     assert info["complete"] is False and info["without_inversion"] is True
     # a notebook without GI runs needs no inversion timing
-    info = {}
-    pc.estimate(runs[:1], timed, info, gi_extra=None)
-    assert info["complete"] is True
+    assert _estimate(monkeypatch, gi_extra=None, with_gi=False)["complete"] is True
