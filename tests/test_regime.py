@@ -14,6 +14,7 @@ import pytest
 
 from flkit import asyncfl
 from flkit.utils import FlkitError
+from flkit.workbook.regime import Regime
 from flkit.workbook.verdict import Indicator, Reading
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,14 +34,18 @@ def _mod(slug):
 
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_paper_has_the_interface(slug):
+    """One Regime per paper, every threshold with a source; nothing of the old per-paper copies
+    (paper_indicators, readings, in_regime, CLAIMS) left to drift."""
     assert len(SLUGS) >= 7
     m = _mod(slug)
-    for name in ("paper_indicators", "measure", "readings", "in_regime", "CLAIMS"):
-        assert hasattr(m, name), f"flkit/papers/{slug}/regime.py lacks {name}"
-    ind = m.paper_indicators(PAPER_FEDAST) if slug == "fedast" else m.paper_indicators()
-    assert ind and all(isinstance(i, Indicator) and i.key == k for k, i in ind.items())
-    for keys in m.CLAIMS.values():  # every claim depends only on declared indicators
-        assert set(keys) <= set(ind), (slug, keys)
+    assert isinstance(m.REGIME, Regime), f"flkit/papers/{slug}/regime.py lacks REGIME"
+    assert callable(m.measure)
+    for name in ("paper_indicators", "readings", "in_regime", "CLAIMS"):
+        assert not hasattr(m, name), f"flkit/papers/{slug}/regime.py still copies {name}"
+    for key, ind in m.REGIME.all.items():
+        assert isinstance(ind, Indicator) and ind.key == key
+        assert ind.source_kind in ("paper", "computed", "ours"), (slug, key)
+    assert m.REGIME.claims, slug
 
 
 # ------------------------------------------------------------------------------ 00 primer

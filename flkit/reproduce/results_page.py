@@ -102,7 +102,20 @@ def entry(section: dict, runs: list[tuple[int, dict]], head: dict) -> dict:
                 "per_seed": verdicts,
                 "face": {str(s): c.get("face", c.get("holds")) for s, c in seen},
                 "regime": _regime(seen),
+                "test": first.get("test", ""),
+                "seeds": first.get("seeds"),
+                "judge_at_smoke": bool(first.get("judge_at_smoke")),
+                "face_reason": first.get("face_reason", ""),
             }
+        )
+        if first.get("key") is not None:
+            claims[-1]["key"] = first["key"]
+            claims[-1]["measured"] = {str(s): c.get("measured") for s, c in seen}
+    rules = {res.get("rules") for _, res in runs}
+    if len(rules) > 1:
+        raise FlkitError(
+            f"{section['name']}: its runs were judged under different rule versions "
+            f"{sorted(map(str, rules))}; rerun them with one flkit"
         )
     return {
         "notebook": section["name"],
@@ -114,6 +127,7 @@ def entry(section: dict, runs: list[tuple[int, dict]], head: dict) -> dict:
         "dirty": bool(head.get("dirty")),
         "status": section.get("status", "ok"),
         "data": list(section.get("data") or []),
+        "rules": rules.pop() if rules else None,
         "claims": claims,
     }
 
@@ -126,11 +140,14 @@ def _regime(seen: list[tuple[int, dict]]) -> list[dict]:
             row = rows.setdefault(
                 r["indicator"],
                 {
+                    "key": r.get("key"),
                     "indicator": r["indicator"],
                     "ours": [],
                     "paper": r.get("paper"),
                     "rule": r.get("rule", ""),
                     "unit": r.get("unit", ""),
+                    "source": r.get("source"),
+                    "diagnostic": bool(r.get("diagnostic")),
                     "inside": True,
                 },
             )

@@ -34,12 +34,17 @@ the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
      "seed": int, "device": str, "versions": {"python": ..., "flkit": ..., "torch": ..., ...},
      "commit": str, "dirty": bool,                          # the source tree's git commit
      "started": ISO-8601 UTC, "saved": ISO-8601 UTC, "wall_time_s": float,
+     "rules": int (verdict.RULES_VERSION),
      "numbers": [{"key", "measured", "paper", "unit", "note"}],
      "claims":  [{"text", "verdict": one of VERDICTS, "holds": true|false|null (true: holds,
                   false: does not hold, null: otherwise), "face": true|false|null (the outcome
                   before the regime and smoke rules), "reason", "evidence", "paper",
+                  "test" (the claim's own test in words), "seeds" ([training seed] | null),
+                  "judge_at_smoke": bool, "face_reason" (why an undecided face is undecided),
+                  "key" (the claim's rule in the paper's REGIME, when it has one),
+                  "measured" ({indicator key: value | {method: value}}, with "key"),
                   "regime": [{"key", "indicator", "ours", "per_seed", "paper", "rule", "unit",
-                              "inside"}]}],
+                              "source", "diagnostic", "inside"}]}],
      "figures": [{"name", "file", "claims": [claim text, ...] (only when given)}],
      "data": [{"dataset", "source", "train", "test", "labels_sha256", "content_sha256",
                "full_train", "full_test", "full_total", "reduced"}],  # copies read (data.identity)
@@ -67,6 +72,8 @@ from ..paths import runs_dir
 from ..store import save_text
 from ..utils import FlkitError
 from . import verdict as _verdict
+from .regime import Readings as _Readings
+from .regime import plain_measurements
 from .results import RESULTS_FILE, readable_text, results_frame, summarize
 
 ENV_REPORT_DIR = "FLKIT_REPORT_DIR"
@@ -259,6 +266,8 @@ class Report:
         judge_at_smoke: bool = False,
         regime=(),
         reason: str = "",
+        test: str = "",
+        seeds=None,
     ) -> str:
         """Record a claim of the paper and its verdict; returns the verdict (one of
         :data:`flkit.workbook.verdict.VERDICTS`).
@@ -271,17 +280,33 @@ class Report:
         At the smoke preset every verdict is inconclusive unless ``judge_at_smoke`` (use it only
         for a claim whose outcome does not depend on the run's length or size). Long decimals in
         ``evidence`` are rounded to 3 significant digits
-        (:func:`flkit.workbook.results.readable_text`)."""
+        (:func:`flkit.workbook.results.readable_text`).
+
+        ``test``: the claim's own test in words, with its threshold ("gain >= 2 points in every
+        seed"); a *does not hold* names it as what the run missed. ``seeds``: the training seeds
+        the evidence uses (shown on the results page). When ``regime`` comes from
+        ``REGIME.readings(ours, claim)`` (a :class:`flkit.workbook.regime.Readings`), the claim's
+        key and every measured indicator value are recorded too, so a changed rule re-judges the
+        claim without training."""
         if not isinstance(text, str) or not text.strip():
             raise FlkitError(f"claim text={text!r}; accepted: a non-empty string")
+        if not isinstance(test, str):
+            raise FlkitError(f"claim {text!r}: test={test!r}; accepted: the test in words")
+        if seeds is not None:
+            try:
+                seeds = sorted({int(s) for s in seeds})
+            except (TypeError, ValueError):
+                raise FlkitError(
+                    f"claim {text!r}: seeds={seeds!r}; accepted: the training seeds (integers)"
+                ) from None
         if isinstance(regime, (str, dict, _verdict.Reading)) or regime is None:
             raise FlkitError(
                 f"claim {text!r}: regime={regime!r}; accepted: a list of readings "
                 "(regime.readings(...) of the paper's regime.py), or () for none"
             )
-        regime = list(regime)
+        regime = regime if isinstance(regime, _Readings) else list(regime)
         try:
-            verdict, why = _verdict.decide(holds, self.preset, regime, judge_at_smoke, reason)
+            verdict, why = _verdict.decide(holds, self.preset, regime, judge_at_smoke, reason, test)
         except FlkitError as err:
             raise FlkitError(f"claim {text!r}: {err}") from None
         face = holds.item() if hasattr(holds, "item") and callable(holds.item) else holds
@@ -296,7 +321,14 @@ class Report:
             "evidence": readable_text(str(evidence)),  # one number format for every paper
             "paper": str(paper),
             "regime": [r.to_dict() for r in regime],
+            "test": test,
+            "seeds": seeds,
+            "judge_at_smoke": bool(judge_at_smoke),
+            "face_reason": readable_text(str(reason)),
         }
+        if isinstance(regime, _Readings):
+            self.claims[text]["key"] = regime.claim
+            self.claims[text]["measured"] = plain_measurements(regime.measured)
         self._autosave()
         return verdict
 
@@ -358,6 +390,7 @@ class Report:
             "started": self.started,
             "saved": _now(),
             "wall_time_s": round(time.perf_counter() - self._t0, 3),
+            "rules": _verdict.RULES_VERSION,
             "numbers": list(self.numbers.values()),
             "claims": list(self.claims.values()),
             "figures": list(self.figures.values()),

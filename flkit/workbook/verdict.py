@@ -11,9 +11,12 @@ Every claim a notebook records ends with one of four verdicts (``VERDICTS``):
   than the effect, a target no method reached, an indicator not measured).
 
 A regime indicator (:class:`Indicator`) is declared once, in the paper's ``regime.py``: what it
-measures, the paper's value and the :class:`Rule` saying where ours must be for the paper's effect
-to be possible. A claim carries the readings of the indicators it depends on
-(``Indicator.read(ours)``); :func:`decide` turns the face-value outcome, the preset and those
+measures, the paper's value, the :class:`Rule` saying where ours must be for the paper's effect
+to be possible, and the source of that threshold (:data:`SOURCE_KINDS`: a quoted paper number, a
+value computed from the paper's stated setting, or ours with one sentence why). An indicator that
+the paper's own setting would fail is a *diagnostic*: shown beside the claim, never gating it.
+A claim carries the readings of the indicators it depends on (``Regime.readings`` of
+:mod:`flkit.workbook.regime`); :func:`decide` turns the face-value outcome, the preset and those
 readings into the verdict, so no notebook chooses "outside regime" by hand. The smoke rule (a
 smoke run judges nothing that depends on its length or size) lives here and nowhere else.
 """
@@ -49,6 +52,15 @@ STYLE = {
 
 _OPS = ("at least", "at most", "above", "between", "within")
 
+#: where a threshold comes from: "paper: <section/table, the number quoted>", "computed: <how,
+#: from which stated setting of the paper>", "ours: <one sentence why>"
+SOURCE_KINDS = ("paper", "computed", "ours")
+
+#: the version of the judging rules (indicators, their sources and what each claim reads). A
+#: published entry records it; re-judging an entry of another version is refused with what is
+#: missing (:mod:`flkit.reproduce.rejudge`)
+RULES_VERSION = 2
+
 __all__ = [
     "HOLDS",
     "DOES_NOT_HOLD",
@@ -57,10 +69,13 @@ __all__ = [
     "VERDICTS",
     "SMOKE_PRESET",
     "SMOKE_REASON",
+    "SOURCE_KINDS",
+    "RULES_VERSION",
     "STYLE",
     "Rule",
     "Indicator",
     "Reading",
+    "source_kind",
     "at_least",
     "at_most",
     "above",
@@ -184,13 +199,19 @@ def within(tolerance, missing: str = "unknown") -> Rule:
 class Indicator:
     """One regime indicator of a paper: ``key`` (identifier), ``text`` (what it measures, for a
     reader), ``paper`` (the paper's value: a number, or words where the paper gives none, e.g.
-    "still rising at round 800"), ``rule`` (where ours must be) and ``unit``."""
+    "still rising at round 800"), ``rule`` (where ours must be), ``unit``, ``source`` (where the
+    rule's threshold comes from: "paper: ...", "computed: ..." or "ours: ...", see
+    :data:`SOURCE_KINDS`) and ``diagnostic`` (shown beside the claims it concerns, never gates a
+    verdict: for a quantity the paper's own setting would fail, or one the paper does not
+    report)."""
 
     key: str
     text: str
     paper: object
     rule: Rule
     unit: str = ""
+    source: str | None = None
+    diagnostic: bool = False
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key.isidentifier():
@@ -210,16 +231,42 @@ class Indicator:
                 f"indicator {self.key!r}: a 'within' rule needs a numeric paper value, got "
                 f"{self.paper!r}"
             )
+        source_kind(self.source, f"indicator {self.key!r}")
+        if not isinstance(self.diagnostic, bool):
+            raise FlkitError(
+                f"indicator {self.key!r} diagnostic={self.diagnostic!r}; accepted: True, False"
+            )
+
+    @property
+    def source_kind(self) -> str:
+        """ "paper", "computed" or "ours"."""
+        return source_kind(self.source, f"indicator {self.key!r}")
 
     def read(self, ours, per_seed: Sequence | None = None) -> Reading:
-        """This indicator measured on our run: ``ours`` (over seeds: their mean) and, optionally,
-        the per-seed values."""
+        """This indicator measured on our run: ``ours`` (over seeds: their mean; per method: a
+        mapping method -> value, see :class:`Reading`) and, optionally, the per-seed values."""
         return Reading(self, ours, tuple(per_seed) if per_seed is not None else None)
+
+
+def source_kind(source, where: str = "indicator") -> str:
+    """The kind of a threshold's ``source`` ("paper: Table 10, ...", "computed: ...", "ours:
+    ..."); FlkitError naming the accepted forms when it has none or another."""
+    kinds = ", ".join(f"'{k}: ...'" for k in SOURCE_KINDS)
+    if not isinstance(source, str) or ":" not in source:
+        raise FlkitError(f"{where} has no source (source={source!r}); accepted: {kinds}")
+    kind, _, said = source.partition(":")
+    if kind.strip() not in SOURCE_KINDS or not said.strip():
+        raise FlkitError(f"{where} source={source!r}; accepted: {kinds}, with the words after it")
+    return kind.strip()
 
 
 @dataclass(frozen=True)
 class Reading:
-    """An indicator with our value; ``inside`` applies the paper's rule."""
+    """An indicator with our value; ``inside`` applies the paper's rule.
+
+    ``ours`` is one value, or a mapping method -> value for an indicator measured per method (a
+    baseline that learns): then every method's value must meet the rule, and a method without a
+    value is unknown."""
 
     indicator: Indicator
     ours: object
@@ -227,29 +274,60 @@ class Reading:
 
     @property
     def inside(self) -> bool | None:
+        if isinstance(self.ours, Mapping):
+            checks = [
+                self.indicator.rule.check(v, self.indicator.paper) for v in self.ours.values()
+            ]
+            if not checks or None in checks and False not in checks:
+                return None
+            return all(checks)
         return self.indicator.rule.check(self.ours, self.indicator.paper)
 
+    @property
+    def diagnostic(self) -> bool:
+        return self.indicator.diagnostic
+
+    def _ours_text(self, unit: str) -> str:
+        if self.ours is None:
+            return "not measured"
+        if isinstance(self.ours, Mapping):
+            rule, paper = self.indicator.rule, self.indicator.paper
+            shown = [
+                (m, v) for m, v in self.ours.items() if rule.check(v, paper) is not True
+            ] or list(self.ours.items())
+            return ", ".join(
+                f"{m} {'not measured' if v is None else _fmt(_plain(v)) + unit}" for m, v in shown
+            )
+        return _fmt(_plain(self.ours)) + unit
+
     def describe(self) -> str:
-        """'FedAvg: share of rounds to 95 %: ours 0.3, paper 0.985 (rule ≥ 0.75)'."""
+        """'FedAvg: share of rounds to 95 %: ours 0.3, paper 0.985 (rule ≥ 0.75)'; per method,
+        the methods that miss the rule (all, when none does)."""
         ind = self.indicator
-        ours = "not measured" if self.ours is None else _fmt(_plain(self.ours))
         unit = f" {ind.unit}" if ind.unit else ""
         return (
-            f"{ind.text}: ours {ours}{unit if self.ours is not None else ''}, paper "
+            f"{ind.text}: ours {self._ours_text(unit)}, paper "
             f"{_fmt(_plain(ind.paper))}{unit if not isinstance(ind.paper, str) else ''} "
             f"(rule {ind.rule.text(ind.paper)})"
         )
 
     def to_dict(self) -> dict:
         ind = self.indicator
+        ours = (
+            {str(m): _plain(v) for m, v in self.ours.items()}
+            if isinstance(self.ours, Mapping)
+            else _plain(self.ours)
+        )
         return {
             "key": ind.key,
             "indicator": ind.text,
-            "ours": _plain(self.ours),
+            "ours": ours,
             "per_seed": None if self.per_seed is None else [_plain(v) for v in self.per_seed],
             "paper": _plain(ind.paper),
             "rule": ind.rule.text(ind.paper),
             "unit": ind.unit,
+            "source": ind.source,
+            "diagnostic": ind.diagnostic,
             "inside": self.inside,
         }
 
@@ -301,15 +379,18 @@ def decide(
     regime: Sequence[Reading] = (),
     judge_at_smoke: bool = False,
     reason: str = "",
+    test: str = "",
 ) -> tuple[str, str]:
-    """The verdict of a claim and its reason (empty for holds / does not hold).
+    """The verdict of a claim and its reason (empty for holds).
 
     ``holds``: the face-value outcome, True / False / None (undecided), or the words "holds",
     "does not hold", "inconclusive". In order: at the smoke preset a claim is inconclusive unless
     ``judge_at_smoke`` (its outcome does not depend on the run's length or size); a reading
     outside its rule makes it "outside regime"; an unmeasured reading makes it inconclusive;
     otherwise the face value decides. The reason of a smoke or outside-regime verdict ends with
-    the face-value outcome, so nothing the run showed is lost."""
+    the face-value outcome, so nothing the run showed is lost. ``test`` is the claim's own test in
+    words ("GI's gain over Unweighted >= 2 points in every seed"): a *does not hold* names it as
+    the threshold the run missed. Diagnostic readings never change the verdict."""
     if hasattr(holds, "item") and callable(holds.item):
         holds = holds.item()
     if isinstance(holds, str):
@@ -336,6 +417,7 @@ def decide(
     )
     if preset == SMOKE_PRESET and not judge_at_smoke:
         return INCONCLUSIVE, SMOKE_REASON + face
+    regime = [r for r in regime if not r.diagnostic]
     outside = [r for r in regime if r.inside is False]
     if outside:
         return OUTSIDE_REGIME, "; ".join(r.describe() for r in outside) + face
@@ -344,7 +426,9 @@ def decide(
         return INCONCLUSIVE, "regime not measured: " + "; ".join(r.describe() for r in unknown)
     if holds is None:
         return INCONCLUSIVE, reason or UNDECIDED_REASON
-    return (HOLDS if holds else DOES_NOT_HOLD), ""
+    if holds:
+        return HOLDS, ""
+    return DOES_NOT_HOLD, (f"missed: {test}" if test else reason)
 
 
 def combine(verdicts: Sequence[str]) -> str:
