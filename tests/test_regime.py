@@ -59,10 +59,11 @@ def test_primer_indicators_and_rule():
     final = pd.Series({"IID": 0.62, "Dir(0.1)": 0.40})
     ours = regime.measure(final, "IID", counts)
     assert ours == {"iid_accuracy": pytest.approx(62.0), "dominant_share": pytest.approx(0.65)}
-    assert regime.in_regime(ours)
-    assert not regime.in_regime({**ours, "iid_accuracy": 30.0})  # the IID run did not train
-    assert not regime.in_regime({**ours, "dominant_share": 0.3})  # a mild split, not the paper's
-    r = regime.readings(ours, ["iid_accuracy"])[0]
+    claim = "noniid_slows_fedavg"
+    assert regime.REGIME.inside(ours, claim)
+    assert not regime.REGIME.inside({**ours, "iid_accuracy": 30.0}, claim)  # did not train
+    assert not regime.REGIME.inside({**ours, "dominant_share": 0.3}, claim)  # a mild split
+    r = regime.REGIME.readings(ours, claim)[0]
     assert (r.indicator.paper, r.ours, r.inside) == (99.0, pytest.approx(62.0), True)
     with pytest.raises(FlkitError, match="'IIX'"):
         regime.measure(final, "IIX", counts)
@@ -142,13 +143,18 @@ def test_fedast_claims_read_the_mix_row_of_the_timing_table():
     from flkit.papers.fedast import regime
 
     # the heterogeneous claims read ours and the paper's from the same timing-only table
-    assert regime.measure(PAPER_FEDAST) == {"updates_per_sync_round": pytest.approx(8.0)}
-    assert not regime.in_regime(PAPER_FEDAST)  # 8 vs 37.2: far from the paper's
-    inside = PAPER_FEDAST.assign(ours=33.0)  # within 20 % of 37.2 (29.76-44.64)
-    assert regime.in_regime(inside)
-    assert not regime.in_regime(PAPER_FEDAST.assign(ours=29.0))
-    with pytest.raises(FlkitError, match="heterogeneous"):
-        regime.measure(PAPER_FEDAST.assign(experiment="identical"))
+    key = "heterogeneous_updates_per_sync_round"
+    ours = regime.measure(PAPER_FEDAST)
+    assert ours == {key: pytest.approx(8.0), f"{key}@paper": pytest.approx(37.2)}
+    claim = "heterogeneous"
+    assert not regime.REGIME.inside(ours, claim)  # 8 vs 37.2: far from the paper's
+    r = regime.REGIME.readings(ours, claim)[0]
+    assert r.indicator.paper == pytest.approx(37.2)  # the run's paper value, not a constant
+    inside = regime.measure(PAPER_FEDAST.assign(ours=33.0))  # within 20 % of 37.2 (29.76-44.64)
+    assert regime.REGIME.inside(inside, claim)
+    assert not regime.REGIME.inside(regime.measure(PAPER_FEDAST.assign(ours=29.0)), claim)
+    with pytest.raises(FlkitError, match=f"{key}.*not measured"):
+        regime.REGIME.readings(regime.measure(PAPER_FEDAST.assign(experiment="identical")), claim)
 
 
 def test_fedast_paper_setting_value():
@@ -240,16 +246,19 @@ def test_template_rule():
     from flkit.papers._template import regime
 
     ours = regime.measure(pd.Series([18.0, 20.0]), 20)
-    assert ours == {"baseline_rounds_share": 0.9} and regime.in_regime(ours)
+    assert ours == {"baseline_rounds_share": 0.9} and regime.REGIME.inside(ours, "beats")
     assert regime.measure(pd.Series([18.0, np.nan]), 20)["baseline_rounds_share"] is None
-    assert not regime.in_regime({"baseline_rounds_share": None})  # not reached: outside
+    # not reached: outside (the rule's missing="outside")
+    assert regime.REGIME.inside({"baseline_rounds_share": None}, "beats") is False
 
 
-def test_readings_refuse_an_undeclared_or_unmeasured_indicator():
+def test_readings_refuse_an_unknown_claim_or_unmeasured_indicator():
     from flkit.papers.fl_primer import regime
 
-    with pytest.raises(FlkitError, match="'noise'.*no paper value and rule"):
-        regime.readings({"noise": 1.0})
-    with pytest.raises(FlkitError, match="'dominant_share' was not measured"):
-        regime.readings({"iid_accuracy": 90.0}, ["dominant_share"])
-    assert all(isinstance(r, Reading) for r in regime.readings({"iid_accuracy": 90.0}))
+    with pytest.raises(FlkitError, match="'noise' has no rule.*'noniid_slows_fedavg'"):
+        regime.REGIME.readings({"iid_accuracy": 90.0}, "noise")
+    with pytest.raises(FlkitError, match="'dominant_share', which was not measured"):
+        regime.REGIME.readings({"iid_accuracy": 90.0}, "noniid_slows_fedavg")
+    both = {"iid_accuracy": 90.0, "dominant_share": 0.6}
+    got = regime.REGIME.readings(both, "noniid_slows_fedavg")
+    assert all(isinstance(r, Reading) for r in got) and got.claim == "noniid_slows_fedavg"

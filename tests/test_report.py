@@ -102,6 +102,10 @@ def test_smoke_verdicts_are_inconclusive(tmp_path):
         "evidence": "47x",
         "paper": "",
         "regime": [],
+        "test": "",
+        "seeds": None,
+        "judge_at_smoke": True,
+        "face_reason": "",
     }
     # any other preset records the verdict as given
     r2 = Report("fixture_ok", "cpu", 0, out_dir=tmp_path / "cpu")

@@ -16,9 +16,15 @@ SHARE = verdict.Indicator(
     "FedAvg: share of rounds to target",
     0.985,
     verdict.at_least(0.75, missing="outside"),
+    source="ours: FedAvg must spend three quarters of the run reaching the target",
 )
 GAP = verdict.Indicator(
-    "gap", "Unstale - Unweighted", "≥ 3.8 (Table 10)", verdict.at_least(4.0), unit="points"
+    "gap",
+    "Unstale - Unweighted",
+    "≥ 3.8 (Table 10)",
+    verdict.at_least(4.0),
+    unit="points",
+    source="paper: Table 10, GI's gain of 3.8 points",
 )
 
 
@@ -130,11 +136,11 @@ def test_bad_verdicts_and_regimes_are_refused(tmp_path, call, message):
 
 def test_an_indicator_needs_the_papers_value_and_a_rule():
     with pytest.raises(FlkitError, match="'gap' has no paper value"):
-        verdict.Indicator("gap", "gap", None, verdict.at_least(4.0))
+        verdict.Indicator("gap", "gap", None, verdict.at_least(4.0), source="ours: x")
     with pytest.raises(FlkitError, match="'gap' rule=None; accepted: a Rule"):
-        verdict.Indicator("gap", "gap", 3.8, None)
+        verdict.Indicator("gap", "gap", 3.8, None, source="ours: x")
     with pytest.raises(FlkitError, match="numeric paper value"):
-        verdict.Indicator("gap", "gap", "about 4", verdict.within(0.2))
+        verdict.Indicator("gap", "gap", "about 4", verdict.within(0.2), source="ours: x")
     with pytest.raises(FlkitError, match="rule op 'near'"):
         verdict.Rule("near", 1.0)
     with pytest.raises(FlkitError, match="verdict 'maybe'"):

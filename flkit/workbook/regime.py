@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..utils import FlkitError
 from .verdict import Indicator, Reading, _plain
@@ -152,7 +152,16 @@ class Regime:
                         f"measured for {list(value)} only"
                     )
                 value = {m: value[m] for m in rule.methods}
-            out.append(self.all[k].read(value, (per_seed or {}).get(k)))
+            ind = self.all[k]
+            if ind.paper_from_run:
+                paper = ours.get(f"{k}@paper")
+                if paper is None:
+                    raise FlkitError(
+                        f"claim {claim!r} reads indicator {k!r}, whose paper value is computed in "
+                        f"the run ({ind.paper}), but {k}@paper was not measured"
+                    )
+                ind = replace(ind, paper=float(paper))
+            out.append(ind.read(value, (per_seed or {}).get(k)))
         return Readings(out, claim, ours)
 
     def inside(self, ours: Mapping, claim: str | None = None) -> bool | None:

@@ -7,7 +7,8 @@ Inside a notebook::
     report.number("Top-1 accuracy, LeNet-5, 90% sparse", acc, paper=97.1, unit="%")
     report.claim("FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg", holds=gap < 1,
                  evidence=f"gap {gap:.2f} points", paper="Table 3",
-                 regime=regime.readings(ours, regime.CLAIMS["close_to_dense"]))
+                 regime=regime.REGIME.readings(ours, "close_to_dense"),
+                 test="gap < 1 point in every seed", seeds=[0, 1])
     report.figure(fig, "accuracy_vs_rounds",                 # PNG beside results.json,
                   claims=["FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg"])
     report.table()                                           # DataFrame for display
@@ -274,7 +275,7 @@ class Report:
 
         ``holds``: the face-value outcome, True / False / None (the run cannot decide: say why in
         ``reason``), or "holds" / "does not hold" / "inconclusive". ``regime``: the readings of
-        the regime indicators the claim depends on (``regime.readings(...)`` of the paper's
+        the regime indicators the claim depends on (``REGIME.readings(ours, claim)`` of the paper's
         ``regime.py``); a reading outside the paper's rule records "outside regime", an
         unmeasured one inconclusive, with the indicator, ours and the paper's value as the reason.
         At the smoke preset every verdict is inconclusive unless ``judge_at_smoke`` (use it only
@@ -302,7 +303,7 @@ class Report:
         if isinstance(regime, (str, dict, _verdict.Reading)) or regime is None:
             raise FlkitError(
                 f"claim {text!r}: regime={regime!r}; accepted: a list of readings "
-                "(regime.readings(...) of the paper's regime.py), or () for none"
+                "(REGIME.readings(ours, claim) of the paper's regime.py), or () for none"
             )
         regime = regime if isinstance(regime, _Readings) else list(regime)
         try:

@@ -203,7 +203,9 @@ class Indicator:
     rule's threshold comes from: "paper: ...", "computed: ..." or "ours: ...", see
     :data:`SOURCE_KINDS`) and ``diagnostic`` (shown beside the claims it concerns, never gates a
     verdict: for a quantity the paper's own setting would fail, or one the paper does not
-    report)."""
+    report). ``paper_from_run``: the paper's value is computed in the run itself (a timing-only
+    simulation of the paper's setting) and measured beside ours under the key ``<key>@paper``;
+    ``paper`` then says in words how it is computed."""
 
     key: str
     text: str
@@ -212,6 +214,7 @@ class Indicator:
     unit: str = ""
     source: str | None = None
     diagnostic: bool = False
+    paper_from_run: bool = False
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key.isidentifier():
@@ -226,7 +229,9 @@ class Indicator:
                 f"indicator {self.key!r} rule={self.rule!r}; accepted: a Rule (at_least, "
                 "at_most, between, within)"
             )
-        if self.rule.op == "within" and not isinstance(self.paper, _numbers.Real):
+        if self.rule.op == "within" and not (
+            isinstance(self.paper, _numbers.Real) or self.paper_from_run
+        ):
             raise FlkitError(
                 f"indicator {self.key!r}: a 'within' rule needs a numeric paper value, got "
                 f"{self.paper!r}"
@@ -397,7 +402,7 @@ def decide(
         if holds == OUTSIDE_REGIME:
             raise FlkitError(
                 "verdict 'outside regime' is derived, not given: pass the claim's regime "
-                "readings (regime=paper_regime.readings(...)) and its face-value outcome"
+                "readings (regime=REGIME.readings(ours, claim)) and its face-value outcome"
             )
         check_verdict(holds)
         holds = {HOLDS: True, DOES_NOT_HOLD: False, INCONCLUSIVE: None}[holds]
@@ -410,7 +415,7 @@ def decide(
     if bad:
         raise FlkitError(
             f"regime={bad[0]!r}; accepted: readings of the paper's regime indicators "
-            "(Indicator.read(ours), or regime.readings(...) of the paper's regime.py)"
+            "(REGIME.readings(ours, claim) of the paper's regime.py)"
         )
     face = {True: "; at face value it holds", False: "; at face value it does not hold"}.get(
         holds, ""

@@ -25,7 +25,7 @@ def noniid_slows_fedavg(
 ) -> dict:
     """FedAvg on Dirichlet(alpha) data ends below FedAvg on IID data: final accuracy gap (IID
     minus non-IID, a fraction) > ``min_gap``. ``final``: `study.final_accuracy` (by run label);
-    ``regime``: the readings of ``regime.CLAIMS["noniid_slows_fedavg"]`` (a run that did not
+    ``regime``: ``regime.REGIME.readings(ours, "noniid_slows_fedavg")`` (a run that did not
     train, or a mild split, is outside the paper's regime)."""
     gap = float(final[iid] - final[noniid])
     return dict(
@@ -36,7 +36,8 @@ def noniid_slows_fedavg(
         f"(gap {100 * gap:.1f} points)",
         paper="McMahan et al. 2017, Sec. 3",
         judge_at_smoke=False,
-        regime=list(regime),
+        regime=regime,
+        test=f"IID minus non-IID final accuracy > {100 * min_gap:g} points",
     )
 
 
@@ -51,6 +52,7 @@ def noniid_drifts_apart(drift_summary: pd.DataFrame, iid: str, noniid: str) -> d
         evidence=f"mean L2 to the average: IID {d[iid]:.3f}, non-IID {d[noniid]:.3f}",
         paper="",
         judge_at_smoke=True,
+        test="non-IID clients' mean L2 distance to their average > the IID clients'",
     )
 
 
@@ -66,4 +68,5 @@ def prox_reduces_drift(drift_by_mu: pd.Series) -> dict:
         + ", ".join(f"mu={m:g}: {v:.4f}" for m, v in d.items()),
         paper="Li et al. 2020, Sec. 3",
         judge_at_smoke=True,
+        test="mean L2 distance to the global model strictly decreases at every larger mu",
     )
