@@ -5,9 +5,10 @@ each claim's regime readings as text rows (indicator, ours per run, rule). Where
 what the current rules read, this tool writes them back as version-2 fields: each claim's
 ``key`` and, per run, ``measured`` = every indicator value read anywhere in the entry (so a rule
 may read an indicator another claim carried). A map per notebook, ``tools/v1_maps/<notebook>.json``,
-names the claim keys (claim text -> key) and the indicator keys (indicator text -> key); a claim
-the map leaves out keeps no key and is judged on its face value alone, and an entry whose rules
-read an indicator the rows never held fails the re-judge by name (then the notebook is re-run).
+names the claim keys (claim text prefix -> key), the indicator keys (indicator text -> key) and
+the training seeds of each preset; a claim judged on readings that the map leaves out is an
+error, and an entry whose rules read an indicator the rows never held fails the re-judge by name
+(then the notebook is re-run).
 
     python tools/recover_measurements.py 03_fedast [--preset cpu] [--dry-run]
 
@@ -30,31 +31,46 @@ from flkit.utils import FlkitError  # noqa: E402
 MAPS = ROOT / "tools" / "v1_maps"
 
 
-def recover(entry: dict, claims: dict, indicators: dict) -> dict:
-    """``entry`` (rules 1) with claim keys and measurements from its readings (rules 2)."""
+def _readings(entry: dict, rows: list, indicators: dict, runs: list) -> dict:
+    """{run: {key: ours, key@paper: the paper value the row was judged against}} of ``rows``."""
+    out = {run: {} for run in runs}
+    for row in rows:
+        key = indicators.get(row["indicator"])
+        if key is None:
+            raise FlkitError(
+                f"{entry['notebook']}: indicator {row['indicator']!r} has no key in the map"
+            )
+        for run, value in zip(runs, row["ours"]):
+            out[run][key] = value
+            if isinstance(row.get("paper"), (int, float)):
+                out[run][f"{key}@paper"] = row["paper"]
+    return out
+
+
+def recover(entry: dict, claims: dict, indicators: dict, seeds=None) -> dict:
+    """``entry`` (rules 1) with claim keys and measurements from its readings (rules 2): each
+    claim's own readings, over every other reading of the entry. ``seeds``: the training seeds
+    of the entry's preset (the map's "seeds"), recorded on every claim."""
     runs = [str(s) for s in entry["seeds"]]
-    measured = {run: {} for run in runs}
-    for c in entry["claims"]:
-        for row in c.get("regime") or []:
-            key = indicators.get(row["indicator"])
-            if key is None:
-                raise FlkitError(
-                    f"{entry['notebook']}: indicator {row['indicator']!r} has no key in the map"
-                )
-            for run, value in zip(runs, row["ours"]):
-                measured[run][key] = value
+    every = _readings(
+        entry, [r for c in entry["claims"] for r in c.get("regime") or []], indicators, runs
+    )
     out = dict(entry, rules=2, claims=[])
     for c in entry["claims"]:
         c = dict(c)
         key = next((k for text, k in claims.items() if c["text"].startswith(text)), None)
         if key is not None:
+            own = _readings(entry, c.get("regime") or [], indicators, runs)
             c["key"] = key
-            c["measured"] = {run: dict(measured[run]) for run in runs}
+            c["measured"] = {run: {**every[run], **own[run]} for run in runs}
             c["recovered"] = "rules v1 readings"
         elif c.get("regime"):
-            c["regime"] = []  # judged on its face value from here on: the map says why
+            raise FlkitError(
+                f"{entry['notebook']}: claim {c['text']!r} was judged on readings but has no key "
+                "in the map"
+            )
         c.setdefault("test", "")
-        c.setdefault("seeds", None)
+        c["seeds"] = c.get("seeds") or seeds
         c.setdefault("judge_at_smoke", False)
         c.setdefault("face_reason", "")
         out["claims"].append(c)
@@ -74,7 +90,8 @@ def main(argv=None) -> int:
     for e in entries:
         if e["notebook"] == a.notebook and (a.preset is None or e["preset"] == a.preset):
             if e.get("rules", 1) < 2:
-                e = recover(e, mp["claims"], mp["indicators"])
+                seeds = (mp.get("seeds") or {}).get(e["preset"])
+                e = recover(e, mp["claims"], mp["indicators"], seeds)
             e = rejudge.rejudge_entry(e)
         out.append(e)
     for line in rejudge.verdict_changes(entries, out):

@@ -218,6 +218,20 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "repository: docs/RESULTS.md, docs/results.json and the README's results column "
         "(default: off)",
     )
+    p.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="run nothing: judge every claim of docs/results.json again under the current "
+        "rules from its recorded measurements, rewrite docs/RESULTS.md, the README's results "
+        "column and the paper READMEs' verdicts, and print each verdict that changed "
+        "(default: off)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --rejudge: write nothing, exit 1 when the page is not what the current "
+        "rules give (default: off)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
     p.set_defaults(func=run_cli)
     return p
@@ -225,6 +239,22 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 def run_cli(args) -> int:
     """Handler of ``flkit reproduce``; raises FlkitError for bad arguments."""
+    if getattr(args, "check", False) and not getattr(args, "rejudge", False):
+        raise FlkitError("--check goes with --rejudge; accepted: --rejudge --check")
+    if getattr(args, "rejudge", False):
+        from .rejudge import rejudge_file
+
+        try:
+            page, changes = rejudge_file(check=args.check)
+        except FlkitError as err:
+            if not args.check:
+                raise
+            print(err, file=sys.stderr)
+            return 1
+        for line in changes:
+            print(f"changed: {line}")
+        print(f"{'checked' if args.check else 'rejudged'} {page} ({len(changes)} verdicts changed)")
+        return 0
     if getattr(args, "publish", None):
         from .results_page import publish
 
