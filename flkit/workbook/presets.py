@@ -60,7 +60,10 @@ from ..utils import FlkitError
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 REQUIRED = ("smoke", "cpu", "paper")
-META_KEYS = ("title", "notebook", "default", "description", "paper")
+#: [meta]: ``venue`` and ``link`` (the paper's venue in a few words and its public URL) and
+#: ``headline`` (the start of the main claim's text, as the notebook records it) head the paper's
+#: row on the results page
+META_KEYS = ("title", "notebook", "default", "description", "paper", "venue", "link", "headline")
 ENV_PRESET = "FLKIT_PRESET"
 ENV_PATH = "FLKIT_PRESET_PATH"
 DEFAULT_PRESET = "cpu"
