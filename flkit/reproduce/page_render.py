@@ -181,6 +181,12 @@ def _headline(meta: dict, entry: dict) -> dict | None:
     return next((c for c in entry["claims"] if c["text"].startswith(head)), None)
 
 
+def headline_text(entry: dict) -> str | None:
+    """The text of ``entry``'s main claim as recorded (its paper's ``[meta] headline``)."""
+    c = _headline(_meta(entry["notebook"], entry.get("title", "")), entry)
+    return None if c is None else c["text"]
+
+
 def _paper_link(meta: dict) -> str:
     title = _cell(meta["title"])
     return f"[{title}]({meta['link']})" if meta["link"] else title
@@ -277,6 +283,10 @@ def paper_section(
             limit -= 10
         md.append(row)
     md.append("")
+    for p in order:
+        fig = by_preset[p].get("figure")
+        if fig:
+            md += [f"![Our run at `{p}`: the main claim's figure]({root}docs/{fig})", ""]
     md += _conditions(entries, order, h)
     for p in order:
         md += _details(by_preset[p])

@@ -247,6 +247,10 @@ def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
     column. Returns the page's path."""
     root = Path(root) if root is not None else (project_root() or Path.cwd())
     new = check_run_dir(run_dir)
+    for e in new:
+        figure = headline_figure(Path(run_dir), e, root)
+        if figure:
+            e["figure"] = figure
     store = root / DOCS_DATA
     old = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
     keys = {(e["notebook"], e["preset"]) for e in new}
@@ -254,6 +258,40 @@ def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
     merged.sort(key=lambda e: (e["notebook"], e["preset"]))
     save_text(store, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
     return rewrite_pages(root)
+
+
+#: the published headline figures (docs/figures/), at most this wide: a page, not a print
+FIGURE_WIDTH = 900
+
+
+def headline_figure(run_dir: Path, e: dict, root: Path) -> str | None:
+    """Copy the figure a run recorded for its notebook's main claim (``report.figure(...,
+    claims=[...])``; the paper's ``[meta] headline``) from ``run_dir`` into
+    ``docs/figures/<notebook>-<preset>.png``, at most :data:`FIGURE_WIDTH` pixels wide; returns its
+    path relative to ``docs/``, or None when no figure supports the main claim."""
+    head = page_render.headline_text(e)
+    if head is None or not e["seeds"]:
+        return None
+    seed = e["seeds"][0]
+    res = run_dir / e["notebook"] / f"seed{seed}" / "results.json"
+    try:
+        figures = json.loads(res.read_text(encoding="utf-8")).get("figures", [])
+    except (OSError, ValueError):
+        return None
+    match = next((f for f in figures if head in (f.get("claims") or [])), None)
+    if match is None:
+        return None
+    src = res.parent / match["file"]
+    name = f"figures/{e['notebook']}-{e['preset']}.png"
+    dest = root / "docs" / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    from PIL import Image
+
+    with Image.open(src) as img:
+        if img.width > FIGURE_WIDTH:
+            img = img.resize((FIGURE_WIDTH, round(img.height * FIGURE_WIDTH / img.width)))
+        img.save(dest, optimize=True)
+    return name
 
 
 def rewrite_pages(root: str | Path) -> Path:
