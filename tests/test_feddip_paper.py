@@ -111,21 +111,38 @@ def test_baselines_claim_with_its_tie():
 def test_all_claims_derive_tie_and_regime_from_the_run():
     g = _grid((0.79, 0.78), (0.79, 0.70))
     g[("fedavg", 0.0, 1)] = FakeRun(0.82, down=100, up=100)
-    ni = {("fedavg", 0.0, 0): FakeRun(0.6), ("feddip_prox", 0.9, 0): FakeRun(0.6)}
+    for m in ("prunefl", "prunetrain", "dpf", "feddst"):
+        for s in (0.8, 0.95):
+            g[(m, s, 0)] = FakeRun(0.7)
+    ni = {
+        (m, s, 0): FakeRun(0.6)
+        for m, s in (("fedavg", 0.0), ("fedprox", 0.0), ("feddip_prox", 0.9))
+    }
     cpu = presets.load("02_feddip", "cpu")
-    # seed sd of FedAvg (0.80, 0.82): 0.0141 > binomial sqrt(0.81 * 0.19 / 2000) = 0.0088
-    assert claims.tie_of(g, cpu) == pytest.approx(0.02 / 2**0.5)
+    # close to dense: seed sd of FedAvg (0.80, 0.82) 0.0141 > binomial sqrt(0.81 * 0.19 / 2000)
+    assert claims.tie_of(g, cpu, "close_to_dense") == pytest.approx(0.02 / 2**0.5)
+    # FedAvg's two seeds do not enter a claim that does not compare FedAvg: SNIP's binomial sd
+    assert claims.tie_of(g, cpu, "ordering") == pytest.approx((0.5 * 0.5 / 2000) ** 0.5)
     out = claims.all_claims(g, ni, cpu, spreads={"snip": 0.11, "feddst": 0.006})
     texts = [c["text"] for c in out]
     assert any("PruneFL" in t for t in texts) and len(out) == 8
     order = next(c for c in out if c["text"].startswith("At the highest sparsity FedDIP >="))
     keys = [r.indicator.key for r in order["regime"]]
-    assert keys == ["dense_gap", "sparsity_shortfall", "penalty_shrink", "seed_noise", "snip_start"]
+    assert keys == [
+        "penalty_shrink",
+        "learns_top",
+        "seed_noise_top",
+        "sparsity_shortfall",
+        "snip_start",
+    ]
     inside = {r.indicator.key: r.inside for r in order["regime"]}
     assert inside["penalty_shrink"] is False  # cpu: 0.24 against half of the paper's 1.27
-    assert inside["snip_start"] is True  # 0.11 >= 0.1
-    dst = next(c for c in out if c["text"].endswith("than FedDST"))
-    assert [r.inside for r in dst["regime"] if r.indicator.key == "feddst_start"] == [False]
+    assert inside["learns_top"] is None  # one seed of FedDIP, FedDP and SNIP: no spread
+    assert all(c["test"] and c["seeds"] in ([0], [0, 1]) for c in out)
+    # a claim naming a method the grid has no runs of is refused by name
+    del g[("prunefl", 0.95, 0)], g[("prunefl", 0.8, 0)]
+    with pytest.raises(FlkitError, match=r"'baselines' compares method\(s\) \['prunefl'\]"):
+        claims.all_claims(g, ni, cpu, spreads={"snip": 0.11, "feddst": 0.006})
 
 
 def test_traffic_and_noniid_claims():
@@ -226,16 +243,3 @@ def test_every_preset_run_lands_on_s_p():
             method = methods.get(m)(ctx, **study.method_params(p, m, s, rounds, **over))
             if hasattr(method.hp, "s0"):
                 assert method.target(rounds - 1) == pytest.approx(s, abs=1e-12), (name, m, over)
-
-
-def test_verdicts_markdown_derives_outside_regime():
-    from flkit.papers.feddip import record, regime
-
-    readings = regime.readings({"dense_gap": 8.0, "seed_noise": 0.5})
-    c = {"text": "claim A", "holds": True, "evidence": "ev", "regime": readings, "reason": ""}
-    ok = {"text": "claim B", "holds": False, "evidence": "ev2", "regime": [], "reason": ""}
-    md = record.verdicts_markdown([c, ok], "cpu", [0, 1], date="2026-01-01", commit="abc")
-    lines = md.splitlines()
-    assert lines[0] == "Run: preset `cpu`, seeds [0, 1], 2026-01-01, commit abc."
-    assert lines[4].startswith("| claim A | outside regime") and "dense_gap 8 / ≤ 3" in lines[4]
-    assert lines[5].startswith("| claim B | does not hold |")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -95,35 +94,7 @@ def test_stc_share_is_the_smallest_over_seeds_and_not_reached_is_outside():
 
 
 # ------------------------------------------------------------------------------ 02 FedDIP
-def _feddip_run(acc, sparsity):
-    h = pd.DataFrame({"test_accuracy": [0.1, acc], "model_sparsity": [0.0, sparsity]})
-    for c in ("cum_bytes_up", "cum_bytes_down"):
-        h[c] = [1.0, 2.0]
-    return SimpleNamespace(history=h, final=lambda col, h=h: float(h[col].iloc[-1]))
-
-
-def test_feddip_dense_gap_and_shortfall(monkeypatch):
-    from flkit.papers.feddip import regime, study
-
-    monkeypatch.setattr(study, "_official", lambda r, d: 0.0)
-    grid = {
-        ("fedavg", 0.0, 0): _feddip_run(0.88, 0.0),
-        ("fedavg", 0.0, 1): _feddip_run(0.86, 0.0),  # dense mean 87 %: 3 points below 90 %
-        ("feddip", 0.9, 0): _feddip_run(0.80, 0.9),
-        ("feddip", 0.95, 0): _feddip_run(0.70, 0.947),  # 0.003 short of 0.95
-    }
-    ours = regime.measure(grid, "fmnist_lenet5")
-    assert ours["dense_gap"] == pytest.approx(3.0)
-    assert ours["sparsity_shortfall"] == pytest.approx(0.003)
-    assert ours["seed_noise"] == pytest.approx(100 * 0.02 / 2**0.5)  # FedAvg's two seeds
-    fine = {**ours, "sparsity_shortfall": 1 / 61_470, "penalty_shrink": 0.7}
-    fine.update(snip_start=0.2, feddst_start=0.2)  # fixed-mask starts: a fifth of the dense spread
-    assert regime.in_regime(fine)  # 3 <= 3 points, one weight short, shrink >= half of 1.27
-    assert not regime.in_regime(ours)  # 0.003 short of 0.95: 184 LeNet-5 weights
-    assert not regime.in_regime({**fine, "dense_gap": 18.4})  # 71.6 % against a 90 % plateau
-    assert not regime.in_regime({**fine, "sparsity_shortfall": 0.056})  # 0.894 for s_p = 0.95
-    unknown = regime.measure(grid, "no_such_workload")["dense_gap"]
-    assert unknown is None and regime.readings({"dense_gap": None})[0].inside is None
+# tests/test_feddip_regime.py
 
 
 # ------------------------------------------------------------------------------ 03 FedAST
@@ -171,46 +142,7 @@ def test_fedast_paper_setting_value():
 
 
 # ------------------------------------------------------------------------------ 04 HideNseek
-def test_hidenseek_indicators_by_hand():
-    from flkit.papers.hidenseek import regime
-
-    acc = pd.DataFrame(
-        {
-            "task": ["har", "har", "mnist_a1", "mnist_a1"],
-            "method": ["HideNseek", "FedAvg", "HideNseek", "FedMask"],
-            "mean": [78.0, 90.0, 30.5, 10.0],
-        }
-    )
-    rows = []
-    for method, flips in (("HideNseek", [0.5, 0.01, 0.02, 0.03]), ("FedMask", [0.1, 0, 0, 0])):
-        for rnd, f in enumerate(flips, start=1):
-            rows.append(
-                {
-                    "task": "mnist_a1",
-                    "method": method,
-                    "seed": 0,
-                    "round": rnd,
-                    "flip_share": f,
-                    "coverage": 0.75,
-                }
-            )
-    runs = pd.DataFrame(rows)
-    ours = regime.measure(runs, acc)
-    assert ours["above_chance"] == pytest.approx(0.0)  # FedMask at chance on MNIST
-    assert ours["flip_share"] == 0.0  # FedMask froze after round 1
-    assert ours["coverage"] == 0.75
-    assert not regime.in_regime(ours)
-    assert ours["fedmask_gap"] == pytest.approx(20.5)  # HideNseek - FedMask on MNIST
-    working = acc.assign(mean=acc["mean"].where(acc.method != "FedMask", 35.0))
-    ok = regime.measure(runs[runs.method == "HideNseek"].assign(coverage=1.0), working)
-    assert ok["flip_share"] == pytest.approx(0.02) and ok["above_chance"] == pytest.approx(20.5)
-    assert ok["fedmask_gap"] == pytest.approx(-4.5)
-    assert regime.in_regime(ok)
-    bare = regime.measure(runs.drop(columns=["flip_share", "coverage"]), acc)
-    assert bare["flip_share"] is None and bare["coverage"] is None  # not recorded: unknown
-    assert regime.chance("har") == pytest.approx(100 / 6)
-    with pytest.raises(ValueError, match="cifar"):
-        regime.chance("cifar")
+# tests/test_hidenseek_regime.py
 
 
 # ------------------------------------------------------------------------------ 05 staleness

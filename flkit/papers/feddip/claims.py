@@ -1,10 +1,11 @@
 """Claim verdicts of notebook 02 as functions of result tables (thresholds are named parameters).
 
-Each function returns a dict {text, holds, evidence, paper, regime, reason} for
+Each function returns a dict {text, holds, evidence, paper, regime, reason, test, seeds} for
 ``report.claim(**c)``: ``holds`` is the face-value outcome (True / False, None when the tables
-cannot decide it, with the reason), ``regime`` the readings of the regime indicators the claim
-depends on (``regime.CLAIMS``), from which ``report.claim`` derives "outside regime". The smoke
-preset's rule lives in ``report.claim`` too.
+cannot decide it, with the reason), ``test`` the claim's own test in words with its threshold,
+``seeds`` the training seeds its evidence uses, and ``regime`` the readings of the indicators its
+rule names (``regime.REGIME``, read on the methods it compares), from which ``report.claim``
+derives "outside regime". The smoke preset's rule lives in ``report.claim`` too.
 """
 
 from __future__ import annotations
@@ -12,26 +13,35 @@ from __future__ import annotations
 import pandas as pd
 
 from ...prune import prunable_names
+from ...workbook.regime import Readings
 from . import regime as _regime
 from .study import final_rows, start_spreads
 
 PAPER_WHERE = "abstract and Sections I/VI (result tables not recoverable)"
-#: test images of each workload's full test set (a preset with test_subset = 0 uses all of them)
-TEST_IMAGES = {"fmnist_lenet5": 10_000, "cifar10_alexnet": 10_000, "cifar100_resnet18": 10_000}
+#: test images of each workload's full test set (kept here for the notebook's references)
+TEST_IMAGES = _regime.TEST_IMAGES
 
 
-def _claim(text, holds, evidence, regime=(), reason=""):
+def _seeds(res: dict, methods=None) -> list[int]:
+    """The training seeds of ``res``'s runs (of ``methods`` when given)."""
+    return sorted({int(k[-1]) for k in res if methods is None or k[0] in methods})
+
+
+def _claim(text, holds, evidence, regime=(), reason="", test="", seeds=None):
     return {
         "text": text,
         "holds": None if holds is None else bool(holds),
         "evidence": evidence,
         "paper": PAPER_WHERE,
-        "regime": list(regime),
+        # kept as given: REGIME.readings' result carries the claim key and its measurements
+        "regime": regime if isinstance(regime, Readings) else list(regime),
         "reason": reason if holds is None else "",
+        "test": test,
+        "seeds": seeds,
     }
 
 
-def sparsity_exact(res: dict, max_weights: float = 1.0) -> dict:
+def sparsity_exact(res: dict, max_weights: float = 1.0, regime=()) -> dict:
     """FedDIP ends at the prescribed sparsity s_p: the final global mask of every FedDIP run prunes
     round(s_p * n) of its n prunable weights, give or take ``max_weights`` (judged against s_p,
     not against the schedule that built the mask)."""
@@ -50,7 +60,11 @@ def sparsity_exact(res: dict, max_weights: float = 1.0) -> dict:
         holds,
         f"{n_checked} FedDIP runs; largest difference between the final mask's pruned count and "
         f"round(s_p * n): {worst:.0f} weights",
+        regime,
         reason="no FedDIP run to check",
+        test=f"every FedDIP run's final mask prunes round(s_p * n) weights, give or take "
+        f"{max_weights:g}",
+        seeds=_seeds(res, ("feddip",)),
     )
 
 
@@ -65,13 +79,19 @@ def baselines(
     """Abstract: at the highest sparsity FedDIP's mean final accuracy is similar to or better than
     each pruning baseline's of ``others``: at least theirs minus `tie`. PruneTrain keeps its first
     and last layers dense, so it runs below s_p (its realised sparsity is in the evidence). FedDST
-    is judged on its own (``beats_feddst``): its start depends on a regime indicator of its own."""
+    is judged on its own (``beats_feddst``), so that its run at chance gates only its own
+    comparison."""
     df = final_rows(res)
     s = df[df.method == "feddip"].sparsity.max()
     at = df[df.sparsity == s]
     acc = at.groupby("method").final_acc.mean()
     real = at.groupby("method").final_sparsity.mean()
     others = [m for m in others if m in acc]
+    test = (
+        f"FedDIP's mean final accuracy at least each of {', '.join(others) or 'the baselines'}'s "
+        f"minus the tie ({tie * 100:.2f} points) at the highest s_p"
+    )
+    seeds = _seeds(res, ("feddip", *others))
     if "feddip" not in acc or not others:
         return _claim(
             text,
@@ -79,13 +99,15 @@ def baselines(
             "",
             regime,
             reason="FedDIP or every baseline is missing from the grid",
+            test=test,
+            seeds=seeds,
         )
     holds = all(acc["feddip"] >= acc[m] - tie for m in others)
     ev = (
         ", ".join(f"{m} {acc[m] * 100:.1f}% (s={real[m]:.3f})" for m in ["feddip", *others])
         + f" at s_p={s:g}; tie {tie * 100:.1f} pts"
     )
-    return _claim(text, holds, ev, regime)
+    return _claim(text, holds, ev, regime, test=test, seeds=seeds)
 
 
 def beats_feddst(res: dict, tie: float = 0.005, regime=()) -> dict:
@@ -115,6 +137,9 @@ def close_to_dense(res: dict, max_gap: float = 0.03, regime=()) -> dict:
         holds,
         ev,
         regime,
+        test=f"FedDIP's mean final accuracy at most {max_gap * 100:g} points below dense "
+        "FedAvg's at every target sparsity",
+        seeds=_seeds(res, ("fedavg", "feddip")),
     )
 
 
@@ -129,7 +154,15 @@ def ordering(res: dict, tie: float = 0.005, regime=()) -> dict:
     holds = acc["feddip"] >= acc["feddp"] - tie and acc["feddp"] >= acc["snip"] - tie
     ev = ", ".join(f"{m} {v * 100:.1f}%" for m, v in acc.items()) + f" at s={s:g}"
     ev += f"; tie {tie * 100:.1f} pts"
-    return _claim("At the highest sparsity FedDIP >= FedDP >= one-shot SNIP", holds, ev, regime)
+    return _claim(
+        "At the highest sparsity FedDIP >= FedDP >= one-shot SNIP",
+        holds,
+        ev,
+        regime,
+        test=f"at the highest s_p, mean final accuracy FedDIP >= FedDP - tie and FedDP >= SNIP - "
+        f"tie (tie {tie * 100:.2f} points)",
+        seeds=_seeds(res, ("feddip", "feddp", "snip")),
+    )
 
 
 def gap_grows(res: dict, tie: float = 0.005, regime=()) -> dict:
@@ -153,10 +186,13 @@ def gap_grows(res: dict, tie: float = 0.005, regime=()) -> dict:
         ev,
         regime,
         reason="a single target sparsity: nothing to grow over",
+        test="FedDIP - FedDP (mean final accuracy) at the highest s_p above the larger of its "
+        f"value at the lowest s_p and 0 by more than the tie ({tie * 100:.2f} points)",
+        seeds=_seeds(res, ("feddip", "feddp")),
     )
 
 
-def traffic(res: dict, min_saving: float = 0.5, dense_upload: float = 0.9) -> dict:
+def traffic(res: dict, min_saving: float = 0.5, dense_upload: float = 0.9, regime=()) -> dict:
     """Under exact sparse counting FedDIP's cumulative download is at most (1 - min_saving) of
     FedAvg's at every sparsity, and under the official formula its upload stays >= dense_upload of
     FedAvg's (error feedback keeps the uploaded local models dense)."""
@@ -183,6 +219,10 @@ def traffic(res: dict, min_saving: float = 0.5, dense_upload: float = 0.9) -> di
         "under the official accounting stays near dense",
         holds,
         ev,
+        regime,
+        test=f"at every s_p, FedDIP's exact download at most {1 - min_saving:g} of FedAvg's and "
+        f"its official-formula upload at least {dense_upload:g} of FedAvg's",
+        seeds=_seeds(res, ("fedavg", "feddip")),
     )
 
 
@@ -203,39 +243,44 @@ def noniid_close(
         ev,
         regime,
         reason="a method of the comparison did not run",
+        test=f"FedDIP+Prox's mean client accuracy at most {max_gap * 100:g} points below the "
+        "better of FedAvg's and FedProx's",
+        seeds=_seeds(res, ("fedavg", "fedprox", "feddip_prox")),
     )
 
 
-def tie_of(grid: dict, preset) -> float:
-    """The tie allowance of the accuracy comparisons: ``regime.tie_threshold`` (the largest of the
-    preset's ``tie``, the seeds' spread and the test set's binomial noise)."""
-    test = int(preset["test_subset"]) or TEST_IMAGES.get(preset["workloads"][0], 10_000)
-    return _regime.tie_threshold(grid, float(preset["tie"]), test)
+def tie_of(grid: dict, preset, claim: str) -> float:
+    """The tie allowance of an accuracy claim (a key of ``regime.CLAIM_METHODS``):
+    ``regime.tie_threshold`` on the methods the claim compares and the runs it reads (the
+    largest of the preset's ``tie``, those methods' seed spread and binomial noise)."""
+    methods = _regime.REGIME.rule(claim).methods
+    n = _regime.test_images(preset, preset["workloads"][0])
+    return _regime.tie_threshold(grid, methods, float(preset["tie"]), n, _regime.CLAIM_SCOPE[claim])
 
 
 def all_claims(
     grid: dict, noniid: dict, preset, spreads: dict | None = None, device="auto"
 ) -> list[dict]:
     """Every claim of the paper this notebook checks, in order, each with the readings of the
-    regime indicators it depends on (measured on the main grid, ``regime.measure``; the
-    fixed-mask starts' spreads are measured here unless given, ``study.start_spreads``)."""
+    indicators its rule names (``regime.measure`` on the main grid, the non-IID grid and the
+    fixed-mask starts' spreads, measured here unless given, ``study.start_spreads``) and its own
+    tie (``tie_of``)."""
     workload = preset["workloads"][0]
     if spreads is None:
         seed = min(k[-1] for k in grid)
         spreads = start_spreads(preset, workload, seed, device)
-    ours = _regime.measure(grid, workload, preset, spreads)
-    tie = tie_of(grid, preset)
+    ours = _regime.measure(grid, workload, preset, spreads, noniid)
 
     def reg(name):
-        return _regime.readings(ours, _regime.CLAIMS[name])
+        return _regime.REGIME.readings(ours, name)
 
     return [
-        sparsity_exact(grid),
+        sparsity_exact(grid, regime=reg("sparsity_exact")),
         close_to_dense(grid, float(preset["max_gap"]), reg("close_to_dense")),
-        ordering(grid, tie, reg("ordering")),
-        gap_grows(grid, tie, reg("gap_grows")),
-        baselines(grid, tie, reg("baselines")),
-        beats_feddst(grid, tie, reg("beats_feddst")),
-        traffic(grid),
+        ordering(grid, tie_of(grid, preset, "ordering"), reg("ordering")),
+        gap_grows(grid, tie_of(grid, preset, "gap_grows"), reg("gap_grows")),
+        baselines(grid, tie_of(grid, preset, "baselines"), reg("baselines")),
+        beats_feddst(grid, tie_of(grid, preset, "beats_feddst"), reg("beats_feddst")),
+        traffic(grid, regime=reg("traffic")),
         noniid_close(noniid, float(preset["max_gap"]), regime=reg("noniid_close")),
     ]

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .study import LABELS, final_rows
 
-__all__ = ["record_noniid", "record_ablations", "verdicts_markdown"]
+__all__ = ["record_noniid", "record_ablations"]
 
 
 def record_noniid(report, preset, noniid: dict) -> None:
@@ -36,28 +36,3 @@ def record_ablations(report, preset, abl: pd.DataFrame) -> None:
             unit="%",
             note=f"ablation, mean of {len(g)} seed(s)",
         )
-
-
-def verdicts_markdown(
-    claim_dicts: list[dict], preset: str, seeds, date: str = "", commit: str = ""
-) -> str:
-    """The README's "Verdicts" block from ``claims.all_claims(...)``: a line naming the run, then
-    one table row per claim with its verdict (derived as ``report.claim`` derives it), the evidence
-    and the regime readings."""
-    from flkit.workbook.verdict import decide
-
-    head = f"Run: preset `{preset}`, seeds {list(seeds)}"
-    head += (f", {date}" if date else "") + (f", commit {commit}" if commit else "") + "."
-    rows = ["| claim | verdict | evidence | regime indicators (ours / rule) |", "|---|---|---|---|"]
-    for c in claim_dicts:
-        verdict, reason = decide(
-            c["holds"], preset, c.get("regime", ()), reason=c.get("reason", "")
-        )
-        regime = "; ".join(
-            f"{r.indicator.key} {'—' if r.ours is None else f'{float(r.ours):.3g}'} / "
-            f"{r.indicator.rule.text(r.indicator.paper)}"
-            for r in c.get("regime", ())
-        )
-        cell = verdict + (f" ({reason})" if reason else "")
-        rows.append(f"| {c['text']} | {cell} | {c['evidence']} | {regime} |")
-    return "\n".join([head, "", *rows])
