@@ -6,7 +6,9 @@
 Inside: `loading` (load, Dataset, normalisation), `sources` (the data root, the offline mirror,
 downloads), `files` (file readers), `shaping` (subsets and splits), `synthetic` (a generated
 dataset), `provenance` (which copy was read, the full-data rule), `partition` (the client split
-schemes) and `admin` (the `flkit data` command).
+schemes), `admin` (the `flkit data` command), `public_sources`, `source_readers` and `prepare`
+(`flkit data prepare`: each dataset built from its public source) and `published_copies` (the
+copies the published verdicts used, beside those a run reads).
 """
 
 from . import partition

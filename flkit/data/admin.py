@@ -1,5 +1,5 @@
-"""`flkit data list|verify|download|link`: see where datasets are, check them, fetch them, link a
-mirror.
+"""`flkit data list|verify|download|prepare|link`: see where datasets are, check them, fetch them,
+build them from their public sources, link a mirror.
 
 ``flkit/cli.py`` calls :func:`register_cli` with its argparse subparsers object; every
 sub-command sets ``args.func(args) -> int`` (the exit status). ``python -m flkit.data.admin ...``
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..utils import FlkitError, run_command
 from . import files, sources
+from .public_sources import PREPARABLE
 
 # which mirror entries belong to which dataset (for `verify NAME` and `link`)
 _MIRROR_PREFIX = {"mnist": "MNIST/", "fmnist": "FashionMNIST/"}
@@ -84,7 +85,8 @@ def cmd_list(args) -> int:
         print(
             "To get the missing ones: `flkit data link --mirror /path/to/mirror` (offline copy)"
             + (f" or `flkit data download {' '.join(down)}` (needs internet)" if down else "")
-            + "."
+            + f", or build them from their public sources: `flkit data prepare {' '.join(missing)}`"
+            + " (data/README.md)."
         )
     return 0
 
@@ -197,7 +199,8 @@ def cmd_download(args) -> int:
             raise FlkitError(
                 f"{n!r} cannot be downloaded with torchvision "
                 f"(accepted: {', '.join(sources.DOWNLOADABLE)}); "
-                f"get {n}.npz from an offline mirror: `flkit data link --mirror /path/to/mirror`"
+                f"get {n}.npz from an offline mirror: `flkit data link --mirror /path/to/mirror`, "
+                f"or build it from its public source: `flkit data prepare {n}`"
             )
     if not args.force and not sources.is_online():
         print(
@@ -262,6 +265,35 @@ def cmd_link(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- prepare
+def _from_options(values) -> dict:
+    """``--from [NAME=]LOCATION`` values as {dataset or None: location}."""
+    out: dict = {}
+    for v in values:
+        name, sep, rest = v.partition("=")
+        key, where = (name, rest) if sep and name in PREPARABLE else (None, v)
+        if key in out:
+            raise FlkitError(
+                f"--from given twice for {key or 'the dataset'}: {out[key]!r} and {where!r}"
+            )
+        out[key] = where
+    return out
+
+
+def cmd_prepare(args) -> int:
+    from . import prepare
+
+    locations = _from_options(args.sources)
+    done = prepare.prepare_many(args.names, args.root, locations, force=args.force)
+    failed = [n for n, r in done if isinstance(r, Exception)]
+    root = sources.data_root(args.root)
+    print(
+        f"{len(done) - len(failed)} of {len(done)} dataset(s) ready in {root}"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
 # --------------------------------------------------------------------------- argparse
 def _common(p, mirror=True):
     p.add_argument(
@@ -280,20 +312,22 @@ def _common(p, mirror=True):
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
-    """Add the `data` command (with list, verify, download, link) to an argparse subparsers
-    object."""
+    """Add the `data` command (with list, verify, download, prepare, link) to an argparse
+    subparsers object."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
         "data",
-        help="find, check, download or link datasets",
+        help="find, check, download, build or link datasets",
         formatter_class=fmt,
         description="Manage flkit's datasets. flkit.data.load(NAME) looks in the data root "
         "($FLKIT_DATA, else data/ at the project root), then in the offline mirror "
-        "($FLKIT_MIRROR), then downloads with torchvision when online.",
+        "($FLKIT_MIRROR), then downloads with torchvision when online. `prepare` builds every "
+        "dataset from its public source (data/README.md).",
         epilog="examples:\n  flkit data list\n  flkit data link --mirror /path/to/mirror\n"
-        "  flkit data verify mnist\n  flkit data download mnist cifar10",
+        "  flkit data verify mnist\n  flkit data download mnist cifar10\n"
+        "  flkit data prepare mnist cifar10 har",
     )
-    sub = p.add_subparsers(dest="data_command", metavar="{list,verify,download,link}")
+    sub = p.add_subparsers(dest="data_command", metavar="{list,verify,download,prepare,link}")
     sub.required = True
 
     q = sub.add_parser(
@@ -363,6 +397,46 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="replace files or links that already exist (default: off)",
     )
     q.set_defaults(func=cmd_link)
+
+    q = sub.add_parser(
+        "prepare",
+        help="build datasets from their public sources into the data root",
+        formatter_class=fmt,
+        description="Build each dataset from its public source into the data root, in the layout\n"
+        "flkit.data.load reads: MNIST, Fashion-MNIST, CIFAR-10/100 and SVHN from the URLs of\n"
+        "torchvision's downloaders, UCI HAR from the UCI archive, each file checked against the\n"
+        "md5 its publisher gives where there is one; FEMNIST and Shakespeare from LEAF's output\n"
+        "(its JSON shards), named with --from. The files are built in a temporary folder and\n"
+        "renamed into place only once they load, so a failed download or a damaged archive\n"
+        "leaves nothing behind. A dataset the data root already holds is skipped unless --force.\n"
+        "data/README.md lists each source's URL, licence, citation and size. Exit status 1 when\n"
+        "a dataset failed.",
+        epilog="examples:\n  flkit data prepare mnist cifar10 har\n"
+        "  flkit data prepare femnist --from leaf/data/femnist\n"
+        "  flkit data prepare all --from femnist=leaf/data/femnist "
+        "--from shakespeare=leaf/data/shakespeare\n"
+        "  flkit data prepare mnist --from /media/usb/mnist-files/",
+    )
+    q.add_argument("names", nargs="+", metavar="NAME", help=f"{', '.join(PREPARABLE)}, or all")
+    _common(q, mirror=False)
+    q.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        default=[],
+        metavar="[NAME=]LOCATION",
+        help="take a dataset's source from LOCATION instead of its published URLs: a folder "
+        "holding the published files (or LEAF's output), one file, or an http(s):// or file:// "
+        "URL; NAME= says which dataset when several are named; repeat it for several "
+        "(default: the published URLs; femnist and shakespeare need it)",
+    )
+    q.add_argument(
+        "--force",
+        action="store_true",
+        help="build a dataset again although the data root holds it, replacing it (a link to "
+        "the mirror's copy included; the mirror itself is never written) (default: off)",
+    )
+    q.set_defaults(func=cmd_prepare)
     return p
 
 

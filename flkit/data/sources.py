@@ -149,6 +149,6 @@ def not_found_error(name, root, mirror, why_no_download) -> DataNotFoundError:
         lines.append(f"  flkit data download {name} --root {r}                  (needs internet)")
     else:
         lines.append(
-            f"  (torchvision cannot download {name!r}; put {name}.npz in the root or the mirror)"
+            f"  flkit data prepare {name} --root {r}   (from its public source; data/README.md)"
         )
     return DataNotFoundError("\n".join(lines))

@@ -49,7 +49,11 @@ the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
      "figures": [{"name", "file", "claims": [claim text, ...] (only when given)}],
      "data": [{"dataset", "source", "train", "test", "labels_sha256", "content_sha256",
                "full_train", "full_test", "full_total", "reduced"}],  # copies read (data.identity)
-     "data_rule": {"preset": str | null, "allow_reduced": bool}}
+     "data_rule": {"preset": str | null, "allow_reduced": bool},
+     "data_vs_published": {"preset", "commit", "date", "same": true | false | null,
+                           "datasets": [{"dataset", "published", "used", "same"}]} | null}
+                           # the copies read beside those the published verdicts of this
+                           # notebook and preset used (flkit.data.published_copies)
 
 Non-finite measurements are stored as the strings "NaN", "Infinity", "-Infinity" (strict JSON).
 Reading them back and summarising seeds: :mod:`flkit.workbook.results`.
@@ -69,6 +73,7 @@ import time
 from pathlib import Path
 
 from ..data import provenance as _data_ids
+from ..data import published_copies as _published
 from ..paths import runs_dir
 from ..store import save_text
 from ..utils import FlkitError
@@ -224,6 +229,9 @@ class Report:
         # this notebook's preset decides whether a reduced data copy is refused from here on
         _data_ids.set_policy(self.preset, bool(getattr(preset_obj, "allow_reduced_data", False)))
         self._data_mark = _data_ids.mark()  # the data this notebook reads from here on
+        # the copies the published verdicts of this notebook and preset used; the first output
+        # says so when this run is about to read others
+        self._published = _published.check_at_start(self.notebook, self.preset)
 
     @staticmethod
     def _device(device) -> str:
@@ -397,6 +405,7 @@ class Report:
             "figures": list(self.figures.values()),
             "data": self.data(),
             "data_rule": _data_ids.policy(),
+            _published.RESULTS_KEY: _published.compare(self._published, self.data()),
         }
 
     def data(self) -> list[dict]:
