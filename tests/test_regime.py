@@ -68,29 +68,7 @@ def test_primer_indicators_and_rule():
         regime.measure(final, "IIX", counts)
 
 
-# ------------------------------------------------------------------------------ 01 STC
-def test_stc_share_is_the_smallest_over_seeds_and_not_reached_is_outside():
-    from flkit.papers.stc_projection import regime
-
-    def tab(rounds_to_target):
-        return pd.DataFrame(
-            {
-                "method": ["fedavg"] * len(rounds_to_target),
-                "seed": range(len(rounds_to_target)),
-                "rounds": [200] * len(rounds_to_target),
-                "rounds_to_target": rounds_to_target,
-            }
-        )
-
-    assert regime.measure(tab([197, 160]))["fedavg_share"] == pytest.approx(0.8)
-    share = ["fedavg_share"]  # a table of FedAvg rows alone has no STC / FedAvg ratio
-    assert regime.in_regime(tab([197, 160]), keys=share)  # 0.8 >= 0.75 in both seeds
-    assert not regime.in_regime(tab([197, 140]), keys=share)  # 0.7 in one seed
-    assert not regime.in_regime(tab([197, 160]))  # every indicator: the STC ratio is missing
-    assert regime.measure(tab([197, np.nan]))["fedavg_share"] is None
-    r = regime.readings(tab([197, np.nan]))[0]
-    assert r.inside is False and r.indicator.paper == 0.985  # never reached: outside, not unknown
-    assert regime.in_regime({"fedavg_share": 0.76}) and not regime.in_regime({"fedavg_share": 0.74})
+# 01 STC: tests/test_stc_projection_regime.py
 
 
 # ------------------------------------------------------------------------------ 02 FedDIP
@@ -145,32 +123,7 @@ def test_fedast_paper_setting_value():
 # tests/test_hidenseek_regime.py
 
 
-# ------------------------------------------------------------------------------ 05 staleness
-def test_staleness_gap_and_late_rise():
-    from flkit.papers.staleness import regime
-
-    acc = pd.DataFrame({"acc": [90.3, 89.9]}, index=["unstale", "unweighted"])
-    # rounds 1..8: the last quarter (7, 8) against the quarter before (5, 6)
-    hist = pd.DataFrame(
-        {
-            "method": "unweighted",
-            "seed": 0,
-            "round": range(1, 9),
-            "affected_accuracy": [0.1, 0.2, 0.3, 0.4, 0.50, 0.52, 0.60, 0.62],
-        }
-    )
-    ours = regime.measure(acc, hist)
-    assert ours["staleness_gap"] == pytest.approx(0.4)
-    assert ours["still_rising"] == pytest.approx(10.0)  # mean 61 % (rounds 7-8) - 51 % (5-6)
-    assert not regime.in_regime(ours)  # a 0.4-point gap: staleness costs nothing here
-    fit = {"affected_share": 0.9, "disparity_ratio": 0.3}  # stale clients hold the class
-    assert regime.in_regime({**ours, **fit, "staleness_gap": 6.0})
-    assert not regime.in_regime({**ours, "staleness_gap": 6.0})  # share, ratio not measured
-    flat = hist.assign(affected_accuracy=[0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5, 0.5])
-    assert regime.late_rise(flat) == pytest.approx(0.0)
-    assert not regime.in_regime({"staleness_gap": 6.0, "still_rising": 0.0})  # settled
-    with pytest.raises(FlkitError, match="unstale"):
-        regime.measure(acc.drop(index="unstale"), hist)
+# 05 staleness: tests/test_staleness_regime.py
 
 
 # ------------------------------------------------------------------------------ template

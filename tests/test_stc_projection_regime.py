@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from flkit.papers.stc_projection import regime, tables
+from flkit.papers.stc_projection import claims, regime, tables
 from flkit.utils import FlkitError
 
 ROUNDS = 10
@@ -68,41 +68,49 @@ def test_paper_values_only_at_the_papers_target():
     assert ind.loc["FedAvg: rounds to 90%", "paper"] is None  # the paper has no 90 % figure
 
 
-def test_in_regime_rule():
-    share = ["fedavg_share"]
-    assert regime.in_regime(tables.summary(_results(), 0.95), keys=share)  # 9 / 10 >= 0.75
-    assert not regime.in_regime(tables.summary(_results(), 0.9), keys=share)  # 3 / 10 < 0.75
-    assert not regime.in_regime(tables.summary(_results(), 0.95), min_fraction=0.95, keys=share)
-    # every indicator: STC never reaches 95 %, so its ratio to FedAvg is outside the band
-    assert not regime.in_regime(tables.summary(_results(), 0.95))
-    assert regime.in_regime(tables.summary(_results(stc=(4, 7, 0.03)), 0.95))  # 7 / 9 = 0.78
-    with pytest.raises(FlkitError, match="min_fraction"):
-        regime.in_regime(tables.summary(_results(), 0.95), min_fraction=2)
+def test_fedavg_share_is_the_smallest_over_seeds_and_not_reached_is_outside():
+    tab = _summary([("fedavg", 0, 197), ("fedavg", 1, 160)])
+    assert regime.measure(tab) == {"fedavg_share": pytest.approx(0.8)}  # 160 / 200
+    assert regime.REGIME.inside(regime.measure(tab))  # 0.8 >= 0.75 in both seeds
+    assert not regime.REGIME.inside({"fedavg_share": 0.7})  # 140 of 200 in one seed
+    never = _summary([("fedavg", 0, 197), ("fedavg", 1, None)])
+    assert regime.measure(never)["fedavg_share"] is None
+    (r,) = regime.REGIME.readings(regime.measure(never), "rounds")
+    assert r.inside is False and r.indicator.paper == 0.985  # never reached: outside, not unknown
+    # 95 % by round 9 of 10 is in; by round 3 of 10 (the 90 % target) is out
+    assert regime.REGIME.inside(regime.measure(tables.summary(_results(), 0.95)))
+    assert not regime.REGIME.inside(regime.measure(tables.summary(_results(), 0.9)))
 
 
-def test_target_ablation_table():
-    tab = regime.target_ablation(_results(), [0.9, 0.95]).set_index("indicator")
-    row = tab.loc["FedAvg: rounds to target"]
-    assert (row["paper"], row["ours at 90%"], row["ours at 95%"]) == (197, 3, 9)
-    # rounds claim: at 90 % STC-PA 2 < STC 4 and <= FedAvg 3; at 95 % 5 < never and <= 9
-    assert row["verdict at 90%"] is True and row["verdict at 95%"] is True
-    var = tab.loc["FedAvg: across-client variance %², 2nd half"]
-    assert var["verdict at 95%"] is True  # STC-PA 100 %² is the lowest
-    reg = tab.loc["in the paper's regime (regime.in_regime)"]
-    # 90 %: FedAvg's share 0.3 and STC / FedAvg 4 / 3; 95 %: share 0.9 but STC never gets there
-    assert reg["ours at 90%"] is False and reg["ours at 95%"] is False
-    ratio = tab.loc["STC / FedAvg: rounds to target"]
-    assert ratio["paper"] == regime.PAPER_STC_RATIO
-    assert ratio["ours at 90%"] == pytest.approx(4 / 3, abs=5e-3) and ratio["ours at 95%"] is None
-    with pytest.raises(FlkitError, match="two targets"):
-        regime.target_ablation(_results(), [0.9])
+def test_the_regime_has_one_indicator_with_its_source_and_no_stc_ratio():
+    """STC's place against FedAvg is Table 2's result, not a setting: it is a claim of its own and
+    no claim reads it as a regime indicator."""
+    assert list(regime.REGIME.all) == ["fedavg_share"]
+    share = regime.REGIME.indicators["fedavg_share"]
+    assert share.source_kind == "ours" and "197" in share.source
+    assert share.rule.text() == "≥ 0.75" and not share.diagnostic
+    assert set(regime.REGIME.claims) == {
+        "stc_before_fedavg",
+        "rounds",
+        "variance",
+        "stc_oscillates_more_than_fedavg",
+        "stc_pa_oscillates_less_than_stc",
+    }
+    for rule in regime.REGIME.claims.values():
+        assert rule.indicators == ("fedavg_share",) and rule.tasks == ("mnist",)
+    assert regime.REGIME.claims["stc_before_fedavg"].methods == ("fedavg", "stc")
+
+
+def test_measure_refuses_a_table_that_is_not_a_summary():
+    with pytest.raises(FlkitError, match="tables.summary"):
+        regime.measure(pd.DataFrame({"method": ["fedavg"], "seed": [0]}))
 
 
 def test_describe_names_every_indicator():
     line = regime.describe(tables.summary(_results(), 0.95))
     assert "FedAvg: rounds to 95%: 9 (paper 197)" in line
     assert "STC: rounds to 95%: not reached (paper 157)" in line
-    assert "in the paper's regime" in line
+    assert "in FedAvg's calibrated regime" in line
 
 
 # --------------------------------------------------------------------------- calibrating STC
@@ -184,49 +192,128 @@ def _summary(rows, run=200, target=0.95):
     )
 
 
-def test_stc_ratio_is_the_largest_over_seeds():
+def test_stc_ratios_per_seed():
     tab = _summary(
-        [("fedavg", 0, 180), ("stc", 0, 140), ("fedavg", 1, 190), ("stc", 1, 160)]
-    )  # 140 / 180 = 0.778, 160 / 190 = 0.842
-    assert regime.stc_ratios(tab) == pytest.approx([140 / 180, 160 / 190])
-    ours = regime.measure(tab)
-    assert ours["stc_ratio"] == pytest.approx(160 / 190)
-    r = {x.indicator.key: x for x in regime.readings(tab)}["stc_ratio"]
-    assert r.inside is True and r.indicator.paper == pytest.approx(0.797)  # 157 / 197
-    assert r.indicator.rule.text() == "0.7–0.9"
-    assert regime.in_regime(tab)  # shares 0.9 and 0.95 too
-
-
-def test_stc_ratio_outside_the_band_or_missing_is_outside():
-    slow = _summary([("fedavg", 0, 180), ("stc", 0, 171)])  # 0.95: STC barely ahead
-    fast = _summary([("fedavg", 0, 180), ("stc", 0, 117)])  # 0.65: far ahead
-    never = _summary(
         [("fedavg", 0, 180), ("stc", 0, 140), ("fedavg", 1, 190), ("stc", 1, None)]
-    )  # seed 1: STC never reaches the target, however good seed 0 is
-    for tab, ratio in ((slow, 0.95), (fast, 0.65), (never, None)):
-        ours = regime.measure(tab)["stc_ratio"]
-        assert ours == (None if ratio is None else pytest.approx(ratio))
-        r = {x.indicator.key: x for x in regime.readings(tab)}["stc_ratio"]
-        assert r.inside is False  # never "unknown": STC not reaching is not the paper's STC
-        assert not regime.in_regime(tab) and regime.in_regime(tab, keys=["fedavg_share"])
-    ind = regime.indicators(never).set_index("indicator").loc["STC / FedAvg: rounds to 95%"]
+    )  # 140 / 180 = 0.778; seed 1: STC never reaches the target
+    assert regime.stc_ratios(tab) == [pytest.approx(140 / 180), None]
+    ind = regime.indicators(tab).set_index("indicator").loc["STC / FedAvg: rounds to 95%"]
     assert ind["ours"] is None and ind["per seed"] == [pytest.approx(0.778), None]
+    assert regime.measure(tab) == {"fedavg_share": pytest.approx(0.9)}  # no ratio measured
 
 
-def test_claims_map_to_their_indicators():
-    from flkit.papers.stc_projection import claims as stc_claims
+def test_stc_trailing_fedavg_leaves_the_projection_claims_in_regime(tmp_path):
+    """The bug: STC trailing FedAvg (or never reaching the target) made the three claims that
+    compare STC-PA with STC "outside regime". FedAvg's share alone decides now."""
+    from flkit.workbook.report import Report
 
-    assert regime.CLAIMS == {
-        "rounds": ("fedavg_share", "stc_ratio"),
-        "variance": ("fedavg_share", "stc_ratio"),
-        "stc_oscillates_more_than_fedavg": ("fedavg_share",),  # STC against FedAvg itself
-        "stc_pa_oscillates_less_than_stc": ("fedavg_share", "stc_ratio"),
-    }
-    tab = _summary([("fedavg", 0, 180), ("stc", 0, 140), ("stc_pa", 0, 100)]).assign(
-        variance=1.0, oscillation=1.0, factor_up=47.0, factor_down=47.0
+    tab = _summary([("fedavg", 0, 180), ("stc", 0, None), ("stc_pa", 0, 170)], run=200).assign(
+        oscillation=[1.0, 2.0, 1.5], factor_up=47.0, factor_down=47.0
     )
-    training = {c["key"] for c in stc_claims.verdicts(tab, "mnist") if not c["exact"]}
-    assert training == set(regime.CLAIMS)  # every training claim has its indicators
-    per_claim = regime.claim_readings(tab)
-    keys = {c: [r.indicator.key for r in rs] for c, rs in per_claim.items()}
-    assert keys == {c: list(k) for c, k in regime.CLAIMS.items()}
+    r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
+    df = claims.record(r, tab, "mnist", ours=regime.measure(tab))
+    assert "outside regime" not in df.verdict.tolist()
+
+
+# --------------------------------------------------------------------------- re-judging rules v1
+def _v1_claim(text, verdict, face, rows):
+    return {
+        "text": text,
+        "paper": "Table 2",
+        "verdict": verdict,
+        "reason": "",
+        "evidence": "",
+        "per_seed": {"0": verdict},
+        "face": {"0": face},
+        "regime": rows,
+    }
+
+
+def test_the_v1_map_recovers_the_published_long_entry_and_rejudges_it():
+    """A rules-v1 entry as `long` published it (FedAvg's share 0.765, STC's ratio not measured):
+    the map names every indicator it recorded, and the three claims the ratio set aside are
+    judged at face value."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from flkit.reproduce import rejudge
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "tools"))
+    from recover_measurements import recover
+
+    share = {
+        "indicator": "FedAvg: share of the run's rounds spent reaching the target (smallest "
+        "over seeds)",
+        "ours": [0.765],
+        "inside": True,
+    }
+    ratio = {
+        "indicator": "STC / FedAvg: rounds to the target (largest over seeds; not measured when "
+        "STC or FedAvg never reaches it in a seed)",
+        "ours": [None],
+        "inside": False,
+    }
+    entry = {
+        "notebook": "01_stc_projection",
+        "preset": "long",
+        "seeds": [0],
+        "claims": [
+            _v1_claim(
+                "MNIST: STC / STC-PA per-round traffic ≈ 45× below FedAvg", "holds", True, []
+            ),
+            _v1_claim(
+                "MNIST: STC-PA reaches 95% in fewer rounds than STC and no later than FedAvg",
+                "outside regime",
+                False,
+                [share, ratio],
+            ),
+            _v1_claim(
+                "MNIST: STC-PA has the lowest across-client accuracy variance",
+                "outside regime",
+                False,
+                [share, ratio],
+            ),
+            _v1_claim(
+                "MNIST: STC oscillates more than FedAvg (non-IID, 2 shards)",
+                "does not hold",
+                False,
+                [share],
+            ),
+            _v1_claim(
+                "MNIST: STC-PA oscillates less than STC (non-IID, 2 shards)",
+                "outside regime",
+                True,
+                [share, ratio],
+            ),
+        ],
+    }
+    mp = json.loads((root / "tools" / "v1_maps" / "01_stc_projection.json").read_text("utf-8"))
+    new = rejudge.rejudge_entry(recover(entry, mp["claims"], mp["indicators"]))
+    assert [c["verdict"] for c in new["claims"]] == [
+        "holds",
+        "does not hold",
+        "does not hold",
+        "does not hold",
+        "holds",
+    ]
+    assert [c.get("previous_verdict") for c in new["claims"]] == [
+        None,
+        "outside regime",
+        "outside regime",
+        None,
+        "outside regime",
+    ]
+    assert rejudge.verdict_changes([entry], [new]) == [
+        "01_stc_projection long: MNIST: STC-PA reaches 95% in fewer rounds than STC and no later "
+        "than FedAvg: outside regime -> does not hold",
+        "01_stc_projection long: MNIST: STC-PA has the lowest across-client accuracy variance: "
+        "outside regime -> does not hold",
+        "01_stc_projection long: MNIST: STC-PA oscillates less than STC (non-IID, 2 shards): "
+        "outside regime -> holds",
+    ]
+    # FedAvg's share below 0.75 sets every one of them aside again
+    low = json.loads(json.dumps(entry).replace("0.765", "0.7"))
+    out = rejudge.rejudge_entry(recover(low, mp["claims"], mp["indicators"]))
+    assert [c["verdict"] for c in out["claims"]][1:] == ["outside regime"] * 4
