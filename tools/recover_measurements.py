@@ -5,8 +5,9 @@ each claim's regime readings as text rows (indicator, ours per run, rule). Where
 what the current rules read, this tool writes them back as version-2 fields: each claim's
 ``key`` and, per run, ``measured`` = every indicator value read anywhere in the entry (so a rule
 may read an indicator another claim carried). A map per notebook, ``tools/v1_maps/<notebook>.json``,
-names the claim keys (claim text prefix -> key), the indicator keys (indicator text -> key) and
-the training seeds of each preset; a claim judged on readings that the map leaves out is an
+names the claim keys (claim text prefix -> key), the indicator keys (indicator text -> key), the
+training seeds of each preset and each claim's own test in words (claim text prefix -> test, as
+the claims code now records it); a claim judged on readings that the map leaves out is an
 error, and an entry whose rules read an indicator the rows never held fails the re-judge by name
 (then the notebook is re-run).
 
@@ -47,7 +48,15 @@ def _readings(entry: dict, rows: list, indicators: dict, runs: list) -> dict:
     return out
 
 
-def recover(entry: dict, claims: dict, indicators: dict, seeds=None) -> dict:
+def _undecided_reason(c: dict) -> str:
+    """The reason a v1 claim gave for an undecided face value (its recorded reason without the
+    face-value tail); '' when its face value was decided."""
+    if c.get("face", {}) and any(v is not None for v in c["face"].values()):
+        return ""
+    return str(c.get("reason", "")).split("; at face value")[0]
+
+
+def recover(entry: dict, claims: dict, indicators: dict, seeds=None, tests=None) -> dict:
     """``entry`` (rules 1) with claim keys and measurements from its readings (rules 2): each
     claim's own readings, over every other reading of the entry. ``seeds``: the training seeds
     of the entry's preset (the map's "seeds"), recorded on every claim."""
@@ -69,10 +78,16 @@ def recover(entry: dict, claims: dict, indicators: dict, seeds=None) -> dict:
                 f"{entry['notebook']}: claim {c['text']!r} was judged on readings but has no key "
                 "in the map"
             )
-        c.setdefault("test", "")
-        c["seeds"] = c.get("seeds") or seeds
+        test = next((t for text, t in (tests or {}).items() if c["text"].startswith(text)), "")
+        c["test"] = c.get("test") or test
+        if isinstance(seeds, dict):  # by claim text prefix
+            c["seeds"] = c.get("seeds") or next(
+                (v for text, v in seeds.items() if c["text"].startswith(text)), None
+            )
+        else:
+            c["seeds"] = c.get("seeds") or seeds
         c.setdefault("judge_at_smoke", False)
-        c.setdefault("face_reason", "")
+        c.setdefault("face_reason", _undecided_reason(c))
         out["claims"].append(c)
     return out
 
@@ -91,7 +106,7 @@ def main(argv=None) -> int:
         if e["notebook"] == a.notebook and (a.preset is None or e["preset"] == a.preset):
             if e.get("rules", 1) < 2:
                 seeds = (mp.get("seeds") or {}).get(e["preset"])
-                e = recover(e, mp["claims"], mp["indicators"], seeds)
+                e = recover(e, mp["claims"], mp["indicators"], seeds, mp.get("tests"))
             e = rejudge.rejudge_entry(e)
         out.append(e)
     for line in rejudge.verdict_changes(entries, out):
