@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..utils import FlkitError
+from ..utils import FlkitError, configure_threads
 from ..workbook import presets
 from ..workbook.presets import unknown_choice
 from ..workbook.report import source_commit
@@ -31,6 +31,8 @@ __all__ = [
     "notebook_parameters",
     "match_notebook",
     "plan",
+    "run_threads",
+    "with_threads",
     "RUN_FILE",
     "ENV_NOTEBOOKS",
     "RESERVED_PARAMETERS",
@@ -128,6 +130,29 @@ def match_notebook(name: str, names: list[str]) -> str:
             f"--only {name!r} is ambiguous: it matches {', '.join(parts)}; give the full name"
         )
     raise FlkitError(unknown_choice("notebook", name, names, where=" for --only"))
+
+
+# ------------------------------------------------------------------------------ threads
+def run_threads() -> int:
+    """The torch thread count every run of this driver computes with: ``$FLKIT_THREADS`` when
+    set (FlkitError when it is not a whole number >= 1), else the driver's own count, torch's
+    default on this machine unless something here changed it."""
+    import torch
+
+    if os.environ.get("FLKIT_THREADS", "") != "":
+        before = torch.get_num_threads()
+        try:
+            return configure_threads()  # the variable, checked
+        finally:
+            torch.set_num_threads(before)
+    return torch.get_num_threads()
+
+
+def with_threads(runs: list[dict]) -> list[dict]:
+    """The runs as an executor hands them out: each with its position (``index``) and the one
+    thread count all of them compute with (``threads``, :func:`run_threads`)."""
+    threads = run_threads()
+    return [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
 
 
 # ------------------------------------------------------------------------------ validation
@@ -274,6 +299,7 @@ def plan(
     _check_kernel(kernel_name)
     if allow_reduced_data not in (True, False):
         raise FlkitError(f"allow_reduced_data={allow_reduced_data!r}; accepted: True or False")
+    run_threads()  # a $FLKIT_THREADS set bad after flkit was imported: refused here, not in a run
     out = _check_out(Path(out))
     runs = [
         {
