@@ -21,6 +21,7 @@ or written before checkpoints recorded their run, is refused with the path to de
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -55,13 +56,45 @@ def run_dir(root: str | os.PathLike | None, config: Mapping[str, Any], prefix: s
     return root / name
 
 
+class WriteError(FlkitError, OSError):
+    """A file could not be written (read-only folder, full disk, a file where a folder should
+    be): the message names the path and what to do. An OSError too, so that callers that
+    tolerate a failed write (a best-effort record) still do."""
+
+
+#: what went wrong, by the errno of a failed write (EDQUOT is missing on some systems)
+_ADVICE = {
+    errno.EACCES: "the folder is not writable for this user",
+    errno.EPERM: "the folder is not writable for this user",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOSPC: "the disk is full",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "the disk is full",
+    errno.ENOTDIR: "a file stands where a folder of the path should be",
+    errno.EEXIST: "a file stands where a folder of the path should be",
+}
+
+
+def _write_error(path: Path, e: OSError) -> WriteError:
+    why = _ADVICE.get(e.errno, e.strerror or str(e))
+    return WriteError(
+        f"cannot write {path} ({why}: {e.strerror or e}); make room or make it writable, or "
+        "point flkit elsewhere: $FLKIT_RUNS for the run cache, $FLKIT_RUNS_DIR for results, "
+        "--out for a command's output. A run stopped here resumes from its last checkpoint"
+    )
+
+
 def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
+        os.close(fd)
+    except OSError as e:
+        raise _write_error(path, e) from None
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        raise _write_error(path, e) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

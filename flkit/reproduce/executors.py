@@ -29,7 +29,7 @@ import threading
 import time
 
 from ..utils import FlkitError, check_choice
-from .plan import with_threads
+from .plan import check_machine, with_threads
 from .worker import failed_info, install_events, run_one
 
 __all__ = [
@@ -161,7 +161,8 @@ class LocalExecutor:
         return f"local, {self.jobs} job(s)"
 
     def prepare(self, runs: list[dict]) -> None:
-        """Nothing to check for a process pool (a Ray cluster checks its resources here)."""
+        """The device and the run cache the runs need, on this machine (before any starts)."""
+        check_machine(runs)
 
     def close(self) -> None:
         pass

@@ -31,6 +31,7 @@ __all__ = [
     "notebook_parameters",
     "match_notebook",
     "plan",
+    "check_machine",
     "run_threads",
     "with_threads",
     "RUN_FILE",
@@ -158,18 +159,65 @@ def with_threads(runs: list[dict]) -> list[dict]:
 # ------------------------------------------------------------------------------ validation
 
 
-def _check_out(out: Path) -> Path:
+def _writable(folder: Path, what: str, fix: str) -> None:
+    """FlkitError naming ``folder`` and ``fix`` unless it is (or can be made) a folder this
+    process writes to."""
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FlkitError(
+            f"{what} {str(folder)!r} is not writable: {str(blocker)!r} is a file, not a "
+            f"folder; accepted: a folder path ({fix})"
+        )
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".flkit-write-test-")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".flkit-write-test-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
         raise FlkitError(
-            f"output folder {str(out)!r} is not writable ({e.strerror or e}); "
-            "accepted: a folder you can create and write to (--out)"
+            f"{what} {str(folder)!r} is not writable ({e.strerror or e}); accepted: a folder "
+            f"you can create and write to ({fix})"
         ) from None
+
+
+def _check_out(out: Path) -> Path:
+    _writable(out, "output folder", "--out: another path, or move the file away")
     return out.resolve()
+
+
+def _check_device(device) -> None:
+    """RunConfig's rule for ``device`` (flkit.experiment); a CUDA device this machine lacks is
+    left to the executor, since a Ray cluster's nodes may have it (:func:`check_machine`)."""
+    import torch
+
+    from ..experiment import RunConfig
+
+    try:
+        RunConfig(device=device)
+    except FlkitError:
+        try:
+            cuda_elsewhere = torch.device(device).type == "cuda" and not torch.cuda.is_available()
+        except (RuntimeError, TypeError, ValueError):
+            cuda_elsewhere = False
+        if not cuda_elsewhere:
+            raise
+
+
+def check_machine(runs: list[dict]) -> None:
+    """What runs on this machine needs of it, checked before any notebook starts (the local
+    executor and a Ray instance started here): the device each run asks for exists, and the run
+    cache, which the notebooks' runs write, can be written."""
+    from ..paths import cache_dir
+    from ..utils import resolve_device
+
+    for device in sorted({str(r.get("parameters", {}).get("device", "auto")) for r in runs}):
+        resolve_device(device)
+    _writable(
+        cache_dir(),
+        "the run cache",
+        "every notebook writes its runs there: make it writable, or set $FLKIT_RUNS (the run "
+        "cache) or $FLKIT_RUNS_DIR to a folder you can write to",
+    )
 
 
 def _check_kernel(kernel_name: str) -> None:
@@ -270,6 +318,8 @@ def plan(
         if not isinstance(device, str) or not device:
             raise FlkitError(f"device={device!r}; accepted: 'auto', 'cpu', 'cuda', 'cuda:N'")
         overrides.setdefault("device", device)
+    if "device" in overrides:
+        _check_device(overrides["device"])
     for key in overrides:
         if key in RESERVED_PARAMETERS:
             raise FlkitError(

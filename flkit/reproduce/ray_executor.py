@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..utils import FlkitError
-from .plan import with_threads
+from .plan import check_machine, with_threads
 from .worker import clean_run_dir, failed_info, run_one
 
 __all__ = [
@@ -167,7 +167,10 @@ class RayExecutor:
         return ray
 
     def prepare(self, runs: list[dict]) -> None:
-        """Join or start Ray and check that some node can hold one task (before queueing)."""
+        """Join or start Ray and check that some node can hold one task (before queueing); a
+        Ray started here runs on this machine: the device and run cache the runs need, too."""
+        if self.address is None:
+            check_machine(runs)
         ray = self._init()
         nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
         if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
