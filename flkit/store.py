@@ -7,11 +7,21 @@ the folder instead of retraining; an interrupted run resumes from checkpoint.pt.
 The manifest is written last, atomically: the number of history rows and a SHA-256 checksum of
 every file of the finished run. :func:`check_finished` compares a folder with it before the run
 is served, so a file changed, truncated or deleted afterwards is found, not loaded. A finished
-folder written before manifests existed (DONE, no MANIFEST.json) is checked by what its files
-hold (each readable, the history's row count) and then sealed with a manifest."""
+folder without a manifest (DONE alone: written before manifests existed, or its manifest
+deleted) is never served: it is trained again. Nothing it holds can be checked, since a file
+that reads and has the right row count may still hold other numbers, and checking it against
+results recomputed from its config would cost the run itself; retraining costs the same and
+writes a sealed folder whose numbers are the run's own (a run is deterministic: resumed or not,
+it writes the same history).
+
+A checkpoint records the run it belongs to (its folder's name: the method and the hash of the
+run's cache key, which holds the config, the thread count and the data copy) and is resumed only
+in that run's folder (:func:`check_checkpoint_threads`): one copied or moved from another run,
+or written before checkpoints recorded their run, is refused with the path to delete."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -46,13 +56,45 @@ def run_dir(root: str | os.PathLike | None, config: Mapping[str, Any], prefix: s
     return root / name
 
 
+class WriteError(FlkitError, OSError):
+    """A file could not be written (read-only folder, full disk, a file where a folder should
+    be): the message names the path and what to do. An OSError too, so that callers that
+    tolerate a failed write (a best-effort record) still do."""
+
+
+#: what went wrong, by the errno of a failed write (EDQUOT is missing on some systems)
+_ADVICE = {
+    errno.EACCES: "the folder is not writable for this user",
+    errno.EPERM: "the folder is not writable for this user",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOSPC: "the disk is full",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "the disk is full",
+    errno.ENOTDIR: "a file stands where a folder of the path should be",
+    errno.EEXIST: "a file stands where a folder of the path should be",
+}
+
+
+def _write_error(path: Path, e: OSError) -> WriteError:
+    why = _ADVICE.get(e.errno, e.strerror or str(e))
+    return WriteError(
+        f"cannot write {path} ({why}: {e.strerror or e}); make room or make it writable, or "
+        "point flkit elsewhere: $FLKIT_RUNS for the run cache, $FLKIT_RUNS_DIR for results, "
+        "--out for a command's output. A run stopped here resumes from its last checkpoint"
+    )
+
+
 def _atomic(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
+        os.close(fd)
+    except OSError as e:
+        raise _write_error(path, e) from None
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        raise _write_error(path, e) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -122,50 +164,33 @@ def write_manifest(folder: Path, files, rows: int) -> None:
     save_json(folder / MANIFEST, {"rows": int(rows), "files": digests})
 
 
-def _history_rows(path: Path) -> int:
-    import pandas as pd
-
-    return len(pd.read_csv(path))
-
-
 def check_finished(folder: Path, rows: int | None = None, files=()) -> str:
-    """What is wrong with the finished run in ``folder`` ("" when nothing is): a file missing or
-    not matching the manifest's checksum, a row count other than the manifest's (or ``rows``).
-    A folder without a manifest (written before manifests) is checked by reading ``files`` and
-    counting the history's rows, then sealed when whole."""
+    """What is wrong with the finished run in ``folder`` ("" when nothing is): no manifest, a
+    manifest that does not list every one of ``files``, a file missing or not matching the
+    manifest's checksum, a row count other than the manifest's (or ``rows``). A folder without a
+    manifest is never whole: see the module's docstring for why it is trained again."""
     folder = Path(folder)
     path = folder / MANIFEST
-    if path.exists():
-        try:
-            manifest = load_json(path)
-            listed, count = dict(manifest["files"]), int(manifest["rows"])
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            return f"{MANIFEST} cannot be read ({type(e).__name__})"
-        for name, digest in listed.items():
-            if not (folder / name).is_file():
-                return f"{name} is missing"
-            if file_digest(folder / name) != digest:
-                return f"{name} does not match its checksum in {MANIFEST} (changed or truncated)"
-        if rows is not None and count != rows:
-            return f"{MANIFEST} records {count} history rows, the config asks for {rows}"
-        return ""
-    count = rows
-    for name in files:
-        target = folder / name
-        if not target.is_file() or target.stat().st_size == 0:
-            return f"{name} is missing or empty"
-        try:
-            if name.endswith(".json"):
-                load_json(target)
-            elif name.endswith(".pt"):
-                load_torch(target)
-            elif name.endswith(".csv"):
-                count = _history_rows(target)
-                if rows is not None and count != rows:
-                    return f"{name} holds {count} rows, the config asks for {rows}"
-        except Exception as e:  # noqa: BLE001 - any reader's failure means a damaged file
-            return f"{name} cannot be read ({type(e).__name__}: {str(e)[:80]})"
-    write_manifest(folder, files, count if count is not None else 0)
+    if not path.exists():
+        return (
+            f"it has no {MANIFEST} (written before manifests existed, or the manifest was "
+            "deleted), so nothing it holds can be checked"
+        )
+    try:
+        manifest = load_json(path)
+        listed, count = dict(manifest["files"]), int(manifest["rows"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{MANIFEST} cannot be read ({type(e).__name__})"
+    unlisted = [name for name in files if name not in listed]
+    if unlisted:
+        return f"{MANIFEST} does not list {', '.join(unlisted)}"
+    for name, digest in listed.items():
+        if not (folder / name).is_file():
+            return f"{name} is missing"
+        if file_digest(folder / name) != digest:
+            return f"{name} does not match its checksum in {MANIFEST} (changed or truncated)"
+    if rows is not None and count != rows:
+        return f"{MANIFEST} records {count} history rows, the config asks for {rows}"
     return ""
 
 
@@ -177,11 +202,12 @@ def discard_finished(folder: Path, files) -> None:
 
 def save_checkpoint(folder: Path, obj, round_: int) -> None:
     """checkpoint.pt, then its checksum in checkpoint.json (a checkpoint whose checksum does not
-    match is never resumed from)."""
+    match is never resumed from). Both record the run, ``folder``'s name, under ``"run"``."""
     folder = Path(folder)
-    save_torch(folder / CHECKPOINT, obj)
+    save_torch(folder / CHECKPOINT, {**obj, "run": folder.name})
     save_json(
-        folder / CHECKPOINT_SUM, {"round": round_, "sha256": file_digest(folder / CHECKPOINT)}
+        folder / CHECKPOINT_SUM,
+        {"round": round_, "run": folder.name, "sha256": file_digest(folder / CHECKPOINT)},
     )
 
 
@@ -205,10 +231,27 @@ def load_checkpoint(folder: Path, device="cpu"):
 
 
 def check_checkpoint_threads(folder: Path, saved: dict, threads: int | None) -> None:
-    """Refuse to resume a CPU checkpoint under another thread count (``threads``; None: a GPU
-    run): the rounds after it would be computed with other sums than the rounds before, a history
-    no single run writes. A run folder's name holds its count, so this is a checkpoint copied or
-    moved between folders."""
+    """Refuse to resume a checkpoint that is not this run's: a CPU checkpoint under another
+    thread count (``threads``; None: a GPU run), whose later rounds would be computed with other
+    sums than the rounds before, a history no single run writes; then any checkpoint that does
+    not record this folder's run (copied or moved from another run's folder, whose config or
+    data differ, or written before checkpoints recorded their run). The checkpoint is kept: the
+    error says which file to delete to train from round 1."""
+    _check_thread_count(folder, saved, threads)
+    folder = Path(folder)
+    run = saved.get("run")
+    if run == folder.name:
+        return
+    whose = f"run {run}" if run else "no run (written before checkpoints recorded their run)"
+    raise FlkitError(
+        f"run folder {folder} holds a checkpoint (round {saved['round']}) that records {whose}, "
+        f"not this folder's run {folder.name}; it is not resumed from, since its rounds were "
+        f"not computed with this run's config, threads and data. Accepted: a checkpoint this "
+        f"run wrote; delete {folder / CHECKPOINT} to train from round 1"
+    )
+
+
+def _check_thread_count(folder: Path, saved: dict, threads: int | None) -> None:
     if threads is None or saved.get("threads") == threads:
         return
     was = saved.get("threads")

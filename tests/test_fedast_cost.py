@@ -212,8 +212,8 @@ def test_cached_serves_what_run_would_without_training(tmp_path, monkeypatch):
 
 
 def test_cached_leaves_a_damaged_or_unsealed_folder_alone(tmp_path):
-    """run() would discard a damaged folder and seal one without a manifest; cached() reads a
-    cache it must not change: None, every file as it was."""
+    """run() would discard a damaged folder or one without a manifest; cached() reads a cache
+    it must not change: None, every file as it was."""
     cfg = _synthetic()
     folder = _store(tmp_path, cfg, 0, 1, {"a": 12.5})
     result = folder / "result.json"

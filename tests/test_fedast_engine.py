@@ -314,16 +314,20 @@ def test_a_damaged_cached_run_is_reported_and_run_again(tmp_path, monkeypatch, d
     assert not built and r3.history == r1.history
 
 
-def test_a_cached_run_from_before_manifests_is_checked_served_and_sealed(tmp_path, monkeypatch):
+def test_a_cached_run_without_a_manifest_is_run_again_and_sealed(tmp_path, monkeypatch):
+    """Nothing in a folder without a manifest can be checked (flkit.store): it is never served."""
     cfg = _cfg("sync_st")
     r1 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
     folder = runner.run_folder(
         asyncfl.FedASTRun.from_dict(cfg).validate(), 0, torch.device("cpu"), tmp_path
     )
     (folder / "MANIFEST.json").unlink()
-    monkeypatch.setattr(runner, "EngineTrainer", None)  # any training would fail
-    r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
-    assert r2.history == r1.history and (folder / "MANIFEST.json").is_file()
+    built = []
+    real = runner.EngineTrainer
+    monkeypatch.setattr(runner, "EngineTrainer", lambda *a, **k: built.append(1) or real(*a, **k))
+    with pytest.warns(UserWarning, match=r"is damaged: it has no MANIFEST.json"):
+        r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
+    assert built and r2.history == r1.history and (folder / "MANIFEST.json").is_file()
 
 
 @pytest.mark.parametrize(

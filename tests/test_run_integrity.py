@@ -50,15 +50,12 @@ def test_a_truncated_history_is_reported_and_trained_again(finished, tmp_path):
     assert store.check_finished(folder, CFG.rounds, RUN_FILES) == ""
 
 
-def test_a_truncated_history_without_a_manifest_is_found_by_its_rows(finished, tmp_path):
-    """A folder finished before manifests existed: checked by its row count, then sealed."""
+def test_a_truncated_history_without_a_manifest_is_trained_again(finished, tmp_path):
+    """A folder without a manifest is never served, whole or not (tests/test_unsealed_runs.py)."""
     folder, history = finished
     (folder / store.MANIFEST).unlink()
-    assert store.check_finished(folder, CFG.rounds, RUN_FILES) == ""  # whole: sealed again
-    assert (folder / store.MANIFEST).exists()
-    (folder / store.MANIFEST).unlink()
     _truncate_history(folder)
-    with pytest.warns(UserWarning, match="holds 3 rows"):
+    with pytest.warns(UserWarning, match="no MANIFEST.json"):
         again = run(CFG, out_dir=tmp_path, progress=False)
     pd.testing.assert_frame_equal(again.history, history)
 

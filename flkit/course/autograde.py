@@ -6,8 +6,9 @@ source plus the one submitted notebook. Parallel tasks therefore never write to 
 gradebook (there is no concurrent writer to serialise and no lock to wait on), and a task that
 fails leaves the other tasks' grades intact; the parent collects each task's scores. Every task
 runs in a process of its own (spawned: no forked kernel-manager state), ``jobs`` at a time, with
-a run cache of its own (``FLKIT_RUNS``/``FLKIT_RUNS_DIR`` in its course folder): what one
-submission writes there is never read by another's notebook.
+a run cache and a machine folder of its own (``FLKIT_RUNS``/``FLKIT_RUNS_DIR``/
+``FLKIT_MACHINE_DIR`` in its course folder): what one submission writes there is never read by
+another's notebook or by the instructor's runs.
 
 Grading always ends: the kernel of a cell that does not stop at its timeout is killed, and so is
 a notebook's kernel at its total time limit (:mod:`.kernel_limits`). Should a task still run
@@ -83,8 +84,12 @@ def grade_one(task: Task) -> Outcome:
         # nbgrader's gradebook warns about its own session handling on every autograde
         warnings.filterwarnings("ignore", message=".*not in session.*")
         api = course_api(own, task.cell_timeout, task.notebook_timeout, own / "kernel.pgid")
-        # the kernel inherits a run cache of this task's own
-        with environment(FLKIT_RUNS_DIR=own / "runs", FLKIT_RUNS=own / "runs" / "cache"):
+        # the kernel inherits a run cache and a machine folder (decoded data) of this task's
+        # own, whatever the environment says: a submission poisons no one else's data
+        runs = own / "runs"
+        with environment(
+            FLKIT_RUNS_DIR=runs, FLKIT_RUNS=runs / "cache", FLKIT_MACHINE_DIR=runs / "machine"
+        ):
             res = api.autograde(ASSIGNMENT, task.student)
         if res["success"]:
             api.generate_feedback(ASSIGNMENT, task.student)

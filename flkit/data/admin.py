@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..utils import FlkitError, run_command
-from . import files, sources
+from . import decoded, files, provenance, sources
 from .public_sources import PREPARABLE
 
 # which mirror entries belong to which dataset (for `verify NAME` and `link`)
@@ -109,11 +109,13 @@ def cmd_verify(args) -> int:
         )
     places = [d for d in (root, mirror) if d is not None and d.is_dir()]
     bad = checked = 0
+    missing = []
     for name in names:
         if name == "synthetic":
             continue
         hit = sources.locate(name, args.root, args.mirror)
         if hit is None:
+            missing.append(name)
             print(f"  missing  {name:<12} (not in the data root or the mirror)")
             continue
         place, kind, paths = hit
@@ -151,13 +153,57 @@ def cmd_verify(args) -> int:
                         f"{'the data root' if d == mirror else 'another layout'} comes first)"
                         + ("" if ok else _mismatch(got, entries[e]["sha256"]))
                     )
+        entry = _machine_entry(name, kind, paths)
+        if entry is not None:  # the decoded copy load reads instead of these files
+            checked += 1
+            bad += not entry[0]
+            print(f"  {entry[1]}")
     print(f"{checked} file(s)/folder(s) checked, {bad} bad")
     if bad:
         print(
             "Replace bad files: re-link the mirror (`flkit data link --mirror PATH --force`) or "
             "re-download (`flkit data download NAME`)."
         )
+    asked = [n for n in missing if n in (args.names or ())]
+    if not checked or asked:
+        # nothing verified is no verdict: a script must not read "all files OK" from it
+        print(
+            f"{'nothing was checked' if not checked else 'not found: ' + ', '.join(asked)}: "
+            f"the data root {root} and the mirror {mirror or '(not set)'} hold "
+            f"{'none of ' + ', '.join(names) if not checked else 'no such dataset'}. Link a "
+            "mirror (`flkit data link --mirror PATH`, or set $FLKIT_MIRROR) or download it "
+            "(`flkit data download NAME`)."
+        )
+        return 1
     return 1 if bad else 0
+
+
+def _machine_entry(name: str, kind: str, paths) -> tuple[bool, str] | None:
+    """(whole, one line) for the machine cache's decoded copy of these files
+    (:mod:`flkit.data.decoded`), None when there is none. Its arrays are hashed again and its
+    content facts compared with those of the source files, decoded again; a damaged entry is
+    replaced by one written from the source files."""
+    signature = files.signature(paths)
+    where = decoded.entry_path(name, signature)
+    if not (where / "entry.json").exists():
+        return None
+    try:
+        raw = files.read(name, kind, paths)
+        facts = provenance.content_facts(name, raw)
+    except FlkitError:  # the source files themselves are reported bad above
+        raw = facts = None
+    result = decoded.check(name, signature, facts)
+    if result is None:  # an entry of another format: never read
+        return None
+    where, problem = result
+    if not problem:
+        return True, f"OK       {name:<12} {where} (machine cache: checksums and content)"
+    decoded.remove(where)
+    rebuilt = raw is not None and decoded.put(name, kind, signature, raw, facts) is not None
+    return False, (
+        f"DAMAGED  {name:<12} {where} (machine cache): {problem}; "
+        + ("rebuilt from the source files" if rebuilt else "removed: the next load rebuilds it")
+    )
 
 
 def _mismatch(got: str, want: str) -> str:
@@ -346,8 +392,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "first, then the mirror) against the sha256 in MANIFEST.json (looked for in the mirror, "
         "then the root): an unpacked MNIST file is compared with the unpacked content of its "
         "verified .gz, files without a record (e.g. torchvision downloads) are decoded. The "
-        "manifest files that load does not read are hashed too. Exit status 1 when any file is "
-        "bad.",
+        "manifest files that load does not read are hashed too, and so is the decoded copy in "
+        "the machine cache ($FLKIT_MACHINE_DIR/data), which is compared with the source files "
+        "and rebuilt when damaged. Exit status 1 when any file is bad, when nothing was "
+        "checked, or when a dataset named is found nowhere.",
     )
     q.add_argument(
         "names",

@@ -117,7 +117,8 @@ def _raw(name, root, mirror, download_flag, syn_kwargs):
     if key not in _CACHE:
         _CACHE[key] = _decode(name, kind, paths, key[2])
     src = str(paths[0].parent if kind == "idx" else paths[0])
-    return _CACHE[key], {"source": src, "source_place": place, "source_layout": kind}
+    meta = {"source": src, "source_place": place, "source_layout": kind}
+    return _CACHE[key], {**meta, "_files": [str(p) for p in paths]}
 
 
 def _decode(name, kind, paths, signature) -> dict:
@@ -211,6 +212,65 @@ def _synthetic_kwargs(kwargs) -> dict:
     }
 
 
+# --------------------------------------------------------------------------- value checks
+#: where each array of a copy comes from, per layout: an IDX file each, an npz array by name
+_IDX_FILE = {"x_train": 0, "y_train": 1, "x_test": 2, "y_test": 3}
+_NPZ_ARRAY = {"femnist": {"x_train": "x", "x_test": "x", "y_train": "y", "y_test": "y"}}
+
+
+def _origin(name: str, meta: dict, key: str) -> str:
+    """The file (and npz array) the array ``key`` of a copy was read from, for messages."""
+    files, layout = meta.get("_files") or [], meta.get("source_layout")
+    if layout == "idx" and key in _IDX_FILE and len(files) == 4:
+        return files[_IDX_FILE[key]]
+    if layout == "npz" and files:
+        return f"{files[0]} (array {_NPZ_ARRAY.get(name, {}).get(key, key)!r})"
+    return f"{meta.get('source', name)} ({key})"
+
+
+def _check_values(name: str, arr: dict, num_classes: int, meta: dict) -> None:
+    """Refuse a copy whose labels are not whole numbers in 0..num_classes-1 or whose float
+    inputs are not all finite, naming the file, before any work: such a copy would otherwise
+    fail deep inside training, or a label 2.7 would be truncated to 2 without a word."""
+    for key in ("y_train", "y_test"):
+        y = np.asarray(arr[key])
+        if y.size == 0:
+            continue
+        where = _origin(name, meta, key)
+        if y.dtype.kind not in "iuf":
+            raise FlkitError(
+                f"{name} labels in {where} are of type {y.dtype}; accepted: whole numbers in "
+                f"0..{num_classes - 1}. The file is damaged or not a {name} copy: replace it "
+                f"(flkit data verify {name})"
+            )
+        if y.dtype.kind == "f":
+            bad = ~np.isfinite(y) | (y != np.floor(y))
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise FlkitError(
+                    f"{name} labels in {where} are not whole numbers ({int(bad.sum())} of "
+                    f"{y.size}, the first {y.flat[i]!r} at position {i}); accepted: whole "
+                    f"numbers in 0..{num_classes - 1}. The file is damaged or not a {name} copy: "
+                    f"replace it (flkit data verify {name})"
+                )
+        low, high = y.min(), y.max()
+        if low < 0 or high > num_classes - 1:
+            raise FlkitError(
+                f"{name} labels in {where} run from {low:g} to {high:g}; accepted: whole numbers "
+                f"in 0..{num_classes - 1} ({num_classes} classes). The file is damaged or not a "
+                f"{name} copy: replace it (flkit data verify {name})"
+            )
+    for key in ("x_train", "x_test"):
+        x = np.asarray(arr[key])
+        if x.dtype.kind in "fc" and x.size and not np.isfinite(x).all():
+            bad = int(np.count_nonzero(~np.isfinite(x)))
+            raise FlkitError(
+                f"{name} inputs in {_origin(name, meta, key)} hold {bad} values that are NaN or "
+                f"infinite; accepted: finite numbers. The file is damaged: replace it "
+                f"(flkit data verify {name})"
+            )
+
+
 # --------------------------------------------------------------------------- the entry point
 def load(name: str, root=None, device="auto", download=None, mirror=None, **kwargs) -> Dataset:
     """Load dataset `name` (one of DATASETS) as normalised tensors on `device`.
@@ -244,6 +304,7 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
     syn = _synthetic_kwargs(kwargs)
     raw, meta = _raw(name, root, mirror, download, syn)
     meta = dict(meta)
+    source = {"_files": meta.pop("_files", None), **meta}  # the files read, for messages only
     ident = _identity.checked(name, raw, meta["source"])  # refused before any work
     normalize = kwargs.get("normalize", "standard")
     tr_groups = te_groups = None
@@ -283,6 +344,7 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
             )
             if "coarse_classes" in raw:
                 meta["classes"] = [str(c) for c in raw["coarse_classes"]]
+        _check_values(name, arr, num_classes, source)
         scheme, stats = _resolve_norm(name, normalize, channels)
         meta["normalization"] = {
             "scheme": scheme,
@@ -311,6 +373,7 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         )
         split = kwargs.get("split", "official")
         check_choice("split (har)", split, ("official", "per_subject", "pooled"))
+        _check_values(name, arr, 6, source)
         if split == "per_subject":
             arr = _shaping.har_per_subject(arr, seed)
             meta["split"] = (
@@ -350,6 +413,7 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
         if "_windows" not in raw:  # raw is the cached dict: build the windows once per process
             raw["_windows"] = _shaping.shakespeare_arrays(raw)
         arr = raw["_windows"]
+        _check_values(name, arr, 80, source)
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
         x_train, x_test = (_tensor(arr[k], dev, torch.int64) for k in ("x_train", "x_test"))
         input_shape, num_classes = (80,), 80
@@ -372,6 +436,7 @@ def load(name: str, root=None, device="auto", download=None, mirror=None, **kwar
             "y_test": raw["y_test"],
             "g_test": raw["g_test"],
         }
+        _check_values(name, arr, int(kwargs.get("classes", 10)), source)
         arr = _shaping.subsets(name, arr, kwargs, seed, meta)
         x_train, x_test = (_tensor(arr[k], dev, torch.float32) for k in ("x_train", "x_test"))
         input_shape, num_classes = (int(raw["x_train"].shape[1]),), int(kwargs.get("classes", 10))

@@ -7,7 +7,18 @@ the run's folder on the driver). ``local`` (the default) is a process pool on th
 :class:`Progress` is what the driver prints: one line per finished run, an overall bar on a
 terminal, and within a running notebook "cell n/m" and its elapsed time (on a terminal in the
 bar, otherwise a line at most every ``CELL_LINE_EVERY_S`` seconds per run). A heartbeat repeats
-that line while one cell runs for minutes, so a long cell never leaves the driver silent."""
+that line while one cell runs for minutes, so a long cell never leaves the driver silent.
+
+Every run computes with the same torch thread count, whatever the executor and however many
+run at a time (:func:`.plan.run_threads`, handed to each run by :func:`.plan.with_threads`):
+the count changes a CPU run's floats and is part of its identity (:mod:`flkit.experiment`), so a
+notebook run on the local pool and as a Ray task records the same numbers and hits the same run
+cache.
+The count is the driver's: ``$FLKIT_THREADS`` when set, else torch's default on the driver's
+machine, which is what a local run of one notebook at a time always computed with (so runs
+cached before keep their keys). Notebooks whose preset pins a count (01, 03, 04) set it
+themselves on top. Several jobs on few cores then share them by time; set ``FLKIT_THREADS`` to
+cores / jobs to keep them from crowding each other, and every run computes with that count."""
 
 from __future__ import annotations
 
@@ -17,7 +28,8 @@ import sys
 import threading
 import time
 
-from ..utils import FlkitError, check_choice, cores_per_job
+from ..utils import FlkitError, check_choice
+from .plan import check_machine, with_threads
 from .worker import failed_info, install_events, run_one
 
 __all__ = [
@@ -149,7 +161,8 @@ class LocalExecutor:
         return f"local, {self.jobs} job(s)"
 
     def prepare(self, runs: list[dict]) -> None:
-        """Nothing to check for a process pool (a Ray cluster checks its resources here)."""
+        """The device and the run cache the runs need, on this machine (before any starts)."""
+        check_machine(runs)
 
     def close(self) -> None:
         pass
@@ -162,10 +175,7 @@ class LocalExecutor:
         if not runs:
             return
         jobs = min(self.jobs, len(runs))
-        # parallel notebooks share the cores instead of each taking all of them
-        # (see utils.configure_threads)
-        threads = cores_per_job(jobs) if jobs > 1 else None
-        runs = [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
+        runs = with_threads(runs)  # the count of one job at a time, whatever `jobs` is
         ctx = mp.get_context("spawn")
         events = ctx.Queue()
         kernels: dict[int, int] = {}  # running run's index -> its kernel's process group

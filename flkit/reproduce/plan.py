@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..utils import FlkitError
+from ..utils import FlkitError, configure_threads
 from ..workbook import presets
 from ..workbook.presets import unknown_choice
 from ..workbook.report import source_commit
@@ -31,6 +31,9 @@ __all__ = [
     "notebook_parameters",
     "match_notebook",
     "plan",
+    "check_machine",
+    "run_threads",
+    "with_threads",
     "RUN_FILE",
     "ENV_NOTEBOOKS",
     "RESERVED_PARAMETERS",
@@ -130,21 +133,91 @@ def match_notebook(name: str, names: list[str]) -> str:
     raise FlkitError(unknown_choice("notebook", name, names, where=" for --only"))
 
 
+# ------------------------------------------------------------------------------ threads
+def run_threads() -> int:
+    """The torch thread count every run of this driver computes with: ``$FLKIT_THREADS`` when
+    set (FlkitError when it is not a whole number >= 1), else the driver's own count, torch's
+    default on this machine unless something here changed it."""
+    import torch
+
+    if os.environ.get("FLKIT_THREADS", "") != "":
+        before = torch.get_num_threads()
+        try:
+            return configure_threads()  # the variable, checked
+        finally:
+            torch.set_num_threads(before)
+    return torch.get_num_threads()
+
+
+def with_threads(runs: list[dict]) -> list[dict]:
+    """The runs as an executor hands them out: each with its position (``index``) and the one
+    thread count all of them compute with (``threads``, :func:`run_threads`)."""
+    threads = run_threads()
+    return [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
+
+
 # ------------------------------------------------------------------------------ validation
 
 
-def _check_out(out: Path) -> Path:
+def _writable(folder: Path, what: str, fix: str) -> None:
+    """FlkitError naming ``folder`` and ``fix`` unless it is (or can be made) a folder this
+    process writes to."""
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FlkitError(
+            f"{what} {str(folder)!r} is not writable: {str(blocker)!r} is a file, not a "
+            f"folder; accepted: a folder path ({fix})"
+        )
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=out, prefix=".flkit-write-test-")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".flkit-write-test-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
         raise FlkitError(
-            f"output folder {str(out)!r} is not writable ({e.strerror or e}); "
-            "accepted: a folder you can create and write to (--out)"
+            f"{what} {str(folder)!r} is not writable ({e.strerror or e}); accepted: a folder "
+            f"you can create and write to ({fix})"
         ) from None
+
+
+def _check_out(out: Path) -> Path:
+    _writable(out, "output folder", "--out: another path, or move the file away")
     return out.resolve()
+
+
+def _check_device(device) -> None:
+    """RunConfig's rule for ``device`` (flkit.experiment); a CUDA device this machine lacks is
+    left to the executor, since a Ray cluster's nodes may have it (:func:`check_machine`)."""
+    import torch
+
+    from ..experiment import RunConfig
+
+    try:
+        RunConfig(device=device)
+    except FlkitError:
+        try:
+            cuda_elsewhere = torch.device(device).type == "cuda" and not torch.cuda.is_available()
+        except (RuntimeError, TypeError, ValueError):
+            cuda_elsewhere = False
+        if not cuda_elsewhere:
+            raise
+
+
+def check_machine(runs: list[dict]) -> None:
+    """What runs on this machine needs of it, checked before any notebook starts (the local
+    executor and a Ray instance started here): the device each run asks for exists, and the run
+    cache, which the notebooks' runs write, can be written."""
+    from ..paths import cache_dir
+    from ..utils import resolve_device
+
+    for device in sorted({str(r.get("parameters", {}).get("device", "auto")) for r in runs}):
+        resolve_device(device)
+    _writable(
+        cache_dir(),
+        "the run cache",
+        "every notebook writes its runs there: make it writable, or set $FLKIT_RUNS (the run "
+        "cache) or $FLKIT_RUNS_DIR to a folder you can write to",
+    )
 
 
 def _check_kernel(kernel_name: str) -> None:
@@ -245,6 +318,8 @@ def plan(
         if not isinstance(device, str) or not device:
             raise FlkitError(f"device={device!r}; accepted: 'auto', 'cpu', 'cuda', 'cuda:N'")
         overrides.setdefault("device", device)
+    if "device" in overrides:
+        _check_device(overrides["device"])
     for key in overrides:
         if key in RESERVED_PARAMETERS:
             raise FlkitError(
@@ -274,6 +349,7 @@ def plan(
     _check_kernel(kernel_name)
     if allow_reduced_data not in (True, False):
         raise FlkitError(f"allow_reduced_data={allow_reduced_data!r}; accepted: True or False")
+    run_threads()  # a $FLKIT_THREADS set bad after flkit was imported: refused here, not in a run
     out = _check_out(Path(out))
     runs = [
         {

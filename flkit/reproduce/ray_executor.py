@@ -9,7 +9,11 @@ a temporary folder on its worker and returns every file of the run folder (execu
 results.json, figures, run.json), and the driver writes them into ``<out>`` where a local run
 would have put them, so the reports are the same. A task whose worker dies (killed, out of
 memory, node lost) is recorded as failed and the others go on; tasks are not retried, because a
-notebook that crashed its worker once would crash it again."""
+notebook that crashed its worker once would crash it again.
+
+A task computes with the driver's torch thread count (:func:`.plan.run_threads`), not with
+the CPUs it asks for and not with a worker node's own ``FLKIT_THREADS``: the count changes a CPU
+run's floats, so a notebook records the same numbers as a Ray task as on the local executor."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..utils import FlkitError
+from .plan import check_machine, with_threads
 from .worker import clean_run_dir, failed_info, run_one
 
 __all__ = [
@@ -51,6 +56,8 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="flkit-ray-"))
     try:
         run = dict(run)
+        if run.get("threads"):  # the driver's count, over whatever this worker's node sets
+            os.environ["FLKIT_THREADS"] = str(run["threads"])
         source = run.pop("notebook_source")
         if not Path(run["input"]).is_file():  # another machine: use the shipped copy
             nb = tmp / "notebooks" / Path(run["input"]).name
@@ -160,7 +167,10 @@ class RayExecutor:
         return ray
 
     def prepare(self, runs: list[dict]) -> None:
-        """Join or start Ray and check that some node can hold one task (before queueing)."""
+        """Join or start Ray and check that some node can hold one task (before queueing); a
+        Ray started here runs on this machine: the device and run cache the runs need, too."""
+        if self.address is None:
+            check_machine(runs)
         ray = self._init()
         nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
         if not any(r.get("CPU", 0) >= self.cpus and r.get("GPU", 0) >= self.gpus for r in nodes):
@@ -196,12 +206,10 @@ class RayExecutor:
         )
         sources: dict[str, bytes] = {}
         pending = {}
-        for i, run in enumerate(runs):
+        for i, run in enumerate(with_threads(runs)):
             if run["input"] not in sources:
                 sources[run["input"]] = Path(run["input"]).read_bytes()
-            src = sources[run["input"]]
-            threads = max(1, int(self.cpus))  # torch threads = the CPUs the task holds
-            payload = {**run, "index": i, "threads": threads, "notebook_source": src}
+            payload = {**run, "notebook_source": sources[run["input"]]}
             pending[task.remote(payload, events)] = i
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)

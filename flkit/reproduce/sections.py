@@ -121,12 +121,24 @@ def badge(verdict: str) -> tuple[str, str]:
 def _regime_text(reading: dict) -> str:
     mark = {True: "in", False: "OUT", None: "unknown"}[reading.get("inside")]
     unit = f" {reading['unit']}" if reading.get("unit") else ""
-    ours = "not measured" if reading.get("ours") is None else f"{reading['ours']:.3g}{unit}"
-    if isinstance(reading.get("ours"), str):
-        ours = reading["ours"]
+
+    def value(v) -> str:
+        if v is None:
+            return "not measured"
+        if isinstance(v, dict):  # an indicator read per method
+            return ", ".join(f"{m} {value(x)}" for m, x in v.items())
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return f"{v:.3g}{unit}"
+        return str(v)
+
+    ours = value(reading.get("ours"))
     paper = reading.get("paper")
     paper = f"{paper:.3g}{unit}" if isinstance(paper, (int, float)) else str(paper)
-    return f"{reading['indicator']}: ours {ours}, paper {paper}, rule {reading['rule']} → {mark}"
+    kind = " (diagnostic)" if reading.get("diagnostic") else ""
+    return (
+        f"{reading['indicator']}{kind}: ours {ours}, paper {paper}, rule {reading['rule']} "
+        f"→ {mark}"
+    )
 
 
 def _claim_rows(rows: list[dict]) -> list[dict]:

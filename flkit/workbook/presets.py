@@ -38,6 +38,13 @@ Overrides: ``load(nb, preset, rounds=5)`` replaces a preset value after checking
 the type matches; an override of ``None`` means "not overridden" (TOML has no null, so ``None`` is
 never a real preset value), which lets a parameters cell pass ``rounds=rounds`` unconditionally.
 
+Values, not only types: a key named as a number of :class:`flkit.experiment.RunConfig`
+(``rounds``, ``lr``, ``batch_size``, ``num_clients``, ...) or as its ``backend``, alone or after a
+dataset's name (``mnist_rounds``, ``har_rounds``, ``cifar10_lr``: the settings of that dataset's
+runs), must pass RunConfig's own rule for that field, in the file and as an override: a negative
+round count is refused when the preset is loaded (and by ``flkit reproduce`` before any notebook
+starts), not in cell 5. Other names are the paper's own and are checked where they are used.
+
 Extra preset folders (tests, private experiments) holding ``<notebook>.toml`` files are searched
 first when listed in the environment variable ``FLKIT_PRESET_PATH`` (``os.pathsep``-separated).
 Folders whose name starts with ``_`` (``flkit/papers/_template/``) are not papers.
@@ -82,6 +89,7 @@ __all__ = [
     "notebook_file",
     "unknown_choice",
     "paper_presets",
+    "check_values",
     "REQUIRED",
 ]
 
@@ -230,6 +238,7 @@ def validate_file(path: str | Path) -> dict:
     presets = {}
     for name, table in raw.items():
         presets[name] = _conform(table, ref, f"{path}: [{name}]", name)
+        check_values(presets[name], f"{path}: [{name}]")
     default = meta.get("default", DEFAULT_PRESET)
     if default not in presets:
         raise FlkitError(
@@ -301,6 +310,62 @@ def _coerce(value, ref, where: str):
             f"{_type_name(ref)} ({ref!r}); accepted: a {_type_name(ref)}"
         )
     return value
+
+
+# ------------------------------------------------------------------------------------ values
+
+
+def _run_fields() -> dict[str, str]:
+    """{key a preset may use: the RunConfig field whose rule it follows}."""
+    import dataclasses
+
+    from ..data import DATASETS
+    from ..experiment import RunConfig
+
+    numbers = [
+        f.name
+        for f in dataclasses.fields(RunConfig)
+        if isinstance(f.default, (int, float)) and not isinstance(f.default, bool)
+    ]
+    fields = {name: name for name in [*numbers, "backend"]}
+    for dataset in DATASETS:
+        fields.update({f"{dataset}_{name}": name for name in numbers})
+    return fields
+
+
+def _probe(field: str, value) -> dict:
+    """RunConfig arguments that check ``value`` as ``field`` alone: the fields it is checked
+    against are set so that they cannot be what refuses it."""
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if field == "num_clients":
+        return {field: value, "clients_per_round": 1}
+    if field == "clients_per_round":
+        return {field: value, "num_clients": max(value, 1) if whole else 100}
+    if field == "local_steps":
+        return {field: value, "local_epochs": None}
+    return {field: value}
+
+
+def check_values(values: dict, where: str) -> None:
+    """FlkitError when a value of ``values`` breaks the rule of the RunConfig field its key is
+    named after (see the module's docstring); the error names ``where``, the key, the value and
+    what RunConfig accepts."""
+    fields = None
+    for key, value in values.items():
+        if isinstance(value, (dict, list)):
+            continue
+        if fields is None:
+            fields = _run_fields()
+        field = fields.get(key)
+        if field is None:
+            continue
+        from ..experiment import RunConfig
+
+        try:
+            RunConfig(**_probe(field, value))
+        except FlkitError as e:
+            rule = "" if key == field else f" (the rule of RunConfig.{field})"
+            raise FlkitError(f"{where} key {key!r} = {value!r}{rule}: {e}") from None
 
 
 # ------------------------------------------------------------------------------------ queries
@@ -380,6 +445,7 @@ def load(
         if value is None:
             continue
         value = _coerce(value, ref[key], f"override {key}")
+        check_values({key: value}, f"notebook {_stem(notebook)!r} at preset {name!r}: override")
         values[key] = value
         applied[key] = value
     if allow_reduced_data is not None and "allow_reduced_data" in ref:
