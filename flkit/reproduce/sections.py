@@ -136,8 +136,7 @@ def _regime_text(reading: dict) -> str:
     paper = f"{paper:.3g}{unit}" if isinstance(paper, (int, float)) else str(paper)
     kind = " (diagnostic)" if reading.get("diagnostic") else ""
     return (
-        f"{reading['indicator']}{kind}: ours {ours}, paper {paper}, rule {reading['rule']} "
-        f"→ {mark}"
+        f"{reading['indicator']}{kind}: ours {ours}, paper {paper}, rule {reading['rule']} → {mark}"
     )
 
 
