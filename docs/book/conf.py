@@ -49,6 +49,8 @@ mathjax2_config = {
         "webFont": "STIX-Web",
         "imageFont": None,
         "preferredFont": None,
+        # a long display formula breaks at the column's width instead of being cut off
+        "linebreaks": {"automatic": True},
     },
     "tex2jax": {
         "inlineMath": [["\\(", "\\)"]],
