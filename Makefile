@@ -12,7 +12,7 @@ export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
 
-.PHONY: venv data lab test test-fast test-ui lint reproduce smoke bench gpu-check gpu-kit clean-runs strip help
+.PHONY: venv data lab test test-fast test-ui lint reproduce book smoke bench gpu-check gpu-kit clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
@@ -22,6 +22,7 @@ help:
 	@echo "make lab         make data, then start JupyterLab"
 	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
+	@echo "make book        the executed notebooks, results page and paper READMEs as a site (runs/book/_build/html)"
 	@echo "make bench       engine benchmarks and the whole-round profile (writes benchmarks/results/*.json)"
 	@echo "make gpu-check   the GPU check (benchmarks/gpu_check.py): notebooks, R1, methods, inversion"
 	@echo "make gpu-kit     what a lent GPU machine needs for the check (.gpu-kit; gpu_lease.sh runs it)"
@@ -31,7 +32,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,notebooks]"
+	$(PY) -m pip install -q -e ".[dev,notebooks,book]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (flkit)" >/dev/null
 	touch $(STAMP)
 
@@ -63,6 +64,18 @@ lint: $(STAMP)
 
 reproduce: data
 	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report
+
+# The book (docs/book/README.md) renders the executed notebooks of BOOK_RUNS, a `flkit reproduce
+# --out` folder, without running anything. By default the smoke runs, made once when that folder
+# has no finished run (its report.md is written last): about 4 min on 2 cores.
+BOOK_SMOKE := runs/book-smoke
+BOOK_RUNS  ?= $(BOOK_SMOKE)
+BOOK_OUT   ?= runs/book
+book: data
+	@if [ "$(BOOK_RUNS)" = "$(BOOK_SMOKE)" ] && [ ! -f $(BOOK_SMOKE)/report.md ]; then \
+	  $(PY) -m flkit reproduce --preset smoke --out $(BOOK_SMOKE); \
+	fi
+	$(PY) -m flkit.reproduce.book --runs $(BOOK_RUNS) --out $(BOOK_OUT)
 
 # The whole-round breakdown of benchmarks/RESULTS.md (issue 16): one thread per process, as measured
 # on the shared 2-core machine; BENCH_THREADS=2 for an idle one.

@@ -1,0 +1,98 @@
+"""What a built book must hold (:mod:`.book`): every page, every image a page shows, every local
+file and anchor a page links to, and on each notebook page as many figures as its notebook has
+PNG outputs. Sphinx only warns on most of these; a published book must not lose them."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["Page", "read_page", "check_site"]
+
+# Sphinx's own folders: assets and copies of the sources, not pages
+_NOT_PAGES = ("_static", "_sources", "_images", "_downloads")
+#: where Sphinx puts the images of a page (notebook outputs included)
+IMAGES_DIR = "_images"
+
+
+class Page(HTMLParser):
+    """The ids, image sources and link targets of one HTML page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.images: list[str] = []
+        self.links: list[str] = []  # <a href>, <link href>, <script src>
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("name"):
+            self.ids.add(a["name"])
+        if tag == "img" and a.get("src"):
+            self.images.append(a["src"])
+        elif tag in ("a", "link") and a.get("href"):
+            self.links.append(a["href"])
+        elif tag == "script" and a.get("src"):
+            self.links.append(a["src"])
+
+
+def read_page(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    return page
+
+
+def _local(url: str) -> tuple[str, str] | None:
+    """(path, fragment) of a link inside the site; None for a URL elsewhere."""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc:
+        return None
+    return unquote(parts.path), unquote(parts.fragment)
+
+
+def check_site(html: Path, pages: list[str], figures: dict[str, int] | None = None) -> list[str]:
+    """Problems of the site in ``html`` as readable lines (empty: none). ``pages``: the document
+    names that must each have a page; ``figures``: the least number of images under
+    ``_images/`` that a page must show, by document name."""
+    html = Path(html)
+    problems = [f"page {d}.html is missing" for d in pages if not (html / f"{d}.html").is_file()]
+    parsed: dict[Path, Page] = {}
+
+    def page_at(path: Path) -> Page:
+        if path not in parsed:
+            parsed[path] = read_page(path)
+        return parsed[path]
+
+    for path in sorted(html.rglob("*.html")):
+        rel = path.relative_to(html)
+        if rel.parts[0] in _NOT_PAGES:
+            continue
+        page = page_at(path)
+        for src in page.images:
+            local = _local(src)
+            if local and not (path.parent / local[0]).is_file():
+                problems.append(f"{rel}: image {src} is missing")
+        for href in page.links:
+            local = _local(href)
+            if local is None:
+                continue
+            target, fragment = local
+            file = (path.parent / target).resolve() if target else path
+            if target and not file.exists():
+                problems.append(f"{rel}: link {href} points to a missing file")
+            elif fragment and file.suffix == ".html" and fragment not in page_at(file).ids:
+                problems.append(f"{rel}: link {href} points to a missing anchor")
+    for doc, least in (figures or {}).items():
+        path = html / f"{doc}.html"
+        if not path.is_file():
+            continue
+        shown = [s for s in page_at(path).images if IMAGES_DIR in Path(s).parts]
+        if len(shown) < least:
+            problems.append(
+                f"{doc}.html shows {len(shown)} figure(s); its notebook has {least} PNG output(s)"
+            )
+    return problems

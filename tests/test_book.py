@@ -1,0 +1,295 @@
+"""The book (flkit.reproduce.book): built from a stand-in run folder (two executed notebooks with a
+PNG output each, one of them at two seeds) and a stand-in repository (a results page with a
+figure, a paper README), every page exists, every image a page shows is on disk, each notebook
+page shows its own PNG byte for byte, and nothing is executed; what is published is stripped of
+widgets and kept small; the site check finds a missing image, file and anchor."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from flkit.reproduce import book
+from flkit.reproduce.book_site import check_site
+from flkit.utils import FlkitError
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
+    """A PNG image of one colour, written by hand (so the test does not trust matplotlib)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    row = b"\x00" + bytes(rgb) * width
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(row * height))
+        + chunk(b"IEND", b"")
+    )
+
+
+RED = png(4, 3, (200, 30, 30))
+BLUE = png(3, 5, (30, 30, 200))
+PAPER_FIGURE = png(2, 2, (30, 160, 30))
+
+
+def notebook(title: str, text: str, figure: bytes) -> dict:
+    """An executed notebook: a title and formula, a parameters cell, a progress-bar widget
+    view, a figure, a printed line."""
+    widget = {"version_major": 2, "version_minor": 0, "model_id": "abc"}
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+            "widgets": {
+                "application/vnd.jupyter.widget-state+json": {
+                    "state": {"abc": {"model_name": "FloatProgressModel", "state": {}}},
+                    "version_major": 2,
+                    "version_minor": 0,
+                }
+            },
+        },
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "id": "m1",
+                "metadata": {},
+                "source": f"# {title}\n\n{text}: the weight $w_k^t$ of client $k$.",
+            },
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "metadata": {},
+                "execution_count": 1,
+                "source": "run_everything()",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {WIDGET: widget, "text/plain": "rounds:   0%|   | 0/4"},
+                    },
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        "data": {
+                            "image/png": base64.b64encode(figure).decode(),
+                            "text/plain": "<Figure size 640x480 with 1 Axes>",
+                        },
+                    },
+                    {"output_type": "stream", "name": "stdout", "text": f"{text} printed\n"},
+                ],
+            },
+        ],
+    }
+
+
+def write_run(runs: Path, name: str, seed: int, nb: dict, status: str = "ok") -> None:
+    folder = runs / name / f"seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / f"{name}.ipynb").write_text(json.dumps(nb))
+    run = {"notebook": name, "seed": seed, "preset": "smoke", "status": status}
+    (folder / "run.json").write_text(json.dumps({**run, "wall_time_s": 3.2}))
+
+
+def stand_in_repo(root: Path) -> None:
+    """The book's configuration (the real one) and pages like the repository's."""
+    shutil.copytree(ROOT / "docs" / "book", root / "docs" / "book")
+    (root / "docs" / "figures").mkdir(parents=True)
+    (root / "docs" / "figures" / "demo.png").write_bytes(PAPER_FIGURE)
+    (root / "docs" / "RESULTS.md").write_text(
+        "# What reproduces\n\n"
+        "| notebook | claims |\n|---|---|\n| [00_demo](#demo-cpu) | 1 of 1 hold |\n\n"
+        '<a id="demo-cpu"></a>\n\n## 00_demo at `cpu`\n\n'
+        "![ours beside the paper's](figures/demo.png)\n\n"
+        "The notebook: [00_demo](../notebooks/00_demo.ipynb).\n"
+    )
+    readme = root / "flkit" / "papers" / "demo" / "README.md"
+    readme.parent.mkdir(parents=True)
+    readme.write_text("# The demo paper (notebook `00_demo`)\n\nOur decisions.")
+    template = root / "flkit" / "papers" / "_template" / "README.md"
+    template.parent.mkdir(parents=True)
+    template.write_text("# <Paper title>\n")
+
+
+@pytest.fixture()
+def stand_in(tmp_path):
+    root, runs = tmp_path / "repo", tmp_path / "runs"
+    stand_in_repo(root)
+    write_run(runs, "00_demo", 0, notebook("Demo primer", "red figure", RED))
+    write_run(runs, "01_other", 1, notebook("Other, seed one", "seed one", RED))
+    write_run(runs, "01_other", 0, notebook("Other paper", "seed zero", BLUE))
+    return root, runs
+
+
+class Images:
+    """<img src> and <a href> of an HTML page, read with a regex of its own (not the module's)."""
+
+    def __init__(self, path: Path):
+        self.text = path.read_text(encoding="utf-8")
+        self.images = re.findall(r"<img\b[^>]*?\bsrc=\"([^\"]+)\"", self.text)
+        self.links = re.findall(r"<a\b[^>]*?\bhref=\"([^\"]+)\"", self.text)
+
+
+PAGES = [
+    "index",
+    "notebooks/00_demo",
+    "notebooks/01_other",
+    "docs/RESULTS",
+    "flkit/papers/demo/README",
+]
+
+
+@pytest.mark.slow
+def test_book_builds_every_page_and_figure_from_stored_outputs(stand_in, tmp_path):
+    pytest.importorskip("myst_nb", reason="the book extra (flkit[book], Python 3.11+)")
+    root, runs = stand_in
+    before = {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    html = book.build(runs, tmp_path / "book", root=root, quiet=True)
+
+    assert html == tmp_path / "book" / "_build" / "html"
+    for page in PAGES:
+        assert (html / f"{page}.html").is_file(), page
+    assert not (html / "flkit" / "papers" / "_template" / "README.html").exists()
+
+    # every image of every page is on disk
+    pages = [p for p in html.rglob("*.html") if not p.relative_to(html).parts[0].startswith("_")]
+    assert len(pages) >= len(PAGES)
+    for page in pages:
+        for src in Images(page).images:
+            if not src.startswith(("http:", "https:", "data:")):
+                assert (page.parent / src.split("?")[0]).is_file(), (page, src)
+
+    def shown(page: str) -> list[bytes]:
+        path = html / f"{page}.html"
+        return [(path.parent / s).read_bytes() for s in Images(path).images if "_images" in s]
+
+    # each notebook page shows its own figure; 01_other is its lowest seed's (blue, seed zero)
+    assert shown("notebooks/00_demo") == [RED]
+    assert shown("notebooks/01_other") == [BLUE]
+    other = (html / "notebooks" / "01_other.html").read_text(encoding="utf-8")
+    assert "seed zero printed" in other and "seed one" not in other
+    # the results page shows its figure from docs/; its anchor and notebook link resolve
+    assert shown("docs/RESULTS") == [PAPER_FIGURE]
+    results = Images(html / "docs" / "RESULTS.html")
+    assert 'id="demo-cpu"' in results.text and "#demo-cpu" in results.links
+    assert "../notebooks/00_demo.html" in results.links
+    # the front page leads to every page, and says at which preset the notebooks ran
+    index = Images(html / "index.html")
+    for page in PAGES[1:]:
+        assert f"{page}.html" in index.links, page
+    assert "smoke" in index.text
+
+    # nothing ran: the outputs are the stored ones, the run folder is as it was
+    demo = (html / "notebooks" / "00_demo.html").read_text(encoding="utf-8")
+    assert "red figure printed" in demo
+    assert "0%|" not in demo  # the widget view's repr is not shown
+    assert before == {p: p.read_bytes() for p in runs.rglob("*") if p.is_file()}
+    published = json.loads((tmp_path / "book" / "src" / "notebooks" / "00_demo.ipynb").read_text())
+    assert "widgets" not in published["metadata"]
+    # formulas render from the site's own MathJax
+    assert (html / "_static" / "mathjax" / "MathJax.js").is_file()
+    assert "_static/mathjax/MathJax.js" in demo
+
+
+def test_publishable_drops_widgets_and_keeps_figures_as_png():
+    svg = "<svg xmlns='http://www.w3.org/2000/svg'/>"
+    nb = notebook("T", "t", RED)
+    outputs = nb["cells"][1]["outputs"]
+    outputs[1]["data"]["image/svg+xml"] = svg
+    outputs.append(
+        {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {
+                WIDGET: {"model_id": "demo"},
+                "image/png": base64.b64encode(BLUE).decode(),
+                "text/plain": "interactive demo; static copy: PNG",
+            },
+        }
+    )
+    out = book.publishable(nb, "t")
+
+    kept = out["cells"][1]["outputs"]
+    assert [o["output_type"] for o in kept] == ["display_data", "stream", "display_data"]
+    assert set(kept[0]["data"]) == {"image/png", "text/plain"}
+    assert base64.b64decode(kept[2]["data"]["image/png"]) == BLUE  # the demo's static copy
+    assert WIDGET not in kept[2]["data"]
+    assert "widgets" not in out["metadata"]
+    assert "widgets" in nb["metadata"]  # the input is left as it was
+
+    only_svg = notebook("T", "t", RED)
+    data = only_svg["cells"][1]["outputs"][1]["data"]
+    del data["image/png"]
+    data["image/svg+xml"] = svg
+    with pytest.raises(FlkitError, match=r"figs: cell 1 .*image/svg\+xml without a PNG"):
+        book.publishable(only_svg, "figs")
+
+
+def test_a_notebook_over_the_limit_stops_the_build_with_its_name(stand_in, tmp_path):
+    pytest.importorskip("jupyter_server_mathjax", reason="the book extra (flkit[book])")
+    root, runs = stand_in
+    # random bytes do not compress: the PNG's base64 text alone passes 1.5 MB
+    big = png(1, 1, (0, 0, 0)) + os.urandom(1_200_000)
+    write_run(runs, "02_big", 0, notebook("Big", "big", big))
+    with pytest.raises(FlkitError, match=r"02_big/seed0/02_big\.ipynb is 1\.\d\d MB .* 1\.5 MB"):
+        book.assemble(runs, tmp_path / "src", root=root)
+
+
+def test_a_failed_run_or_an_empty_folder_stops_the_build(tmp_path):
+    write_run(tmp_path / "runs", "03_broken", 0, notebook("B", "b", RED), status="failed")
+    with pytest.raises(FlkitError, match=r"03_broken/seed0 is recorded as failed"):
+        book.executed_notebooks(tmp_path / "runs")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FlkitError, match="no executed notebook in"):
+        book.executed_notebooks(tmp_path / "empty")
+
+
+def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
+    html = tmp_path / "html"
+    (html / "_images").mkdir(parents=True)
+    (html / "_images" / "ok.png").write_bytes(RED)
+    (html / "a.html").write_text(
+        '<h1 id="top">A</h1><img src="_images/ok.png"><img src="_images/gone.png">'
+        '<a href="#top">up</a><a href="#nowhere">x</a><a href="b.html#there">b</a>'
+        '<a href="c.html">c</a><a href="https://example.org/#x">web</a>'
+    )
+    (html / "b.html").write_text('<p id="elsewhere">B</p>')
+
+    problems = check_site(html, ["a", "b", "d"], figures={"a": 3})
+
+    assert sorted(problems) == sorted(
+        [
+            "page d.html is missing",
+            "a.html: image _images/gone.png is missing",
+            "a.html: link #nowhere points to a missing anchor",
+            "a.html: link b.html#there points to a missing anchor",
+            "a.html: link c.html points to a missing file",
+            "a.html shows 2 figure(s); its notebook has 3 PNG output(s)",
+        ]
+    )
+    (html / "_images" / "gone.png").write_bytes(RED)
+    (html / "c.html").write_text('<p id="there">C</p>')
+    (html / "b.html").write_text('<p id="there">B</p>')
+    (html / "a.html").write_text(
+        (html / "a.html").read_text().replace('href="#nowhere"', 'href="#top"')
+    )
+    assert check_site(html, ["a", "b"], figures={"a": 2}) == []
