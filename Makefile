@@ -11,15 +11,22 @@ FLKIT_MIRROR ?= $(shell test -d ../shared/data && cd ../shared/data && pwd)
 export FLKIT_MIRROR
 PRESET ?= cpu
 JOBS   ?= 1
+# YES=1 starts `make reproduce` without the cost guard's question (asked over an hour or at paper)
+YES    ?=
+# The folder `make lab` opens: notebooks (the instructor's, with the answers) or student (`make
+# student`'s copies without them).
+LAB    ?= notebooks
 
-.PHONY: venv data lab test test-fast test-ui lint reproduce book smoke bench gpu-check gpu-kit clean-runs strip help
+.PHONY: venv data lab student test test-fast test-ui lint reproduce book smoke bench gpu-check gpu-kit clean-runs strip help
 
 help:
 	@echo "make reproduce   run every notebook at preset '$(PRESET)' and write runs/report/report.md + .html"
+	@echo "                 (says the estimate and asks first when it is over an hour; YES=1 does not ask)"
 	@echo "make test        unit tests + every notebook at preset 'smoke' (nbval) + a reproduce check"
 	@echo "make test-fast   unit tests only"
 	@echo "make data        link the dataset mirror (\$$FLKIT_MIRROR or ../shared/data) into data/"
-	@echo "make lab         make data, then start JupyterLab"
+	@echo "make lab         make data, then start JupyterLab on notebooks/ (LAB=student: on student/)"
+	@echo "make student     the notebooks without answers in student/, for study: make lab LAB=student"
 	@echo "make test-ui     every notebook at 'smoke' in JupyterLab in headless Chromium (needs chromium)"
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make book        the executed notebooks, results page and paper READMEs as a site (runs/book/_build/html)"
@@ -45,7 +52,11 @@ data: $(STAMP)
 	else echo "no dataset mirror (FLKIT_MIRROR unset, no ../shared/data): data/ used as it is"; fi
 
 lab: data
-	$(VENV)/bin/jupyter lab notebooks
+	$(VENV)/bin/jupyter lab $(LAB)
+
+# nbgrader's release step (answer cells emptied, hidden tests removed) into student/ (git-ignored).
+student: $(STAMP)
+	$(PY) -m flkit course student student
 
 test: data
 	FLKIT_PRESET=smoke FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q tests notebooks --nbval-lax --nbval-current-env --durations=15
@@ -63,7 +74,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 reproduce: data
-	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report
+	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report $(if $(YES),--yes)
 
 # The book (docs/book/README.md) renders the executed notebooks of BOOK_RUNS, a `flkit reproduce
 # --out` folder, without running anything. By default the smoke runs, made once when that folder

@@ -4,7 +4,7 @@ The shape of every experiment is one function call per arrow:
 data -> partition -> model -> method (client update, aggregate) -> history -> table/figure.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .utils import FlkitError as _FlkitError
 from .utils import configure_threads as _configure_threads

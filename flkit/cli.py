@@ -7,16 +7,22 @@ import json
 import sys
 from pathlib import Path
 
+from . import __version__
 from .utils import run_command
 
 EPILOG = """examples:
-  flkit run fedavg --dataset mnist --model lenet5 --clients 100 --partition dirichlet --alpha 0.5 \\
-      --clients-per-round 10 --local-epochs 1 --batch-size 50 --lr 0.05 --rounds 20 --seed 0 \
-      --out runs/demo
+  flkit run fedavg --dataset mnist --model lenet5 --clients 100 --partition dirichlet \\
+      --alpha 0.5 --clients-per-round 10 --local-epochs 1 --batch-size 50 --lr 0.05 \\
+      --rounds 20 --seed 0 --out runs/demo
   flkit run fedprox --mu 0.01 --dataset synthetic --model logreg --partition natural --clients 30
   flkit data list                       where each dataset is found
   flkit reproduce --preset smoke        run every notebook and write report.md / report.html
+  flkit course student                  the notebooks without answers in student/, for study
   flkit course release course/release   student notebooks for a course (see docs/TEACHING.md)
+
+Each command's --help lists its own options and examples; --quiet (-q) silences progress, --jobs
+runs that many at a time (default 1) and --yes starts a costly run without asking, wherever a
+command has them.
 
 environment: FLKIT_DATA (data root, default data/ at the project root), FLKIT_MIRROR (read-only
 offline mirror), FLKIT_RUNS (run cache, default runs/cache at the project root), FLKIT_DEVICE
@@ -178,7 +184,11 @@ def add_run_parser(sub) -> None:
         "(default: the whole set)",
     )
     p.add_argument(
-        "--seed", type=int, default=d["seed"].default, help="seed (default: %(default)s)"
+        "--seed",
+        type=int,
+        default=d["seed"].default,
+        help="seed of every random choice of the run: partition, initial weights, client "
+        "sampling, batches (default: %(default)s)",
     )
     p.add_argument(
         "--device",
@@ -217,7 +227,14 @@ def add_run_parser(sub) -> None:
         help="without --checkpoint-every, write a checkpoint whenever S seconds of training "
         "have passed since the last one (default: %(default)s)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: off)")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        "--no-progress",
+        dest="quiet",
+        action="store_true",
+        help="no progress bar (default: off)",
+    )
     p.set_defaults(func=cmd_run)
 
 
@@ -287,7 +304,7 @@ def cmd_run(args) -> int:
     result = run(
         cfg,
         out_dir=args.cache,
-        progress=not args.no_progress,
+        progress=not args.quiet,
         setup=setup,
         checkpoint_every=args.checkpoint_every,
         checkpoint_seconds=args.checkpoint_seconds,
@@ -347,6 +364,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="flkit: federated-learning workbook tools",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"flkit {__version__}",
+        help="show the version and exit",
     )
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     for name, register in COMMANDS.items():

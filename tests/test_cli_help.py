@@ -25,7 +25,9 @@ def _parsers(parser, path=("flkit",)):
 
 def _options(parser):
     for action in parser._actions:
-        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+        if isinstance(
+            action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+        ):
             continue
         yield action
 

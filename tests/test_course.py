@@ -389,7 +389,7 @@ def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):
 
     seen = []
 
-    def fake_grade(*args):
+    def fake_grade(*args, **kwargs):
         seen.append(args)
         path = tmp_path / "grades.csv"
         path.write_text("student,notebook,exercise,points,max_points,note\nann,00,a,1.0,2.0,\n")
@@ -399,6 +399,6 @@ def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):
     assert main(["course", "grade", str(tmp_path), "--jobs", "3", "--run", "all"]) == 0
     assert seen[-1][-3:] == (3, "all", 1800) and "ann: 1 / 2 points" in capsys.readouterr().out
     assert main(["course", "grade", str(tmp_path), "--notebook-timeout", "90"]) == 0
-    assert seen[-1][-3:] == (None, "exercises", 90)  # None: the grader takes the number of CPUs
+    assert seen[-1][-3:] == (1, "exercises", 90)  # the --jobs default of every command
     with pytest.raises(SystemExit):
         main(["course", "grade", str(tmp_path), "--run", "some"])

@@ -10,7 +10,8 @@
 - :mod:`.exercise_cells`: which cells of a submission the grading runs (what the exercises need);
 - :mod:`.autograde`: one (student, notebook) graded in a course folder of its own, ``jobs`` at a
   time in separate processes;
-- :mod:`.command`: ``flkit course release DIR`` and ``flkit course grade SUBMISSIONS_DIR``.
+- :mod:`.command`: ``flkit course student [DIR]``, ``flkit course release DIR`` and ``flkit
+  course grade SUBMISSIONS_DIR``.
 
 nbgrader is imported only when releasing or grading, so checkers work without it.
 """

@@ -134,10 +134,10 @@ def _collect(task: Task, proc) -> Outcome:
         return Outcome(task.student, task.notebook, failure=why)
 
 
-def grade_all(tasks: list[Task], jobs: int, poll: float = 0.2) -> list[Outcome]:
+def grade_all(tasks: list[Task], jobs: int, poll: float = 0.2, on_done=None) -> list[Outcome]:
     """:func:`grade_one` of every task, ``jobs`` at a time, each in a process of its own that is
     killed ``MARGIN`` seconds after its notebook's time limit; outcomes in the order of
-    ``tasks``."""
+    ``tasks``. ``on_done(outcome, finished so far, len(tasks))`` as each task ends."""
     ctx = mp.get_context("spawn")
     waiting, running, done = list(tasks), {}, {}
     while waiting or running:
@@ -160,5 +160,7 @@ def grade_all(tasks: list[Task], jobs: int, poll: float = 0.2) -> list[Outcome]:
             else:
                 continue
             del running[task]
+            if on_done is not None:
+                on_done(done[task], len(done), len(tasks))
         time.sleep(poll)
     return [done[t] for t in tasks]

@@ -173,6 +173,7 @@ def grade(
     jobs: int | None = None,
     run: str = "exercises",
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    progress=None,
 ) -> Path:
     """Autograde ``submissions/<student>/<notebook>.ipynb``; write ``out/grades.csv``,
     ``out/feedback/<student>/<notebook>.html`` and the executed notebooks
@@ -193,7 +194,8 @@ def grade(
     ``jobs`` (default: the number of CPUs) notebooks are graded at a time, each (student,
     notebook) in its own process and course folder (:mod:`.autograde`); the grades do not depend
     on ``jobs``. With ``jobs > 1`` each kernel gets ``cpus // jobs`` torch threads
-    (``FLKIT_THREADS``, unless already set)."""
+    (``FLKIT_THREADS``, unless already set). ``progress(outcome, done, total)`` is called as each
+    (student, notebook) finishes (:func:`.autograde.grade_all`)."""
     submissions = Path(submissions).resolve()
     students = _students(submissions)
     if isinstance(cell_timeout, bool) or not isinstance(cell_timeout, int) or cell_timeout < 1:
@@ -241,7 +243,8 @@ def grade(
                 for n in notebooks
                 if (root / "submitted" / s.name / ASSIGNMENT / f"{n}.ipynb").exists()
             ]
-            outcomes = {(o.student, o.notebook): o for o in grade_all(tasks, jobs)}
+            done = grade_all(tasks, jobs, on_done=progress)
+            outcomes = {(o.student, o.notebook): o for o in done}
         rows = _rows(root, students, notebooks, instructor, notes, outcomes, cell_timeout, out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "grades.csv"

@@ -10,9 +10,11 @@ import sys
 from ..utils import FlkitError, run_command
 from ..workbook import presets
 from ..workbook.run_times import RUN_TIMES, sentence
+from .cost_guard import confirm, estimate
 from .execute import reproduce_runs
-from .executors import EXECUTORS
-from .plan import default_notebooks_dir, discover
+from .executors import EXECUTORS, make_executor
+from .parameter_table import parameter_table
+from .plan import default_notebooks_dir, discover, plan
 from .stopping import Stopped, stop_on_signals, stopped_message
 
 __all__ = [
@@ -20,7 +22,11 @@ __all__ = [
     "run_cli",
     "main",
     "add_executor_arguments",
+    "add_run_arguments",
     "parse_set",
+    "guard",
+    "ask",
+    "JOBS",
     "run_kwargs",
     "run_alone",
 ]
@@ -60,15 +66,56 @@ _EPILOG = """\
 examples:
   flkit reproduce                                  every notebook at cpu, seed 0, into runs/
   flkit reproduce --preset smoke --only 02_feddip  one notebook in seconds
+  flkit reproduce --preset long                    01 to 04 (00 and 05 have no long: skipped)
   flkit reproduce --preset paper --seeds 0 1 2 --jobs 3 --out runs/paper
   flkit reproduce --list                           notebooks and their presets
+  flkit reproduce --list-parameters 02_feddip      what --set can change in one notebook
   flkit reproduce --publish runs/                  copy runs/results.md into docs/RESULTS.md
   flkit reproduce --preset smoke --executor ray --jobs 2          on a local Ray instance
   flkit reproduce --preset paper --executor ray --address HEAD:6379   on a Ray cluster
 
-exit status: 0 when every run succeeded, 1 when a notebook failed, 2 for bad arguments,
+cost: before a paper run, or any run estimated over an hour, the estimate is printed (measured
+run times; GPU hours on an H200 for paper) and the command asks before it starts; --yes starts
+without the question. Without a terminal on stdin and without --yes it does not start.
+
+exit status: 0 when every run succeeded, 1 when a notebook failed or the question was answered
+no, 2 for bad arguments or a costly run refused without a terminal to ask on,
 128 + the signal's number when stopped by SIGTERM (kill) or SIGINT (Ctrl-C): every notebook's
 kernel is ended, and a new run resumes their training from its checkpoints."""
+
+#: notebooks run at a time unless --jobs says otherwise, in every command that runs notebooks:
+#: one, because each notebook's torch already uses every core (parallel ones split them), memory
+#: grows with each one at a time, the measured run times are of one at a time, and no number
+#: depends on it; more is a choice for a machine with cores and memory to spare
+JOBS = 1
+
+
+def add_run_arguments(p: argparse.ArgumentParser, what: str = "notebooks") -> None:
+    """--jobs, --quiet (alias --no-progress) and --yes (reproduce and sweep)."""
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=JOBS,
+        metavar="N",
+        help=f"how many {what} run at a time, each in its own process (default: %(default)s: "
+        "a notebook's torch uses every core already; the numbers never depend on it)",
+    )
+    p.add_argument(
+        "--quiet",
+        "-q",
+        "--no-progress",
+        dest="quiet",
+        action="store_true",
+        help="no progress lines; a costly run's estimate and question still show (default: off)",
+    )
+    p.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="start a paper run, or one estimated over an hour, without asking (default: off, "
+        "the estimate is printed and the command asks; without a terminal it does not start)",
+    )
 
 
 def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,8 +192,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         default="cpu",
         help="preset every notebook runs at: smoke (seconds, CPU), cpu (real data, "
         "scaled down; default), paper (the paper's settings, GPU) or long (the "
-        "notebooks that have one: the paper's regime on a free 2-core CPU machine, up "
-        "to 2 h each)",
+        "paper's regime on a free 2-core CPU machine, up to 2 h each); without --only, a "
+        "notebook that lacks the preset is skipped with a line saying so (long: 00 and 05), "
+        "while one named in --only must have it",
     )
     p.add_argument(
         "--only",
@@ -163,14 +211,6 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         default=None,
         metavar="SEED",
         help="seeds to run each notebook with (default: 0); several seeds give mean ± std",
-    )
-    p.add_argument(
-        "--jobs",
-        "-j",
-        type=int,
-        default=1,
-        metavar="N",
-        help="notebooks run in parallel processes (default: 1)",
     )
     p.add_argument(
         "--out",
@@ -210,6 +250,14 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="list the notebooks and their presets, then exit (default: off)",
     )
     p.add_argument(
+        "--list-parameters",
+        default=None,
+        metavar="NOTEBOOK",
+        help="run nothing: list NOTEBOOK's parameters (name, type, default, comment, and the "
+        "value at --preset of those that override a preset key), what --set can change "
+        "(default: off)",
+    )
+    p.add_argument(
         "--publish",
         default=None,
         metavar="RUN_DIR",
@@ -232,7 +280,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="with --rejudge: write nothing, exit 1 when the page is not what the current "
         "rules give (default: off)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
+    add_run_arguments(p)
     p.set_defaults(func=run_cli)
     return p
 
@@ -273,13 +321,86 @@ def run_cli(args) -> int:
             if name in RUN_TIMES:
                 print(f"{'':28s} {sentence(name)}")
         return 0
+    if args.list_parameters:
+        print(parameter_table(args.list_parameters, args.notebooks_dir, args.preset))
+        return 0
+    kwargs = run_kwargs(args)
+    only = _with_preset(args.only, args.preset, args.notebooks_dir)
+    refused = guard("reproduce", args, only=only, **kwargs)
+    if refused is not None:
+        return refused
     try:
         with stop_on_signals():
-            _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+            _, infos = reproduce_runs(only=only, **kwargs)
     except Stopped as stop:
         print(stopped_message("reproduce", stop), file=sys.stderr, flush=True)
         return 128 + stop.signum
     return 0 if all(r["status"] == "ok" for r in infos) else 1
+
+
+def _with_preset(only, preset: str, notebooks_dir) -> list[str] | None:
+    """``--only`` as given; without it, the notebooks that have ``preset`` when only some do
+    (the others are named on stderr). When none has it, every notebook goes on to the
+    validation, whose error lists the presets there are."""
+    if only:
+        return only
+    found = discover(notebooks_dir)
+    have = [n for n in sorted(found) if preset in presets.available(n)]
+    lack = [n for n in sorted(found) if n not in have]
+    if not have or not lack:
+        return None
+    print(
+        f"flkit reproduce: skipping {', '.join(lack)}: no preset {preset!r} there "
+        f"(running {', '.join(have)})",
+        file=sys.stderr,
+        flush=True,
+    )
+    return have
+
+
+def guard(command: str, args, only=None, **kwargs) -> int | None:
+    """Validate every argument as the run will (FlkitError), then say the estimate and ask before
+    a costly run (:func:`ask`); None to go on, else the exit status."""
+    p = plan(only=only, **{k: kwargs[k] for k in _PLAN_ARGUMENTS})
+    make_executor(
+        kwargs["executor"],
+        kwargs["jobs"],
+        kwargs["address"],
+        kwargs["preset"],
+        kwargs["cpus_per_task"],
+        kwargs["gpus_per_task"],
+    )
+    runs = {n: len(p["seeds"]) for n in p["notebooks"]}
+    return ask(command, args, runs, kwargs, changed=bool(kwargs["overrides"]))
+
+
+def ask(command: str, args, runs: dict[str, int], settings: dict, changed: bool) -> int | None:
+    """Say the estimate of ``runs`` ({notebook: number of runs}) and ask about a costly one
+    (:func:`.cost_guard.confirm`); ``settings`` as :func:`run_kwargs` gives them, ``changed``
+    when parameters are overridden. None to go on, else the exit status."""
+    return confirm(
+        estimate(settings["preset"], runs),
+        command,
+        yes=args.yes,
+        jobs=settings["jobs"],
+        overrides=changed,
+        quiet=not settings["progress"],
+    )
+
+
+# the arguments of run_kwargs that plan validates (the others say where and how runs execute)
+_PLAN_ARGUMENTS = (
+    "preset",
+    "seeds",
+    "jobs",
+    "out",
+    "notebooks_dir",
+    "timeout",
+    "overrides",
+    "device",
+    "kernel_name",
+    "allow_reduced_data",
+)
 
 
 def run_kwargs(args) -> dict:

@@ -1,9 +1,8 @@
-"""``flkit sweep``: one notebook over a grid of preset overrides and several seeds.
+"""``flkit sweep``: one notebook over a grid of its parameters and several seeds.
 
-``flkit sweep 05_staleness --grid tau=10,40,100 --seeds 0 1 2`` runs every (grid point, seed) on
-the same executors as ``flkit reproduce`` and writes, per grid point, ``<out>/<point>/`` (the
-runs and that point's own report.md/.html), and one combined ``<out>/sweep.md`` /
-``sweep.html`` / ``sweep.json`` (:mod:`.sweep_render`): per grid point, every number as
+Every (grid point, seed) runs on the executors of ``flkit reproduce``; each grid point gets
+``<out>/<point>/`` (its runs and its own report.md/.html) and :mod:`.sweep_render` writes one
+combined ``<out>/sweep.md`` / ``sweep.html`` / ``sweep.json``: per grid point, every number as
 mean ± std over seeds and every claim with the seeds in which it holds.
 
 Resume: a run whose folder already holds an ``ok`` run.json for the same parameters (and its
@@ -23,7 +22,15 @@ from pathlib import Path
 
 from ..utils import FlkitError
 from ..workbook.results import RESULTS_FILE
-from .command import add_executor_arguments, add_kernel_arguments, run_alone, run_kwargs
+from .command import (
+    add_executor_arguments,
+    add_kernel_arguments,
+    add_run_arguments,
+    ask,
+    run_alone,
+    run_kwargs,
+)
+from .cost_guard import NotStartedError
 from .execute import execute
 from .executors import make_executor
 from .plan import (
@@ -138,12 +145,14 @@ def sweep(
     address: str | None = None,
     cpus_per_task=None,
     gpus_per_task=None,
+    confirm=None,
 ):
     """Run ``notebook`` at every grid point for every seed; returns (path of sweep.md, infos).
 
-    grid: ``{key: [values]}`` over the notebook's parameters (preset keys); the other arguments
-    are those of :func:`.execute.reproduce`. Every argument is checked before any run starts;
-    runs already finished in ``out`` are not run again."""
+    grid: ``{key: [values]}`` over the names the notebook's parameters cell assigns; the other
+    arguments are those of :func:`.execute.reproduce`. Every argument is checked before any run
+    starts; runs already finished in ``out`` are not run again. ``confirm(notebook, runs to do)``
+    is called after the checks, before any run: it stops the sweep by raising."""
     folder = Path(notebooks_dir) if notebooks_dir is not None else default_notebooks_dir()
     found = discover(folder) if folder.is_dir() else {}
     name = match_notebook(notebook, sorted(found)) if found else notebook
@@ -174,6 +183,8 @@ def sweep(
     runs = [r for pt in points for r in pt["plan"]["runs"]]
     done = {i: info for i, r in enumerate(runs) if (info := finished_info(r)) is not None}
     todo = [i for i in range(len(runs)) if i not in done]
+    if confirm is not None and todo:
+        confirm(name, len(todo))  # nothing has started yet: a raise leaves nothing to clean up
     if progress:
         print(
             f"flkit sweep: {name} at preset {preset!r}, {len(points)} grid point(s) x "
@@ -222,13 +233,25 @@ def sweep(
     return path, infos
 
 
+_DESCRIPTION = """\
+Run one notebook at every point of a grid of its parameters (--grid, the names its parameters
+cell assigns: `flkit reproduce --list-parameters NOTEBOOK` lists them) for every seed, on the
+executors of `flkit reproduce`. Each grid point gets <out>/<point>/ with its runs and its own
+report.md/.html; <out>/sweep.md, sweep.html and sweep.json put the points side by side: every
+number as mean ± std over seeds and every claim with the seeds in which it holds.
+All arguments are checked before any run starts."""
+
 _EPILOG = """\
 examples:
   flkit sweep 05_staleness --preset smoke --grid tau=10,40,100 --seeds 0 1 2
-  flkit sweep 02_feddip --grid local_epochs=1,3 --grid lr=0.05,0.1 --executor ray --jobs 4
+  flkit sweep 02_feddip --preset smoke --grid rounds=2,4 --jobs 2
+  flkit sweep 00 --preset smoke --grid alpha=0.1,1.0 --grid rounds=2,3 --executor ray --jobs 4
 
 Running the same command again finishes an interrupted sweep: runs already done are kept.
-exit status: 0 when every run succeeded, 1 when a run failed, 2 for bad arguments,
+cost: as `flkit reproduce`: before a paper sweep, or one estimated over an hour (all its runs at
+the preset's measured time), the estimate is printed and the command asks; --yes skips it.
+exit status: 0 when every run succeeded, 1 when a run failed or the question was answered no,
+2 for bad arguments or a costly sweep refused without a terminal to ask on,
 128 + the signal's number when stopped by SIGTERM (kill) or SIGINT (Ctrl-C): every notebook's
 kernel is ended, and a new sweep resumes their training from its checkpoints."""
 
@@ -237,8 +260,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     """Add the ``sweep`` sub-command; its handler is ``args.func(args) -> exit status``."""
     p = subparsers.add_parser(
         "sweep",
-        help="run one notebook over a grid of preset overrides and seeds, one combined report",
-        description=__doc__.split("\n\n")[1],
+        help="run one notebook over a grid of its parameters and seeds, one combined report",
+        description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -248,13 +271,27 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=V1,V2,...",
-        help="values of one notebook parameter (repeatable: the grid is every combination; "
-        "default: none, and an empty grid is an error)",
+        help="values of one notebook parameter, a name its parameters cell assigns (repeatable: "
+        "the grid is every combination; default: none, and an empty grid is an error)",
     )
-    p.add_argument("--preset", default="cpu", help="preset the notebook runs at (default: cpu)")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="default: 0")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="default: 1")
-    p.add_argument("--out", default="runs/sweep", metavar="DIR", help="default: runs/sweep")
+    p.add_argument(
+        "--preset", default="cpu", help="preset the notebook runs at (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=[0],
+        metavar="SEED",
+        help="seeds each grid point runs with; several give mean ± std (default: 0)",
+    )
+    p.add_argument(
+        "--out",
+        default="runs/sweep",
+        metavar="DIR",
+        help="folder for the grid points' runs and reports and sweep.md; a folder holding an "
+        "earlier run of the same sweep is resumed (default: %(default)s)",
+    )
     p.add_argument(
         "--notebooks",
         dest="notebooks_dir",
@@ -263,7 +300,12 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="folder holding the notebooks (default: $FLKIT_NOTEBOOKS or the repository's "
         "notebooks/)",
     )
-    p.add_argument("--device", default=None, help="device parameter (default: the notebook's)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="device parameter passed to the notebook (auto, cpu, cuda; default: the "
+        "notebook's own, normally auto)",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -274,15 +316,24 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     )
     add_kernel_arguments(p)
     add_executor_arguments(p)
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines (default: off)")
+    add_run_arguments(p, what="(grid point, seed) runs")
     p.set_defaults(func=run_cli)
     return p
 
 
 def run_cli(args) -> int:
+    grid, kwargs = parse_grid(args.grid), run_kwargs(args)
+
+    def confirm(name: str, todo: int) -> None:
+        stop = ask("sweep", args, {name: todo}, kwargs, changed=True)
+        if stop is not None:
+            raise NotStartedError(stop)
+
     try:
         with stop_on_signals():
-            _, infos = sweep(args.notebook, parse_grid(args.grid), **run_kwargs(args))
+            _, infos = sweep(args.notebook, grid, confirm=confirm, **kwargs)
+    except NotStartedError as stop:
+        return stop.status
     except Stopped as stop:
         print(stopped_message("sweep", stop), file=sys.stderr, flush=True)
         return 128 + stop.signum
