@@ -147,6 +147,7 @@ def stand_ins(tmp_path, monkeypatch):
     returns what the stand-ins saw."""
     import flkit.course.command as course_command
     import flkit.course.nbgrader_run as nbgrader_run
+    import flkit.data.prepare as prepare
     import flkit.data.sources as sources
     import flkit.reproduce.command as command
     import flkit.reproduce.execute as execute
@@ -231,6 +232,12 @@ def stand_ins(tmp_path, monkeypatch):
         return tmp_path / "RESULTS.md", []
 
     monkeypatch.setattr(rejudge, "rejudge_file", rejudge_file)
+    def prepare_many(names, root=None, locations=None, force=False):
+        # downloads and LEAF's output are not here: the examples' arguments were checked
+        seen["downloaded"].extend(names)
+        return [(n, root) for n in names]
+
+    monkeypatch.setattr(prepare, "prepare_many", prepare_many)
     monkeypatch.setattr(sources, "is_online", lambda *a, **k: True)
     monkeypatch.setattr(
         sources, "download", lambda name, root=None: seen["downloaded"].append(name)
@@ -239,7 +246,7 @@ def stand_ins(tmp_path, monkeypatch):
     # the folders the examples name
     for student in ("course/submissions/ann", "subs/ann"):
         (tmp_path / student).mkdir(parents=True)
-    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "cpu").mkdir(parents=True)
     return seen
 
 
