@@ -52,12 +52,55 @@ def _select(notebooks_dir, only) -> dict[str, Path]:
     return {n: found[n] for n in dict.fromkeys(match_notebook(o, list(found)) for o in only)}
 
 
+#: what only an instructor notebook holds: a release never writes over a file that has one
+INSTRUCTOR_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
+
+
+def _check_release_target(dest: Path, notebooks: dict[str, Path]) -> None:
+    """Refuse, before any work, a release that could destroy an instructor notebook: a folder
+    that is, lies inside or holds the notebooks' own folder (the default ``notebooks/`` included),
+    or a file in ``dest`` that holds solutions or hidden tests (only git would bring it back)."""
+    target = dest.resolve()
+    for source in sorted({p.parent.resolve() for p in notebooks.values()}):
+        if target == source:
+            how = "is"
+        elif source in target.parents:
+            how = "lies inside"
+        elif target in source.parents:
+            how = "holds"
+        else:
+            continue
+        raise FlkitError(
+            f"release folder {dest} ({target}) {how} the instructor notebooks' folder {source}: "
+            "the student versions would sit beside or over the notebooks with their solutions; "
+            "give a folder outside it, e.g. course/release"
+        )
+    for name in notebooks:
+        path = dest / f"{name}.ipynb"
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        found = [m for m in INSTRUCTOR_MARKERS if m in text]
+        if found:
+            raise FlkitError(
+                f"{path} holds {' and '.join(repr(m) for m in found)}: it is an instructor "
+                "notebook, and a release never writes over one; give another release folder, "
+                "or move that file away"
+            )
+
+
 def release(dest: str | Path, notebooks_dir=None, only=None) -> list[Path]:
-    """Write the student version of the notebooks (no solutions, no hidden tests) into ``dest``."""
+    """Write the student version of the notebooks (no solutions, no hidden tests) into ``dest``.
+
+    Refused (FlkitError, before anything is written) when ``dest`` is, lies inside or holds the
+    instructor notebooks' folder, or holds a notebook of that name with solutions or hidden
+    tests; an earlier release there is replaced."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise FlkitError(f"release folder {dest} exists and is not a folder")
     notebooks = _select(notebooks_dir, only)
+    _check_release_target(dest, notebooks)
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
