@@ -17,13 +17,12 @@ served to a process at 2, and a checkpoint resumes only under its own count.
 
 A finished run folder is served only when its files match their manifest (:mod:`flkit.store`);
 a damaged one is reported with its path and trained again, a damaged checkpoint is never resumed
-from, and a run whose loss stops being finite ends with an error naming the round.
+from, and divergence follows :mod:`flkit.divergence` (trained or served, a run is marked diverged).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from . import methods, metrics, rng_state, store
+from . import divergence, methods, metrics, rng_state, store
 from .engine import BACKENDS, LocalSpec
 from .methods.hyperparameters import check_value
 from .state import model_state
@@ -59,6 +58,8 @@ _FIELD_RULES = {
 }
 #: the files of a finished run, checked against its manifest before it is served
 RUN_FILES = ("config.json", "history.csv", "final_state.pt", "meta.json")
+#: the history's losses the divergence rule watches, with their names in messages
+LOSSES = {"train_loss": "training loss", "test_loss": "test loss"}
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class RunResult:
     final_state: methods.ServerState | None  # a loaded run keeps only the global model
     run_dir: Path | None
     client_accuracy: torch.Tensor | None = None  # [clients] at the last evaluation
+    diverged: divergence.Divergence | None = None  # where its loss passed the divergence limit
 
     def final(self, column: str = "test_accuracy") -> float:
         return float(self.history[column].dropna().iloc[-1])
@@ -317,8 +319,8 @@ def run(
     training have passed since the last one (a resume then repeats at most that much work, and a
     short run writes none); the CLI's --checkpoint-every / --checkpoint-seconds.
     A finished folder whose files do not match its manifest is reported (a warning naming the
-    folder) and trained again; a loss that becomes NaN or infinite raises FlkitError naming the
-    round, and nothing is cached as finished."""
+    folder) and trained again. A non-finite loss raises FlkitError naming the round; one past the
+    limit of :mod:`flkit.divergence` marks the run diverged (history, result, a warning)."""
     if checkpoint_every is not None:
         check_value("checkpoint_every", checkpoint_every, {"kind": "integer", "low": 1})
     check_value("checkpoint_seconds", checkpoint_seconds, {"kind": "real", "low": 0})
@@ -329,7 +331,10 @@ def run(
     if folder is not None and store.is_done(folder):
         problem = store.check_finished(folder, config.rounds, RUN_FILES)
         if not problem:
-            return load(folder)
+            try:
+                return load(folder)
+            except FlkitError as e:  # unreadable, or a non-finite loss cached before the rule
+                problem = str(e)
         _damaged(folder, problem, "it is trained again")
         store.discard_finished(folder, RUN_FILES)
     setup = setup or Setup.build(config)
@@ -359,6 +364,8 @@ def run(
     if folder is not None:
         store.save_json(folder / "config.json", key)
     client_acc = None
+    said = f"method {config.method!r}, lr={config.lr}, method_params={config.method_params}"
+    watches = divergence.watch_rows(LOSSES, rows, said + ": a smaller lr usually keeps it finite")
     bar = _progress(config.rounds, start_round - 1, config.method, progress)
     t0 = last_ckpt = time.perf_counter()
     rounds_started_unix = time.time()  # start-up = this less the process's start
@@ -367,7 +374,7 @@ def run(
     for rnd in range(start_round, config.rounds + 1):
         clients = method.select_clients(state, rnd)
         state, log = method.round(state, clients, rnd)
-        _check_finite(config, rnd, "training loss", log.train_loss)
+        watches["train_loss"].see(rnd, log.train_loss)
         cum_up, cum_down = cum_up + log.bytes_up, cum_down + log.bytes_down
         row = {
             "round": rnd,
@@ -387,7 +394,7 @@ def run(
                 )
             )
             row.update(method.eval_metrics(state, setup.data.x_test, setup.data.y_test))
-            _check_finite(config, rnd, "test loss", row["test_loss"])
+            watches["test_loss"].see(rnd, row["test_loss"])
             if config.per_client_eval:
                 client_acc = row.pop("_client_acc")
         rows.append(row)
@@ -414,7 +421,8 @@ def run(
     import pandas as pd
 
     history = _with_attrs(pd.DataFrame(rows), key, time.perf_counter() - t0, data_used)
-    result = RunResult(config, history, state, folder, client_acc)
+    diverged = divergence.conclude(history, watches)
+    result = RunResult(config, history, state, folder, client_acc, diverged)
     if folder is not None:
         store.save_frame(folder / "history.csv", history)
         store.save_torch(
@@ -436,11 +444,12 @@ def run(
         store.mark_done(folder)
         store.write_manifest(folder, RUN_FILES, len(history))  # last: the run is whole
         store.remove_checkpoint(folder)
+    divergence.warn(f"run {config.method} ({folder or 'not cached'})", diverged)
     return result
 
 
 def load(folder: str | Path) -> RunResult:
-    """A finished run from its folder (history, config, final model state)."""
+    """A finished run from its folder (history, config, final model state, divergence mark)."""
     folder = Path(folder)
     if not store.is_done(folder):
         raise FlkitError(
@@ -458,6 +467,7 @@ def load(folder: str | Path) -> RunResult:
         import pandas as pd
 
         history = pd.read_csv(folder / "history.csv")
+        diverged = divergence.stored_history(history, LOSSES, cfg.eval_every, cfg.rounds)
         meta = store.load_json(folder / "meta.json")
         final = store.load_torch(folder / "final_state.pt")
     except Exception as e:  # noqa: BLE001 - whatever failed to read, the folder is damaged
@@ -467,18 +477,8 @@ def load(folder: str | Path) -> RunResult:
         ) from e
     history = _with_attrs(history, key, meta.get("wall_seconds"), meta.get("data"))
     final_state = methods.ServerState(model=final["state"])
-    return RunResult(cfg, history, final_state, folder, final.get("client_accuracy"))
-
-
-def _check_finite(config: RunConfig, rnd: int, what: str, value) -> None:
-    """Stop a run that diverged: nothing after a non-finite loss means anything, and the run is
-    never cached as finished (its last checkpoint is kept)."""
-    if not math.isfinite(float(value)):
-        raise FlkitError(
-            f"the run diverged: its {what} is {float(value)} at round {rnd} (method "
-            f"{config.method!r}, lr={config.lr}, method_params={config.method_params}); it is not "
-            "cached as finished. A smaller lr (or method parameter) usually keeps it finite"
-        )
+    divergence.warn(f"cached run {folder}", diverged)
+    return RunResult(cfg, history, final_state, folder, final.get("client_accuracy"), diverged)
 
 
 def _damaged(folder: Path, problem: str, action: str) -> None:

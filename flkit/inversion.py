@@ -12,15 +12,21 @@ with Adam on sign(dDisparity/dX) and on dDisparity/dY~, the learning rate divide
 5/8 and 7/8 of the iterations, and X clamped to the inputs' valid box after every step. The K
 clients are independent terms of one summed loss, so the batched inversion gives each client
 exactly the gradient a separate inversion would (Adam and the sign act element-wise).
+
+Each client's Disparity follows the divergence rule of :mod:`flkit.divergence`, iteration by
+iteration: a non-finite one stops the inversion (FlkitError naming the iteration and the client),
+one above the rule's limit of its first value marks that client's inversion diverged
+(``InversionResult.diverged``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from .divergence import Divergence, LossWatch, check_finite
 from .engine import LocalSpec, train_clients
 from .state import param_names
 from .utils import FlkitError, check_choice, check_range, generator
@@ -65,6 +71,8 @@ class InversionResult:
     init_loss: torch.Tensor  # [K]
     final_loss: torch.Tensor  # [K] Disparity of the returned (x, y)
     snapshots: list | None = None  # [(iteration, x, y)] every `snapshot_every` iterations
+    #: per client, where its Disparity passed the divergence limit (None: it did not)
+    diverged: list[Divergence | None] = field(default_factory=list)
 
 
 def check_model_mode(model: nn.Module, mode: str) -> None:
@@ -225,6 +233,8 @@ def invert(
     stopped = torch.full((k,), -1, dtype=torch.long)
     losses = []
     snaps = [] if snapshot_every > 0 else None
+    advice = "a smaller gi lr usually keeps it finite"
+    watches = [LossWatch("Disparity", "iteration", advice) for _ in range(k)]
 
     def disparity(xx, yy, grad, rows=None):
         st, gl, mk = start, goal, mask
@@ -257,6 +267,8 @@ def invert(
             full = losses[-1].clone()
             full[live] = loss.detach().cpu()
         losses.append(full)
+        for j in live.nonzero().flatten().tolist():  # a stopped client's value does not change
+            watches[j].see(it, full[j], f"iteration {it} for client {j} of the batch")
         on = live.to(x.device)
         best_x[on], best_y[on] = x.detach()[on], y.detach()[on]
         if spec.tol > 0 and it >= spec.window:
@@ -276,6 +288,17 @@ def invert(
     best_x[on], best_y[on] = x.detach()[on], y.detach()[on]
     iters = torch.where(stopped >= 0, stopped, torch.full_like(stopped, len(losses)))
     final = disparity(best_x, best_y, False).detach().cpu()
+    for j, v in enumerate(final.tolist()):
+        check_finite(v, "Disparity", f"the end (iteration {len(losses)}) for client {j}", advice)
     if snaps is not None:
         snaps.append((len(losses), best_x.clone(), best_y.clone()))
-    return InversionResult(best_x, best_y, torch.stack(losses), iters, losses[0], final, snaps)
+    return InversionResult(
+        best_x,
+        best_y,
+        torch.stack(losses),
+        iters,
+        losses[0],
+        final,
+        snaps,
+        [w.diverged for w in watches],
+    )

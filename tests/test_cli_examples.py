@@ -232,6 +232,7 @@ def stand_ins(tmp_path, monkeypatch):
         return tmp_path / "RESULTS.md", []
 
     monkeypatch.setattr(rejudge, "rejudge_file", rejudge_file)
+
     def prepare_many(names, root=None, locations=None, force=False):
         # downloads and LEAF's output are not here: the examples' arguments were checked
         seen["downloaded"].extend(names)

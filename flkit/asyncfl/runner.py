@@ -1,9 +1,17 @@
 """Entry points of a simulated experiment on real data: :func:`run` (validated, cached on disk by
 the configuration hash, a tqdm bar on simulated time), :func:`build_schedule` and
-:func:`centralised` (the pooled-data reference curve)."""
+:func:`centralised` (the pooled-data reference curve).
+
+:func:`run` trains under the divergence rule of :mod:`flkit.divergence`, per task and server
+update (the history's ``round``): a training loss (the mean local loss of the updates a server
+update aggregates) or test loss that is not finite stops the run with an error naming the task
+and round, and nothing is cached; a loss above the rule's limit marks the task diverged
+(``stats["diverged"]`` and ``"diverged": True`` in its history rows from that round on), and the
+run is returned with a DivergedWarning each time, trained or read from the cache."""
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import asdict, replace
@@ -13,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import data as _data
-from .. import store
+from .. import divergence, store
 from ..data.provenance import cache_key as _data_key
 from ..engine import train_clients
 from ..state import broadcast_state
@@ -53,6 +61,79 @@ def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer 
     trainer = trainer or EngineTrainer(cfg, seed=seed, device=device)
     sched = (SyncST if cfg.is_sync else FedAST)(cfg, trainer, seed=int(seed))
     return sched, trainer
+
+
+class WatchedTrainer(EngineTrainer):
+    """:class:`EngineTrainer` under the divergence rule: each task's training loss is seen at
+    every server update, its test loss at every evaluation (the loss the history records)."""
+
+    def __init__(self, config, seed: int = 0, device="auto", **kw):
+        super().__init__(config, seed=seed, device=device, **kw)
+        advice = "a smaller client or server learning rate usually keeps it finite"
+        self.watches = {
+            name: {
+                c: divergence.LossWatch(what, "round", advice)
+                for c, what in (("train_loss", "training loss"), ("test_loss", "test loss"))
+            }
+            for name in self.tasks
+        }
+
+    def _see(self, task: str, column: str, value) -> None:
+        rnd = self.tasks[task].current
+        self.watches[task][column].see(rnd, value, f"round {rnd} of task {task!r}")
+
+    def aggregate(self, task: str, updates) -> int:
+        version = super().aggregate(task, updates)
+        self._see(task, "train_loss", self.tasks[task].last_loss)
+        return version
+
+    def evaluate(self, task: str) -> tuple[float, dict]:
+        acc, extra = super().evaluate(task)
+        self._see(task, "test_loss", extra["test_loss"])
+        return acc, extra
+
+    def diverged(self) -> dict[str, divergence.Divergence]:
+        """{task: where its first loss passed the limit} for the tasks that diverged."""
+        found = {
+            name: divergence.earliest(w.diverged for w in ws.values())
+            for name, ws in self.watches.items()
+        }
+        return {name: d for name, d in found.items() if d is not None}
+
+
+def mark_diverged(res: SimResult, found: dict[str, divergence.Divergence]) -> None:
+    """Record the diverged tasks in ``res``: ``stats["diverged"]`` ({task: where}) and
+    ``"diverged": True`` in the task's history rows from that round on. A run with no diverged
+    task is left as it is (its cached files do not change)."""
+    if not found:
+        return
+    res.stats["diverged"] = {name: d.to_dict() for name, d in found.items()}
+    for row in res.history:
+        d = found.get(row.get("task"))
+        if d is not None and row.get("round") is not None and row["round"] >= d.at:
+            row["diverged"] = True
+
+
+def judge(res: SimResult) -> dict[str, divergence.Divergence]:
+    """The diverged tasks of a stored run: those its stats record (a training loss that passed
+    the limit) and those whose recorded test losses do (so a run cached before the rule is
+    judged too)."""
+    found = {
+        name: divergence.Divergence.from_dict(d)
+        for name, d in (res.stats.get("diverged") or {}).items()
+    }
+    for name in res.tasks:
+        rows = [r for r in res.history if r.get("task") == name]
+        test = divergence.judge(((r["round"], r.get("test_loss")) for r in rows), "test loss")
+        first = divergence.earliest([found.get(name), test])
+        if first is not None:
+            found[name] = first
+    return found
+
+
+def _warn(where: str, found: dict[str, divergence.Divergence], stacklevel: int = 4) -> None:
+    for name, d in found.items():
+        divergence.warn(f"task {name!r} of {where}", d, stacklevel=stacklevel)
 
 
 def data_used(cfg: FedASTRun) -> list[dict]:
@@ -123,9 +204,22 @@ def verified(folder: Path | None, files=RUN_FILES) -> bool:
     return False
 
 
+def non_finite(res: SimResult) -> str:
+    """The first non-finite loss a stored run records ("" when none): the rule stops such a run
+    before it is cached, so only a run cached before the rule holds one, and it is never served.
+    (A history row holds ``test_loss`` only when that server update was evaluated.)"""
+    for row in res.history:
+        v = row.get("test_loss", 0.0)
+        if v is None or not math.isfinite(float(v)):
+            return f"a test loss of {v} at round {row.get('round')} of task {row.get('task')!r}"
+    return ""
+
+
 def _load(folder: Path) -> SimResult:
+    """A cached run, with its diverged tasks marked and warned about (:func:`judge`); FlkitError
+    when it holds a non-finite loss."""
     d = store.load_json(folder / "result.json")
-    return SimResult(
+    res = SimResult(
         d["method"],
         d["tasks"],
         [tuple(e) for e in d["events"]],
@@ -135,6 +229,13 @@ def _load(folder: Path) -> SimResult:
         d["stats"],
         d["allocations"],
     )
+    bad = non_finite(res)
+    if bad:
+        raise FlkitError(f"cached run {folder} holds {bad}: it is not served")
+    found = judge(res)
+    mark_diverged(res, found)
+    _warn(f"cached run {folder}", found, stacklevel=5)  # the caller of run() or cached()
+    return res
 
 
 def cached(
@@ -165,7 +266,10 @@ def cached(
         return None
     if store.check_finished(folder, None, RUN_FILES):
         return None
-    return _load(folder)
+    try:
+        return _load(folder)
+    except FlkitError:  # a non-finite loss, cached before the divergence rule: not served
+        return None
 
 
 def run(
@@ -193,9 +297,13 @@ def run(
     key = cache_key(cfg, seed, dev)
     folder = run_folder(cfg, seed, dev, root, key) if cache else None
     if verified(folder):
-        return _load(folder)
+        try:
+            return _load(folder)
+        except FlkitError as e:  # run again: the divergence rule now stops it where it fails
+            warnings.warn(f"{e}; it is run again", stacklevel=2)
+            store.discard_finished(folder, RUN_FILES)
     t0 = time.perf_counter()
-    sched, trainer = build_schedule(cfg, seed, dev)
+    sched, trainer = build_schedule(cfg, seed, dev, WatchedTrainer(cfg, seed=seed, device=dev))
     bar = None
     if progress:
         from ..workbook.progress import bar as new_bar
@@ -229,8 +337,10 @@ def run(
     res.stats["train_seconds"] = trainer.train_seconds
     res.stats["mean_batch"] = float(np.mean(trainer.batch_sizes)) if trainer.batch_sizes else 0.0
     res.stats["final_accuracy"] = {n: trainer.evaluate_full(n) for n in trainer.tasks}
+    mark_diverged(res, trainer.diverged())
     if folder is not None:
         _save(folder, res, key, data_used(cfg))
+    _warn(f"run {folder or 'not cached'}", trainer.diverged())
     return res
 
 

@@ -10,6 +10,9 @@
 - :mod:`.exercise_cells`: which cells of a submission the grading runs (what the exercises need);
 - :mod:`.autograde`: one (student, notebook) graded in a course folder of its own, ``jobs`` at a
   time in separate processes;
+- :mod:`.seal` and :mod:`.hidden_tests`: the hidden tests run the checkers as they were before the
+  submission ran (what it changed is put back and named); :mod:`.tampering`: what in a
+  submission's own cells reaches into the interpreter (its points are withheld for review);
 - :mod:`.command`: ``flkit course student [DIR]``, ``flkit course release DIR`` and ``flkit
   course grade SUBMISSIONS_DIR``.
 

@@ -9,6 +9,7 @@ student version into ``root/release/flkit/`` and records the graded cells in
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -87,15 +88,21 @@ def environment(**values):
                 os.environ[k] = v
 
 
-def generate(root: Path, notebooks: dict[str, Path], cell_timeout: int = 120):
+def generate(
+    root: Path, notebooks: dict[str, Path], cell_timeout: int = 120, contents: dict | None = None
+):
     """A course folder at ``root`` with the instructor notebooks released (gradebook filled).
 
-    Nothing is executed: nbgrader only removes the solutions and hidden tests and records the
-    graded cells."""
+    ``contents``: {name: notebook JSON} to use instead of a notebook's file (the grading copy,
+    whose hidden tests call the sealed checks). Nothing is executed: nbgrader only removes the
+    solutions and hidden tests and records the graded cells."""
     src = root / "source" / ASSIGNMENT
     src.mkdir(parents=True)
     for name, path in notebooks.items():
-        shutil.copy(path, src / f"{name}.ipynb")
+        if contents and name in contents:
+            (src / f"{name}.ipynb").write_text(json.dumps(contents[name]), encoding="utf-8")
+        else:
+            shutil.copy(path, src / f"{name}.ipynb")
     api = course_api(root, cell_timeout)
     # nbgrader runs the `alembic` script of its own environment to create the gradebook
     bindir = str(Path(sys.executable).parent)

@@ -16,13 +16,20 @@ interrupted (nbgrader's per-cell timeout) and scores 0, the rest of the notebook
 that does not stop when interrupted has its kernel killed, and so has a notebook that runs longer
 than ``notebook_timeout`` seconds in all: its exercises from that cell on score 0, "timed out"
 (:mod:`.kernel_limits`).
+
+A submission cannot grade itself: its hidden tests call checkers kept from before it ran, with
+what it changed put back (:mod:`.seal`, :mod:`.hidden_tests`; a note names what it changed), and
+a notebook whose own cells reach into the interpreter has its points withheld for review
+(:mod:`.tampering`). docs/TEACHING.md says what that does and does not protect against.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import os
+import secrets
 import shutil
 import tempfile
 import warnings
@@ -35,6 +42,9 @@ from ..workbook import presets
 from .autograde import Task, grade_all
 from .course_dir import ASSIGNMENT, environment, generate
 from .exercise_cells import skip_unneeded
+from .hidden_tests import seal_cell, seal_hidden_tests
+from .seal import REPORT
+from .tampering import findings
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "note")
 #: what the grading runs: only the cells the exercises need (:mod:`.exercise_cells`), or all
@@ -52,12 +62,55 @@ def _select(notebooks_dir, only) -> dict[str, Path]:
     return {n: found[n] for n in dict.fromkeys(match_notebook(o, list(found)) for o in only)}
 
 
+#: what only an instructor notebook holds: a release never writes over a file that has one
+INSTRUCTOR_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
+
+
+def _check_release_target(dest: Path, notebooks: dict[str, Path]) -> None:
+    """Refuse, before any work, a release that could destroy an instructor notebook: a folder
+    that is, lies inside or holds the notebooks' own folder (the default ``notebooks/`` included),
+    or a file in ``dest`` that holds solutions or hidden tests (only git would bring it back)."""
+    target = dest.resolve()
+    for source in sorted({p.parent.resolve() for p in notebooks.values()}):
+        if target == source:
+            how = "is"
+        elif source in target.parents:
+            how = "lies inside"
+        elif target in source.parents:
+            how = "holds"
+        else:
+            continue
+        raise FlkitError(
+            f"release folder {dest} ({target}) {how} the instructor notebooks' folder {source}: "
+            "the student versions would sit beside or over the notebooks with their solutions; "
+            "give a folder outside it, e.g. course/release"
+        )
+    for name in notebooks:
+        path = dest / f"{name}.ipynb"
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        found = [m for m in INSTRUCTOR_MARKERS if m in text]
+        if found:
+            raise FlkitError(
+                f"{path} holds {' and '.join(repr(m) for m in found)}: it is an instructor "
+                "notebook, and a release never writes over one; give another release folder, "
+                "or move that file away"
+            )
+
+
 def release(dest: str | Path, notebooks_dir=None, only=None) -> list[Path]:
-    """Write the student version of the notebooks (no solutions, no hidden tests) into ``dest``."""
+    """Write the student version of the notebooks (no solutions, no hidden tests) into ``dest``.
+
+    Refused (FlkitError, before anything is written) when ``dest`` is, lies inside or holds the
+    instructor notebooks' folder, or holds a notebook of that name with solutions or hidden
+    tests; an earlier release there is replaced."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise FlkitError(f"release folder {dest} exists and is not a folder")
     notebooks = _select(notebooks_dir, only)
+    _check_release_target(dest, notebooks)
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
@@ -224,6 +277,11 @@ def grade(
                 f"{', '.join(presets.available(name))}"
             )
     instructor = {n: _read(p) for n, p in notebooks.items()}
+    # the graded copies: hidden tests that call the sealed require, named by a token no
+    # submission can know in advance
+    token = f"_flkit_grader_{secrets.token_hex(8)}"
+    grading = {n: copy.deepcopy(nb) for n, nb in instructor.items()}
+    sealed = {n: seal_hidden_tests(grading[n], token, n) for n in notebooks}
     with tempfile.TemporaryDirectory(prefix="flkit-course-") as tmp:
         root = Path(tmp)
         paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -235,8 +293,9 @@ def grade(
             # parallel kernels share the cores instead of each taking all of them
             env["FLKIT_THREADS"] = max(1, (os.cpu_count() or 1) // jobs)
         with environment(**env):
-            generate(root, notebooks, cell_timeout)
-            notes = {s.name: _submit(root, s, notebooks, instructor, run) for s in students}
+            generate(root, notebooks, cell_timeout, contents=grading)
+            seal = {n: seal_cell(token, sealed[n]) for n in notebooks}
+            notes = {s.name: _submit(root, s, notebooks, instructor, run, seal) for s in students}
             tasks = [
                 Task(str(root), s.name, n, cell_timeout, float(notebook_timeout))
                 for s in students
@@ -256,9 +315,10 @@ def grade(
     return csv_path
 
 
-def _submit(root: Path, sdir: Path, notebooks, instructor, run: str) -> dict[str, str]:
+def _submit(root: Path, sdir: Path, notebooks, instructor, run: str, seal) -> dict[str, tuple]:
     """Copy a student's readable notebooks into the course folder (with the cells no exercise
-    needs skipped unless ``run == "all"``); {notebook: note}."""
+    needs skipped unless ``run == "all"``, and the seal cell first); {notebook: (note, what its
+    own cells do to reach past their answers)}."""
     dest = root / "submitted" / sdir.name / ASSIGNMENT
     dest.mkdir(parents=True)
     notes = {}
@@ -266,15 +326,69 @@ def _submit(root: Path, sdir: Path, notebooks, instructor, run: str) -> dict[str
         path = sdir / f"{name}.ipynb"
         nb = _read(path) if path.is_file() else None
         if not path.is_file():
-            notes[name] = "notebook missing from the submission: 0 points"
+            notes[name] = ("notebook missing from the submission: 0 points", [])
         elif nb is None:
-            notes[name] = "notebook could not be read as a Jupyter notebook: 0 points"
+            notes[name] = ("notebook could not be read as a Jupyter notebook: 0 points", [])
         else:
-            notes[name] = _structure_note(nb, instructor[name])
+            notes[name] = (_structure_note(nb, instructor[name]), _findings(nb, instructor[name]))
             if run == "exercises":
                 skip_unneeded(nb, instructor[name])
+            nb["cells"].insert(0, copy.deepcopy(seal[name]))
             (dest / path.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return notes
+
+
+def _findings(nb: dict, instructor: dict) -> list[str]:
+    """What the submission's own code cells do to reach past their answers (:mod:`.tampering`).
+    Locked and check cells are left out: nbgrader puts the instructor's back before grading."""
+
+    def src(c) -> str:
+        s = c.get("source", "")
+        return s if isinstance(s, str) else "".join(s)
+
+    def meta(c) -> dict:
+        return c.get("metadata", {}).get("nbgrader", {}) or {}
+
+    cells = [
+        (meta(c).get("grade_id") or str(i + 1), src(c))
+        for i, c in enumerate(nb.get("cells", []))
+        if c.get("cell_type") == "code"
+        and not meta(c).get("locked")
+        and not (meta(c).get("grade") and not meta(c).get("solution"))
+    ]
+    library = [
+        src(c)
+        for c in instructor.get("cells", [])
+        if c.get("cell_type") == "code" and not meta(c).get("solution")
+    ]
+    return findings(cells, library)
+
+
+def _flag_note(flags: list[str]) -> str:
+    if not flags:
+        return ""
+    more = f" (and {len(flags) - 3} more)" if len(flags) > 3 else ""
+    return (
+        f"points withheld for review: the submission's own code reaches into the interpreter, "
+        f"where it could change its grades: {'; '.join(flags[:3])}{more}"
+    )
+
+
+def _tampering(path: Path | None) -> str:
+    """The seal's last report of what the submission changed (put back before each check)."""
+    said = ""
+    for c in (_read(path) or {"cells": []})["cells"] if path else []:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "stream" and o.get("name") == "stdout":
+                text = o.get("text", "")
+                text = text if isinstance(text, str) else "".join(text)
+                said = next((ln for ln in text.splitlines() if ln.startswith(REPORT)), said)
+    if not said:
+        return ""
+    return (
+        f"tampering: the submission changed {said[len(REPORT) :].strip()}; the graded checks "
+        "ran with the originals put back"
+    )
 
 
 def _rows(root, students, notebooks, instructor, notes, outcomes, cell_timeout, out) -> list[Row]:
@@ -293,10 +407,13 @@ def _rows(root, students, notebooks, instructor, notes, outcomes, cell_timeout, 
                 o = outcomes.get((student, name))
                 graded = Path(o.autograded) if o and o.autograded else None
                 errors = _cell_errors(graded, cell_timeout) if graded else {}
-                head = "; ".join(x for x in (notes[student][name], o.failure if o else "") if x)
+                structure, flags = notes[student][name]
+                parts = (structure, _flag_note(flags), _tampering(graded), o.failure if o else "")
+                head = "; ".join(x for x in parts if x)
                 order = _grade_ids(instructor[name])
                 for cell in sorted(cells[name], key=lambda c: order.index(c.name)):
-                    pts = o.scores.get(cell.name, 0.0) if o else 0.0
+                    # points withheld: code that reaches the interpreter can grade itself
+                    pts = o.scores.get(cell.name, 0.0) if o and not flags else 0.0
                     note = "; ".join(x for x in (head, errors.get(cell.name, "")) if x)
                     rows.append(Row(student, name, cell.name, pts, float(cell.max_score), note))
                 for src, sub in ((graded, "autograded"), (o and o.feedback, "feedback")):

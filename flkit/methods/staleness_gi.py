@@ -9,6 +9,13 @@ to plain aggregation: when the oracle shows that the estimate is worse than the 
 (mean E1 > margin * mean E2 over the last `switch_window` inversion rounds, :func:`switch_due`),
 the switch takes effect `switch_delay` rounds later (the truth about w^t only
 arrives then) and gamma falls linearly to 0 over `gamma_window` x the rounds before the switch.
+
+The inversion follows the divergence rule (:mod:`flkit.divergence`): a non-finite Disparity stops
+the run with an error naming the round and the clients; a client whose inversion diverged (its
+Disparity rose past the rule's limit) gets no estimate that round: its stale update is used as
+it came, and the round's ``gi_diverged`` metric counts such clients (the column exists only in
+runs where it happened). The paper does not say what to do with a failed inversion; an estimate
+from surrogate data that drifted that far from the update's would only add noise.
 """
 
 from __future__ import annotations
@@ -168,17 +175,23 @@ class GIStaleness(Unweighted):
         for j, c in enumerate(sub):
             if self.hp.warm_start and c in cache:
                 x0[j], y0[j] = cache[c][0], cache[c][1]
-        res = invert(
-            self.ctx.model,
-            then,
-            target,
-            self.ctx.spec,
-            self.ispec,
-            x0,
-            y0,
-            box=self.data_box,
-            backend=self.ctx.backend,
-        )
+        try:
+            res = invert(
+                self.ctx.model,
+                then,
+                target,
+                self.ctx.spec,
+                self.ispec,
+                x0,
+                y0,
+                box=self.data_box,
+                backend=self.ctx.backend,
+            )
+        except FlkitError as e:  # name the round and the clients, not only the iteration
+            raise FlkitError(
+                f"round {info['rnd']}, gradient inversion of the stale clients {sub} (in that "
+                f"order in the batch): {e}"
+            ) from e
         est = unroll(
             self.ctx.model,
             now,
@@ -189,7 +202,14 @@ class GIStaleness(Unweighted):
             backend=self.ctx.backend,
         )
         est = {n: v.detach() for n, v in est.items()}
-        self._new_cache = {c: (res.x[j].detach(), res.y[j].detach()) for j, c in enumerate(sub)}
+        failed = [j for j, d in enumerate(res.diverged) if d is not None]
+        if failed:  # no estimate from a diverged inversion: the stale update stands
+            metrics["gi_diverged"] = len(failed)
+            for n in names:
+                est[n][failed] = delta[n][[sel[j] for j in failed]]
+        self._new_cache = {  # a diverged inversion's data is no start for the next one
+            c: (res.x[j].detach(), res.y[j].detach()) for j, c in enumerate(sub) if j not in failed
+        }
         use = {n: v.clone() for n, v in delta.items()}
         for n in names:
             use[n][sel] = gamma * est[n] + (1 - gamma) * delta[n][sel]

@@ -30,7 +30,8 @@ import time
 
 from ..utils import FlkitError, check_choice
 from .plan import check_machine, with_threads
-from .worker import failed_info, install_events, run_one
+from .stopping import group_alive, signal_group
+from .worker import failed_info, init_worker, run_one
 
 __all__ = [
     "LocalExecutor",
@@ -181,7 +182,7 @@ class LocalExecutor:
         kernels: dict[int, int] = {}  # running run's index -> its kernel's process group
         ended: set[int] = set()  # a late report of an ended run's kernel names no live group
         pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=ctx, initializer=install_events, initargs=(events,)
+            max_workers=jobs, mp_context=ctx, initializer=init_worker, initargs=(events,)
         )
         try:
             pending = {pool.submit(run_one, run): i for i, run in enumerate(runs)}
@@ -233,13 +234,7 @@ def _stop_pool(
     hard = getattr(signal, "SIGKILL", signal.SIGTERM)
     for sig in (signal.SIGTERM, hard):
         for pgid in kernels.values():
-            try:
-                if hasattr(os, "killpg"):
-                    os.killpg(pgid, sig)
-                else:
-                    os.kill(pgid, sig)
-            except OSError:  # already gone
-                pass
+            signal_group(pgid, sig)
         for w in workers:
             if not w.is_alive():
                 continue
@@ -251,21 +246,10 @@ def _stop_pool(
         for w in workers:
             w.join(max(0.0, deadline - time.monotonic()))
         if sig == signal.SIGTERM and not any(w.is_alive() for w in workers):
-            if not any(_group_alive(g) for g in kernels.values()):
+            if not any(group_alive(g) for g in kernels.values()):
                 break
     pool.shutdown(wait=False, cancel_futures=True)
     events.close()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(pgid, 0)
-        else:
-            os.kill(pgid, 0)
-    except OSError:
-        return False
-    return True
 
 
 def task_resources(preset: str, cpus=None, gpus=None) -> dict:

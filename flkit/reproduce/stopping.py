@@ -1,15 +1,34 @@
 """Stopping a batch run: SIGTERM (``kill``, a scheduler) or SIGINT (Ctrl-C) to the driver raises
 :class:`Stopped` there, so the executor's ``events`` unwinds and ends its workers and their
 kernels instead of leaving them training with nobody to collect their results. A stopped run
-loses nothing it cached: its training resumes from the last checkpoint on the next run."""
+loses nothing it cached: its training resumes from the last checkpoint on the next run.
+
+SIGKILL (``kill -9``, the out-of-memory killer) ends the driver with no handler run, so each
+local pool worker watches for it itself (:func:`end_with_parent`): once its driver is gone it ends
+its kernel's process group (the kernel and what it started) and exits."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
+import time
+from collections.abc import Callable, Iterable
 
-__all__ = ["Stopped", "stop_on_signals", "stopped_message"]
+__all__ = [
+    "Stopped",
+    "stop_on_signals",
+    "stopped_message",
+    "end_with_parent",
+    "end_groups",
+    "group_alive",
+]
+
+#: how often a worker looks whether its driver is still there (a cheap system call)
+PARENT_POLL_S = 0.5
+#: seconds process groups get to exit on SIGTERM before SIGKILL
+GROUP_GRACE_S = 3.0
 
 #: the signals that stop a batch run (SIGTERM does not exist on every platform's ``signal``)
 STOP_SIGNALS = tuple(
@@ -50,3 +69,64 @@ def stopped_message(command: str, stop: Stopped) -> str:
         f"flkit {command}: stopped by {signal.Signals(stop.signum).name}; its notebook kernels "
         "were ended, and a new run resumes their training from the last checkpoints"
     )
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to process group ``pgid`` (to the process ``pgid`` where there are no groups);
+    a group that is gone already is no error."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, sig)
+        else:
+            os.kill(pgid, sig)
+    except OSError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, 0)
+        else:
+            os.kill(pgid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def end_groups(pgids: Iterable[int], grace_s: float = GROUP_GRACE_S, poll_s: float = 0.1) -> None:
+    """SIGTERM to each process group, SIGKILL to those still there after ``grace_s`` seconds."""
+    pgids = list(pgids)
+    for pgid in pgids:
+        signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(group_alive(g) for g in pgids) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    hard = getattr(signal, "SIGKILL", signal.SIGTERM)
+    for pgid in pgids:
+        if group_alive(pgid):
+            signal_group(pgid, hard)
+
+
+def end_with_parent(end: Callable[[], None], poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """In a worker process: a daemon thread that, once the process that started this one is gone,
+    calls ``end`` (to end what the worker started) and then exits the process.
+
+    A process whose parent dies is re-parented (to init or a subreaper), so its parent pid
+    changes: that is what the thread looks for, every ``poll_s`` seconds, and it works whatever
+    killed the parent, SIGKILL included. The exit skips the interpreter's clean-up: the main
+    thread is busy in a notebook nobody will collect, and the run cache is written atomically,
+    so nothing is half-written by it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        try:
+            end()
+        finally:
+            os._exit(1)
+
+    thread = threading.Thread(target=watch, name="flkit-parent-watch", daemon=True)
+    thread.start()
+    return thread

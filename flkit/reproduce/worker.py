@@ -2,7 +2,9 @@
 with papermill into its run folder, never raises, and reports each cell it starts through an
 ``events`` queue so the driver can show "cell n of m" while a long notebook runs. In a local
 pool worker it also reports its kernel's process group (``("kernel", i, pgid)``), so a driver
-that is stopped can end the kernel, with whatever the kernel started, without waiting for it."""
+that is stopped can end the kernel, with whatever the kernel started, without waiting for it;
+and a pool worker whose driver is gone (killed with SIGKILL) ends its kernel and itself
+(:func:`init_worker`)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,16 @@ from ..data.provenance import ENV_ALLOW
 from ..store import save_text
 from ..workbook.results import RESULTS_FILE
 from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells
+from .stopping import end_groups, end_with_parent
 
-__all__ = ["run_one", "failed_info", "clean_run_dir", "install_events", "KERNEL_ARGUMENTS"]
+__all__ = [
+    "run_one",
+    "failed_info",
+    "clean_run_dir",
+    "install_events",
+    "init_worker",
+    "KERNEL_ARGUMENTS",
+]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -27,13 +37,23 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=ERROR",)
 
 _EVENTS = None  # the queue a local pool worker reports to (set by its initializer)
+#: the process groups of the kernels this process runs now (a pool worker runs one at a time)
+_KERNELS: set[int] = set()
 
 
 def install_events(queue) -> None:
-    """Process-pool initializer: every :func:`run_one` in this process reports to ``queue``,
-    its kernels' process groups included."""
+    """Every :func:`run_one` in this process reports to ``queue``, its kernels' process groups
+    included."""
     global _EVENTS
     _EVENTS = queue
+
+
+def init_worker(queue) -> None:
+    """Process-pool initializer: report to ``queue`` (:func:`install_events`), and once the
+    driver is gone (SIGKILL leaves it no time to end anything) end the running kernel's process
+    group and this process, so that no notebook goes on writing into the run cache unseen."""
+    install_events(queue)
+    end_with_parent(lambda: end_groups(list(_KERNELS)))
 
 
 def _reporting_kernel_manager(index: int, events):
@@ -47,6 +67,7 @@ def _reporting_kernel_manager(index: int, events):
             prov = self.provisioner
             pid = getattr(prov, "pgid", None) or getattr(prov, "pid", None)
             if pid:
+                _KERNELS.add(int(pid))
                 try:
                     events.put(("kernel", index, int(pid)))
                 except Exception:  # a closed queue never fails a run
@@ -150,6 +171,8 @@ def run_one(run: dict, events=None) -> dict:
         info["error"] = _error_info(type(e).__name__, str(e), None, None, output)
         if isinstance(e, KeyboardInterrupt):
             raise
+    finally:  # papermill has shut the kernel down: its group number may soon name another
+        _KERNELS.clear()
     info["wall_time_s"] = round(time.perf_counter() - t0, 3)
     info["results"] = RESULTS_FILE if (run_dir / RESULTS_FILE).is_file() else None
     try:
