@@ -14,8 +14,8 @@ Sync-ST runner (:func:`flkit.asyncfl.runner.run`) and the gradient inversion
 
 Why ``FACTOR = 1e3``: the losses watched are cross-entropies (ln C at the start, 2.3 for ten
 classes) and the inversion's L1 distance between two updates. An honest run's loss moves within a
-few times its start (a learning-rate spike, client drift, stale updates; the notebooks' smoke
-runs stay within 1.3 times theirs), while a run whose weights blow up grows its loss by many
+few times its start (a learning-rate spike, client drift, stale updates; the cached smoke runs
+we looked at stay within 1.3 times theirs), while a run whose weights blow up grows its loss by many
 orders of magnitude within a few rounds (1e21 in the run that made this rule). A thousandfold
 rise is far from the first and reached early by the second: a cross-entropy of 2,300 means
 logits thousands apart on the wrong class, which no learning run goes through.
