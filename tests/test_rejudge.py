@@ -188,7 +188,7 @@ def test_rejudge_file_rewrites_the_page_and_check_mode_catches_drift(fake_regime
     page, changes = rejudge.rejudge_file(tmp_path)
     assert changes == ["05_staleness cpu: GI beats Unweighted: holds -> outside regime"]
     new = json.loads(store.read_text())
-    assert page.read_text() == results_page.render(new)
+    assert page.read_text() == results_page.docs_page(new, tmp_path)
     assert rejudge.rejudge_file(tmp_path, check=True) == (page, [])  # now the page is current
 
 

@@ -196,7 +196,7 @@ def test_publish_merges_writes_the_page_and_the_readme_column(tmp_path):
         ("00_fl_primer", [0, 1]),
         ("01_stc", [0, 1]),
     ]
-    assert page.read_text() == rp.render(merged)
+    assert page.read_text() == rp.docs_page(merged, tmp_path)
     readme = (tmp_path / "README.md").read_text()
     assert (
         "| notebook | what it shows | results ([all](docs/RESULTS.md)) |\n|---|---|---|" in readme
@@ -239,7 +239,7 @@ def test_published_page_is_what_the_generator_writes():
     if not data.is_file():
         pytest.skip("no run published yet (docs/results.json absent)")
     entries = json.loads(data.read_text(encoding="utf-8"))
-    assert page.read_text(encoding="utf-8") == rp.render(entries), (
+    assert page.read_text(encoding="utf-8") == rp.docs_page(entries, ROOT), (
         "docs/RESULTS.md differs from what the report code writes for docs/results.json"
     )
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -6,10 +6,11 @@ what the current rules read, this tool writes them back as version-2 fields: eac
 ``key`` and, per run, ``measured`` = every indicator value read anywhere in the entry (so a rule
 may read an indicator another claim carried). A map per notebook, ``tools/v1_maps/<notebook>.json``,
 names the claim keys (claim text prefix -> key), the indicator keys (indicator text -> key), the
-training seeds of each preset and each claim's own test in words (claim text prefix -> test, as
-the claims code now records it); a claim judged on readings that the map leaves out is an
-error, and an entry whose rules read an indicator the rows never held fails the re-judge by name
-(then the notebook is re-run).
+training seeds of each preset, each claim's own test in words (claim text prefix -> test, as
+the claims code now records it) and, per preset, values of new indicators read off another
+recorded line of the same entry ("measured", with "measured_from" saying which line); a claim
+judged on readings that the map leaves out is an error, and an entry whose rules read an
+indicator the rows never held fails the re-judge by name (then the notebook is re-run).
 
     python tools/recover_measurements.py 03_fedast [--preset cpu] [--dry-run]
 
@@ -56,7 +57,9 @@ def _undecided_reason(c: dict) -> str:
     return str(c.get("reason", "")).split("; at face value")[0]
 
 
-def recover(entry: dict, claims: dict, indicators: dict, seeds=None, tests=None) -> dict:
+def recover(
+    entry: dict, claims: dict, indicators: dict, seeds=None, tests=None, extra=None
+) -> dict:
     """``entry`` (rules 1) with claim keys and measurements from its readings (rules 2): each
     claim's own readings, over every other reading of the entry. ``seeds``: the training seeds
     of the entry's preset (the map's "seeds"), recorded on every claim."""
@@ -64,6 +67,8 @@ def recover(entry: dict, claims: dict, indicators: dict, seeds=None, tests=None)
     every = _readings(
         entry, [r for c in entry["claims"] for r in c.get("regime") or []], indicators, runs
     )
+    for run in runs:  # values the map reads off another recorded line (it says which, and why)
+        every[run].update(extra or {})
     out = dict(entry, rules=2, claims=[])
     for c in entry["claims"]:
         c = dict(c)
@@ -106,7 +111,8 @@ def main(argv=None) -> int:
         if e["notebook"] == a.notebook and (a.preset is None or e["preset"] == a.preset):
             if e.get("rules", 1) < 2:
                 seeds = (mp.get("seeds") or {}).get(e["preset"])
-                e = recover(e, mp["claims"], mp["indicators"], seeds, mp.get("tests"))
+                extra = (mp.get("measured") or {}).get(e["preset"])
+                e = recover(e, mp["claims"], mp["indicators"], seeds, mp.get("tests"), extra)
             e = rejudge.rejudge_entry(e)
         out.append(e)
     for line in rejudge.verdict_changes(entries, out):

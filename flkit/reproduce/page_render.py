@@ -192,9 +192,10 @@ def _paper_link(meta: dict) -> str:
     return f"[{title}]({meta['link']})" if meta["link"] else title
 
 
-def render(entries: list[dict], root: str = "../") -> str:
+def render(entries: list[dict], root: str = "../", papers=()) -> str:
     """The page (Markdown) for ``entries``: the glossary, one row per paper, then each paper's
-    section. ``root``: the repository root relative to the page (links to the notebooks)."""
+    section. ``root``: the repository root relative to the page (links to the notebooks);
+    ``papers``: notebooks that get a row even without a published entry (saying so)."""
     md = [
         "# What reproduces",
         "",
@@ -216,7 +217,16 @@ def render(entries: list[dict], root: str = "../") -> str:
         "| paper | main claim | verdict | why | more |",
         "|---|---|---|---|---|",
     ]
-    for nb, mine in by_nb.items():
+    for nb in sorted(set(by_nb) | set(papers)):
+        if nb not in by_nb:
+            meta = _meta(nb, nb)
+            venue = f" ({_cell(meta['venue'])})" if meta["venue"] else ""
+            md.append(
+                f"| {_paper_link(meta)}{venue} | — | not yet judged | no run published under the "
+                f"current rules | [notebook]({root}notebooks/{meta['notebook']}) |"
+            )
+            continue
+        mine = by_nb[nb]
         meta = _meta(nb, mine[0].get("title", nb))
         best = max(mine, key=lambda e: _rank(e["preset"]))
         head = _headline(meta, best)

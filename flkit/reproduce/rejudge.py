@@ -164,7 +164,7 @@ def rejudge_file(root: str | Path | None = None, check: bool = False) -> tuple[P
     changes = verdict_changes(old, new)
     page = root / results_page.DOCS_PAGE
     if check:
-        want = results_page.render(new)
+        want = results_page.docs_page(new, root)
         have = page.read_text(encoding="utf-8") if page.is_file() else ""
         if changes or want != have:
             raise FlkitError(

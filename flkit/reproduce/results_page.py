@@ -152,6 +152,16 @@ def render(entries: list[dict]) -> str:
     return page_render.render(entries, root="../")
 
 
+def docs_page(entries: list[dict], root: str | Path) -> str:
+    """``docs/RESULTS.md`` for ``entries``: :func:`render`, with a row for every notebook of the
+    repository at ``root``, published or not."""
+    from ..workbook import presets
+
+    root = Path(root)
+    every = [n for n in presets.notebooks() if (root / "notebooks" / f"{n}.ipynb").is_file()]
+    return page_render.render(entries, root="../", papers=every)
+
+
 def _anchor(e: dict) -> str:
     return page_render.anchor(e["notebook"], e["preset"])
 
@@ -301,11 +311,14 @@ def rewrite_pages(root: str | Path) -> Path:
     root = Path(root)
     store = root / DOCS_DATA
     merged = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
-    save_text(root / DOCS_PAGE, render(merged))
+    save_text(root / DOCS_PAGE, docs_page(merged, root))
     readme = root / README
     if readme.is_file():
         save_text(readme, readme_table(readme.read_text(encoding="utf-8"), merged))
-    for notebook in sorted({e["notebook"] for e in merged}):
+    from ..workbook import presets
+
+    shown = {n for n in presets.notebooks() if (root / "notebooks" / f"{n}.ipynb").is_file()}
+    for notebook in sorted({e["notebook"] for e in merged} | shown):
         paper = paper_readme(root, notebook)
         if paper.is_file():
             text = paper.read_text(encoding="utf-8")
