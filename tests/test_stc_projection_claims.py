@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from flkit.papers.stc_projection import claims as stc_claims
+from flkit.papers.stc_projection.regime import REGIME
 from flkit.utils import FlkitError
 from flkit.workbook.report import Report
 
@@ -131,7 +132,7 @@ def test_record_qualitative_and_smoke(tmp_path):
 def test_record_puts_the_regime_beside_every_training_claim(tmp_path):
     r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
     outside = {"fedavg_share": 0.365}  # FedAvg at the target after 73 of 200
-    df = stc_claims.record(r, GOOD, "mnist", ours=outside)
+    df = stc_claims.record(r, GOOD, "mnist", ours=outside, rules=REGIME)
     assert df.verdict.tolist() == ["holds"] + ["outside regime"] * 5  # never "does not hold"
     assert df.regime[0] == "" and "ours 0.365, paper 0.985" in df.regime[1]
     rec = r.claims[df.claim[1]]
@@ -139,7 +140,7 @@ def test_record_puts_the_regime_beside_every_training_claim(tmp_path):
     assert rec["regime"][0]["source"].startswith("ours:")
     assert rec["key"] == "stc_before_fedavg" and rec["measured"] == outside  # for a re-judge
     assert r.claims[df.claim[0]]["regime"] == []  # the traffic claim does not depend on training
-    inside = stc_claims.record(r, GOOD, "mnist", ours={"fedavg_share": 0.985})
+    inside = stc_claims.record(r, GOOD, "mnist", ours={"fedavg_share": 0.985}, rules=REGIME)
     assert inside.verdict.tolist() == ["holds", "does not hold"] + ["holds"] * 4
 
 
@@ -203,7 +204,7 @@ def test_every_mnist_claim_at_long_under_the_rules(tmp_path):
     tab = _long_run()
     assert regime.measure(tab)["fedavg_share"] == pytest.approx(0.765)
     r = Report("01_stc_projection", "long", 0, out_dir=tmp_path)
-    df = stc_claims.record(r, tab, "mnist", ours=regime.measure(tab))
+    df = stc_claims.record(r, tab, "mnist", ours=regime.measure(tab), rules=REGIME)
     assert dict(zip(df.claim.str.split(": ", n=1).str[1], df.verdict)) == {
         "STC / STC-PA per-round traffic ≈ 45× below FedAvg (within 10%)": "holds",  # 47.4
         "STC reaches 95% before FedAvg (paper: 157 vs 197 rounds to 95%)": "does not hold",
@@ -218,7 +219,7 @@ def test_record_refuses_measurements_without_the_indicator_or_of_another_kind(tm
     r = Report("01_stc_projection", "cpu", 0, out_dir=tmp_path)
     tab = _long_run()
     with pytest.raises(FlkitError, match="'fedavg_share', which was not measured"):
-        stc_claims.record(r, tab, "mnist", ours={"stc_ratio": 0.8})
+        stc_claims.record(r, tab, "mnist", ours={"stc_ratio": 0.8}, rules=REGIME)
     assert r.claims == {}  # refused before any claim was recorded
     with pytest.raises(FlkitError, match="regime.measure"):
-        stc_claims.record(r, tab, "mnist", ours=[0.765])
+        stc_claims.record(r, tab, "mnist", ours=[0.765], rules=REGIME)

@@ -1,5 +1,8 @@
 """Presets: the settings each notebook runs at, as plain data.
 
+This module is longer than the house's 500 lines: reading a preset file, checking its tables and
+checking each value against ``RunConfig``'s field rules are one vocabulary, read together.
+
 One TOML file per notebook, ``flkit/papers/<slug>/preset.toml`` for ``notebooks/NN_<slug>.ipynb``;
 its ``[meta]`` table names the notebook, which is how ``load("NN_<slug>")`` finds it::
 
@@ -67,9 +70,7 @@ from ..utils import FlkitError
 
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 REQUIRED = ("smoke", "cpu", "paper")
-#: [meta]: ``venue`` and ``link`` (the paper's venue in a few words and its public URL) and
-#: ``headline`` (the start of the main claim's text, as the notebook records it) head the paper's
-#: row on the results page
+#: [meta] venue, link, headline (the main claim's text start): the paper's row on the results page
 META_KEYS = ("title", "notebook", "default", "description", "paper", "venue", "link", "headline")
 ENV_PRESET = "FLKIT_PRESET"
 ENV_PATH = "FLKIT_PRESET_PATH"

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..utils import FlkitError
-from .verdict import Indicator, Reading, _plain
+from .verdict import Indicator, Reading, plain
 
 __all__ = ["ClaimRule", "Regime", "Readings", "plain_measurements"]
 
@@ -65,17 +65,17 @@ class Readings(list):
 def plain_measurements(ours: Mapping) -> dict:
     """``ours`` as plain JSON values (numbers, None for NaN, nested per-method mappings)."""
 
-    def plain(v):
+    def convert(v):
         if isinstance(v, Mapping):
-            return {str(k): plain(x) for k, x in v.items()}
+            return {str(k): convert(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        v = _plain(v)
+            return [convert(x) for x in v]
+        v = plain(v)
         if isinstance(v, float) and math.isnan(v):
             return None
         return v
 
-    return {str(k): plain(v) for k, v in ours.items()}
+    return {str(k): convert(v) for k, v in ours.items()}
 
 
 class Regime:

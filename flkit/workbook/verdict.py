@@ -76,6 +76,7 @@ __all__ = [
     "Indicator",
     "Reading",
     "source_kind",
+    "plain",
     "at_least",
     "at_most",
     "above",
@@ -301,9 +302,9 @@ class Reading:
                 (m, v) for m, v in self.ours.items() if rule.check(v, paper) is not True
             ] or list(self.ours.items())
             return ", ".join(
-                f"{m} {'not measured' if v is None else _fmt(_plain(v)) + unit}" for m, v in shown
+                f"{m} {'not measured' if v is None else _fmt(plain(v)) + unit}" for m, v in shown
             )
-        return _fmt(_plain(self.ours)) + unit
+        return _fmt(plain(self.ours)) + unit
 
     def describe(self) -> str:
         """'FedAvg: share of rounds to 95 %: ours 0.3, paper 0.985 (rule ≥ 0.75)'; per method,
@@ -312,23 +313,23 @@ class Reading:
         unit = f" {ind.unit}" if ind.unit else ""
         return (
             f"{ind.text}: ours {self._ours_text(unit)}, paper "
-            f"{_fmt(_plain(ind.paper))}{unit if not isinstance(ind.paper, str) else ''} "
+            f"{_fmt(plain(ind.paper))}{unit if not isinstance(ind.paper, str) else ''} "
             f"(rule {ind.rule.text(ind.paper)})"
         )
 
     def to_dict(self) -> dict:
         ind = self.indicator
         ours = (
-            {str(m): _plain(v) for m, v in self.ours.items()}
+            {str(m): plain(v) for m, v in self.ours.items()}
             if isinstance(self.ours, Mapping)
-            else _plain(self.ours)
+            else plain(self.ours)
         )
         return {
             "key": ind.key,
             "indicator": ind.text,
             "ours": ours,
-            "per_seed": None if self.per_seed is None else [_plain(v) for v in self.per_seed],
-            "paper": _plain(ind.paper),
+            "per_seed": None if self.per_seed is None else [plain(v) for v in self.per_seed],
+            "paper": plain(ind.paper),
             "rule": ind.rule.text(ind.paper),
             "unit": ind.unit,
             "source": ind.source,
@@ -337,7 +338,8 @@ class Reading:
         }
 
 
-def _plain(v):
+def plain(v):
+    """``v`` as a plain JSON value (numpy/torch scalars unwrapped, NaN as None)."""
     if hasattr(v, "item") and callable(v.item):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):

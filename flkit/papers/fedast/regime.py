@@ -34,6 +34,10 @@ Sync-ST round in the four-task mix (the ``heterogeneous`` rows of :func:`timing_
 a trained run stops each task at its target, so its rounds shorten and its per-task update rate
 thins out as tasks finish, and they depend on the targets, not on the timing alone.
 
+This module is longer than the house's 500 lines because the timing-only simulation that computes
+the paper setting's values sits beside the indicators that read them; the seam to split along is
+the simulator tool (its timing trainer, shared in spirit with ``cost.py``).
+
 Every claim reads the timing-only indicators of the experiment its runs use (:data:`TIMING_CLAIMS`),
 the buffer sweep its load and the k sweep its span. Interface (the same in every paper's
 ``regime.py``): ``REGIME`` and ``measure(timing, preset)``.

@@ -5,7 +5,8 @@ verdict is a function of the table with its thresholds as named parameters, and 
 in words (``test``)::
 
     tab = tables.summary(results, target)
-    claims.record(report, tab, "mnist", model="cnn3_mnist", ours=regime.measure(tab))
+    claims.record(report, tab, "mnist", model="cnn3_mnist", ours=regime.measure(tab),
+                  rules=regime.REGIME)
     # with the CIFAR-10 "qualitative run" rule:
     claims.record(report, tab, "cifar10", qualitative="a short run")
 
@@ -231,13 +232,16 @@ def record(
     qualitative: str = "",
     tolerance: float = 0.10,
     ours: Mapping | None = None,
+    rules=None,
 ) -> pd.DataFrame:
     """Every verdict of one dataset into ``report``, each with its test in words and the
     training seeds of ``tab``; returns them as a DataFrame (claim, verdict, evidence, paper,
     regime).
 
-    ``ours``: the measured regime indicators (``regime.measure(tab)``, MNIST). Each training
-    claim then carries ``regime.REGIME.readings(ours, key)``, its own indicators only, so
+    ``ours``: the measured regime indicators (``regime.measure(tab)``, MNIST) and ``rules`` the
+    paper's ``regime.REGIME`` (passed in: the regime module reads these claims for its target
+    ablation, so this module does not import it). Each training claim then carries
+    ``rules.readings(ours, key)``, its own indicators only, so
     ``report.claim`` records it as "outside regime" when one breaks the paper's rule, and keeps
     the measurements for a re-judge. None: no regime (the CIFAR-10 part). The traffic claim
     follows from the model's shapes and carries none.
@@ -245,17 +249,17 @@ def record(
     ``qualitative``: a reason why this dataset's run is too short to judge training claims at
     this preset (the CIFAR-10 part of ``cpu``); then every verdict except the exact traffic one
     is recorded as inconclusive with that reason and the face-value outcome."""
-    from .regime import REGIME  # the regime module reads these claims (its target ablation)
-
     if ours is not None and not isinstance(ours, Mapping):
         raise FlkitError(
             f"ours={ours!r}; accepted: the measured indicators, regime.measure(tab), or None"
         )
+    if ours is not None and not hasattr(rules, "readings"):
+        raise FlkitError(f"rules={rules!r}; accepted: the paper's regime.REGIME, with ours")
     found = verdicts(tab, part, model, tolerance)
     seeds = sorted({int(s) for s in tab["seed"]})
     # every claim's readings before any is recorded: a missing measurement refuses them all
     regimes = {
-        c["key"]: REGIME.readings(ours, c["key"])
+        c["key"]: rules.readings(ours, c["key"])
         for c in found
         if not c["exact"] and ours is not None
     }

@@ -9,7 +9,7 @@ length, calibrated on FedAvg alone), so every MNIST training claim reads it::
 
     tab = tables.summary(results, P["mnist_target"])
     ours = regime.measure(tab)             # {"fedavg_share": ...}
-    claims.record(report, tab, "mnist", ours=ours)   # each claim: REGIME.readings(ours, key)
+    claims.record(report, tab, "mnist", ours=ours, rules=REGIME)  # REGIME.readings(ours, key)
     regime.indicators(tab)                 # the table for a reader: ours beside the paper's
     regime.target_ablation(results, [regime.FORMER_CPU_TARGET, P["mnist_target"]])
 
