@@ -269,7 +269,7 @@ def test_run_caches_by_config(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("should have been loaded from the cache")
 
-    monkeypatch.setattr(runner, "EngineTrainer", boom)
+    monkeypatch.setattr(runner, "WatchedTrainer", boom)  # the trainer run() builds
     r2 = asyncfl.run(_cfg("sync_st"), seed=0, root=tmp_path, progress=False, device="cpu")
     assert r2.completion_time == r1.completion_time and r2.events == r1.events
     with pytest.raises(AssertionError):
@@ -297,13 +297,13 @@ def test_a_damaged_cached_run_is_reported_and_run_again(tmp_path, monkeypatch, d
     assert (folder / "MANIFEST.json").is_file() and len(r1.history) > 3
     damage(folder / "result.json")
     built = []
-    real = runner.EngineTrainer
+    real = runner.WatchedTrainer
 
     def counting(*a, **k):
         built.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(runner, "EngineTrainer", counting)
+    monkeypatch.setattr(runner, "WatchedTrainer", counting)
     match = rf"run folder {re.escape(str(folder))} is damaged: result.json does not match"
     with pytest.warns(UserWarning, match=match):
         r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
@@ -323,8 +323,8 @@ def test_a_cached_run_without_a_manifest_is_run_again_and_sealed(tmp_path, monke
     )
     (folder / "MANIFEST.json").unlink()
     built = []
-    real = runner.EngineTrainer
-    monkeypatch.setattr(runner, "EngineTrainer", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = runner.WatchedTrainer
+    monkeypatch.setattr(runner, "WatchedTrainer", lambda *a, **k: built.append(1) or real(*a, **k))
     with pytest.warns(UserWarning, match=r"is damaged: it has no MANIFEST.json"):
         r2 = asyncfl.run(cfg, seed=0, root=tmp_path, progress=False, device="cpu")
     assert built and r2.history == r1.history and (folder / "MANIFEST.json").is_file()
