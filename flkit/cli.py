@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .utils import run_command
+from .utils import add_quiet_argument, run_command
 
 EPILOG = """examples:
   flkit run fedavg --dataset mnist --model lenet5 --clients 100 --partition dirichlet \\
@@ -227,14 +227,7 @@ def add_run_parser(sub) -> None:
         help="without --checkpoint-every, write a checkpoint whenever S seconds of training "
         "have passed since the last one (default: %(default)s)",
     )
-    p.add_argument(
-        "--quiet",
-        "-q",
-        "--no-progress",
-        dest="quiet",
-        action="store_true",
-        help="no progress bar (default: off)",
-    )
+    add_quiet_argument(p, "no progress bar (default: off)")
     p.set_defaults(func=cmd_run)
 
 

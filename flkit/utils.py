@@ -157,3 +157,10 @@ def run_command(parser, argv=None) -> int:
     except FlkitError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
+
+
+def add_quiet_argument(parser, help: str) -> None:
+    """The one quiet flag of every command line: --quiet, -q, and --no-progress as an alias."""
+    parser.add_argument(
+        "--quiet", "-q", "--no-progress", dest="quiet", action="store_true", help=help
+    )

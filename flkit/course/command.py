@@ -8,6 +8,8 @@ import csv
 import sys
 from pathlib import Path
 
+from ..utils import add_quiet_argument
+
 NOTEBOOK_TIMEOUT = 1800  # nbgrader_run.NOTEBOOK_TIMEOUT, without importing nbgrader for --help
 #: reproduce.command.JOBS, without importing the notebook runner for --help: one notebook graded
 #: at a time unless --jobs says more (the grades never depend on it; a shared machine stays usable)
@@ -136,14 +138,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         help="how many notebooks are graded at a time, each in its own process (default: "
         "%(default)s; the grades never depend on it)",
     )
-    g.add_argument(
-        "--quiet",
-        "-q",
-        "--no-progress",
-        dest="quiet",
-        action="store_true",
-        help="no line per graded submission, only the totals (default: off)",
-    )
+    add_quiet_argument(g, "no line per graded submission, only the totals (default: off)")
     for q in (st, r, g):
         _add_selection(q)
     st.set_defaults(func=cmd_student)

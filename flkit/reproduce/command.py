@@ -7,7 +7,7 @@ import argparse
 import ast
 import sys
 
-from ..utils import FlkitError, run_command
+from ..utils import FlkitError, add_quiet_argument, run_command
 from ..workbook import presets
 from ..workbook.run_times import RUN_TIMES, sentence
 from .cost_guard import confirm, estimate
@@ -101,13 +101,8 @@ def add_run_arguments(p: argparse.ArgumentParser, what: str = "notebooks") -> No
         help=f"how many {what} run at a time, each in its own process (default: %(default)s: "
         "a notebook's torch uses every core already; the numbers never depend on it)",
     )
-    p.add_argument(
-        "--quiet",
-        "-q",
-        "--no-progress",
-        dest="quiet",
-        action="store_true",
-        help="no progress lines; a costly run's estimate and question still show (default: off)",
+    add_quiet_argument(
+        p, "no progress lines; a costly run's estimate and question still show (default: off)"
     )
     p.add_argument(
         "--yes",
