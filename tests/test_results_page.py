@@ -376,3 +376,64 @@ def test_the_published_page_is_what_the_current_rules_give():
     from flkit.reproduce.rejudge import rejudge_file
 
     rejudge_file(ROOT, check=True)
+
+
+def _png(path: Path, width: int, height: int) -> Path:
+    from PIL import Image
+
+    Image.new("RGB", (width, height), "white").save(path)
+    return path
+
+
+def test_publishing_copies_the_figure_saved_for_the_main_claim_by_its_start(tmp_path):
+    """A notebook names its main claim by the start its paper's ``[meta] headline`` gives
+    (``claims=report.headline``), since the recorded text carries the run's numbers: publishing
+    copies that figure, scaled to the page's width, and no other; without one it copies none."""
+    entry = _entry("cpu", [_claim("GI beats Unweighted on the affected class, in 3 of 3", "holds")])
+    seed_dir = tmp_path / "run" / "05_staleness" / "seed0"
+    seed_dir.mkdir(parents=True)
+    _png(seed_dir / "other.png", 400, 300)
+    _png(seed_dir / "fig11.png", 2 * rp.FIGURE_WIDTH, 600)
+    figures = [
+        {"name": "other", "file": "other.png", "claims": ["Weighted is worst"]},
+        {"name": "fig11", "file": "fig11.png", "claims": ["GI beats Unweighted"]},
+    ]
+    (seed_dir / "results.json").write_text(json.dumps({"figures": figures}))
+    name = rp.headline_figure(tmp_path / "run", entry, tmp_path)
+    assert name == "figures/05_staleness-cpu.png"
+    from PIL import Image
+
+    with Image.open(tmp_path / "docs" / name) as img:
+        assert img.size == (rp.FIGURE_WIDTH, 300)  # 1800 x 600 halved
+    (seed_dir / "results.json").write_text(json.dumps({"figures": figures[:1]}))
+    assert rp.headline_figure(tmp_path / "run", entry, tmp_path / "second") is None
+
+
+def test_a_figure_saved_for_a_claims_start_goes_under_that_claim(tmp_path):
+    from flkit.reproduce import sections
+    from flkit.workbook.report import Report
+
+    report = Report("05_staleness", "smoke", 0, out_dir=tmp_path)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, _ = plt.subplots()
+    report.figure(fig, "fig11", claims=report.headline)
+    plt.close(fig)
+    report.claim("Weighted is worst", True)
+    report.claim("GI beats Unweighted on the affected class, in 3 of 3 rounds", True)
+    saved = json.loads(report.path.read_text())["figures"]
+    assert saved == [{"name": "fig11", "file": "fig11.png", "claims": ["GI beats Unweighted"]}]
+    rows = [
+        {"kind": "claim", "item": c, "holds": "holds"}
+        for c in (
+            "Weighted is worst",
+            "GI beats Unweighted on the affected class, in 3 of 3 rounds",
+        )
+    ]
+    groups = sections.figure_groups(rows, [dict(saved[0], seed=0)])
+    assert [(c["item"] if c else None, [f["name"] for f in fs]) for c, fs in groups] == [
+        ("GI beats Unweighted on the affected class, in 3 of 3 rounds", ["fig11"])
+    ]

@@ -26,7 +26,7 @@ from pathlib import Path
 from ..paths import project_root
 from ..store import save_text
 from ..utils import FlkitError
-from ..workbook.report import source_commit
+from ..workbook.report import source_commit, supports
 from ..workbook.verdict import INCONCLUSIVE, combine, verdict_of
 from . import page_render
 from .page_render import summary_line
@@ -288,7 +288,7 @@ def headline_figure(run_dir: Path, e: dict, root: Path) -> str | None:
         figures = json.loads(res.read_text(encoding="utf-8")).get("figures", [])
     except (OSError, ValueError):
         return None
-    match = next((f for f in figures if head in (f.get("claims") or [])), None)
+    match = next((f for f in figures if supports(f, head)), None)
     if match is None:
         return None
     src = res.parent / match["file"]

@@ -23,6 +23,7 @@ import html
 import re
 from pathlib import Path
 
+from ..workbook.report import supports
 from ..workbook.results import unit_sep
 from ..workbook.verdict import HOLDS, OUTSIDE_REGIME, STYLE, VERDICTS
 
@@ -174,13 +175,13 @@ def _by_notes(rest: list[dict]) -> list[tuple[str, list[dict]]]:
 
 def figure_groups(rows: list[dict], figures: list[dict]) -> list[tuple[dict | None, list[dict]]]:
     """[(claim row, its figures), ..., (None, the other figures)]: ``figures`` are dicts
-    {"name", "file", "seed", "claims"}; a figure goes under the first of its claims the rows hold,
-    in the claims' order, else among the others (the last group, present when not empty)."""
+    {"name", "file", "seed", "claims"}; a figure goes under the first claim row it supports
+    (:func:`flkit.workbook.report.supports`), else among the others (the last group, present when not empty)."""
     claims = _claim_rows(rows)
     by_text = {c["item"]: [] for c in claims}
     other = []
     for f in figures:
-        home = next((t for t in f.get("claims") or () if t in by_text), None)
+        home = next((c["item"] for c in claims if supports(f, c["item"])), None)
         (by_text[home] if home is not None else other).append(f)
     out = [(c, by_text[c["item"]]) for c in claims if by_text[c["item"]]]
     return out + ([(None, other)] if other else [])

@@ -11,6 +11,7 @@ Inside a notebook::
                  test="gap < 1 point in every seed", seeds=[0, 1])
     report.figure(fig, "accuracy_vs_rounds",                 # PNG beside results.json,
                   claims=["FedDIP at 90% sparsity loses < 1 point vs. dense FedAvg"])
+    report.figure(fig, "main_result", claims=report.headline) # behind the paper's main claim
     report.table()                                           # DataFrame for display
 
 Every call re-writes ``results.json`` atomically in the run folder (``report.save()`` does it
@@ -46,7 +47,7 @@ the project root, whatever the working directory: :func:`flkit.paths.runs_dir`).
                   "measured" ({indicator key: value | {method: value}}, with "key"),
                   "regime": [{"key", "indicator", "ours", "per_seed", "paper", "rule", "unit",
                               "source", "diagnostic", "inside"}]}],
-     "figures": [{"name", "file", "claims": [claim text, ...] (only when given)}],
+     "figures": [{"name", "file", "claims": [claim text or its start, ...] (only when given)}],
      "data": [{"dataset", "source", "train", "test", "labels_sha256", "content_sha256",
                "full_train", "full_test", "full_total", "reduced"}],  # copies read (data.identity)
      "data_rule": {"preset": str | null, "allow_reduced": bool},
@@ -249,6 +250,18 @@ class Report:
         """Where ``results.json`` is written."""
         return self.out_dir / RESULTS_FILE
 
+    @property
+    def headline(self) -> str:
+        """The start of this notebook's main claim (its paper's ``[meta] headline``; "" when it
+        names none): ``report.figure(fig, name, claims=report.headline)`` marks the figure that
+        the results page shows beside the main claim's verdict."""
+        from . import presets
+
+        try:
+            return presets.meta(self.notebook).get("headline", "")
+        except FlkitError:
+            return ""
+
     # ------------------------------------------------------------------------------ recording
     def number(self, key: str, measured, paper=None, unit: str = "", note: str = ""):
         """Record one measured number (a table cell) beside what the paper reports.
@@ -344,9 +357,10 @@ class Report:
     def figure(self, fig=None, name: str = "figure", dpi: int = 120, claims=()) -> Path:
         """Save a matplotlib figure (or Axes; ``None`` = current figure) as ``<name>.png``.
 
-        ``claims``: the text of each claim the figure supports (as passed to :meth:`claim`, before
-        or after this call); the report then shows the figure under those claims instead of among
-        the other figures."""
+        ``claims``: each claim the figure supports, by its text (as passed to :meth:`claim`, before
+        or after this call) or the start of it (a claim whose text carries its numbers is named by
+        its stable start, as :attr:`headline` does; :func:`supports` matches); the report then
+        shows the figure under those claims instead of among the other figures."""
         if isinstance(claims, str):
             claims = (claims,)
         claims = list(claims or ())
@@ -445,6 +459,12 @@ class Report:
             f"{len(self.numbers)} numbers, {len(self.claims)} claims, "
             f"{len(self.figures)} figures -> {self.path})"
         )
+
+
+def supports(figure: dict, claim_text: str) -> bool:
+    """Whether ``figure`` (an entry of ``results.json``'s ``figures``) was saved for the claim
+    ``claim_text``: one of its ``claims`` is that text or its start."""
+    return any(claim_text.startswith(c) for c in figure.get("claims") or ())
 
 
 def _json_default(o):
