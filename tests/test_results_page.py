@@ -437,3 +437,38 @@ def test_a_figure_saved_for_a_claims_start_goes_under_that_claim(tmp_path):
     assert [(c["item"] if c else None, [f["name"] for f in fs]) for c, fs in groups] == [
         ("GI beats Unweighted on the affected class, in 3 of 3 rounds", ["fig11"])
     ]
+
+
+def _git(root, *args):
+    import subprocess
+
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_a_verdict_cites_the_first_release_that_holds_its_commit(tmp_path):
+    """A run at a commit inside v0.2.0 (not at the tag itself) cites v0.2.0, the oldest release
+    holding it, not v0.10.0; a run after every tag cites none; a tag that is not a version
+    (``v-draft``) is no release."""
+    _git(tmp_path, "init", "-q")
+    commits = []
+    for i in range(3):
+        (tmp_path / "f").write_text(str(i))
+        _git(tmp_path, "add", "f")
+        _git(tmp_path, "commit", "-qm", f"c{i}")
+        commits.append(_git(tmp_path, "rev-parse", "HEAD"))
+    _git(tmp_path, "tag", "v-draft", commits[0])
+    _git(tmp_path, "tag", "v0.10.0", commits[1])
+    _git(tmp_path, "tag", "v0.2.0", commits[1])
+    early, late = _entry("cpu", []), _entry("long", [])
+    early["commit"], late["commit"] = commits[0], commits[2]
+    rp.cite_releases([early, late], tmp_path)
+    assert early["release"] == "v0.2.0" and "release" not in late
+    assert rp.release_of(commits[0], tmp_path / "not-a-repo") is None
+    page = rp.render([early])
+    assert f"commit `{commits[0][:10]}` (in release v0.2.0)" in page

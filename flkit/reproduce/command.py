@@ -265,7 +265,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         "--rejudge",
         action="store_true",
         help="run nothing: judge every claim of docs/results.json again under the current "
-        "rules from its recorded measurements, rewrite docs/RESULTS.md, the README's results "
+        "rules from its recorded measurements, cite the release (git tag vX.Y.Z) that holds "
+        "each run's commit, rewrite docs/RESULTS.md, the README's results "
         "column and the paper READMEs' verdicts, and print each verdict that changed "
         "(default: off)",
     )

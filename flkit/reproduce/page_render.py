@@ -349,6 +349,7 @@ def _details(e: dict) -> list[str]:
         f"<summary>Evidence at <code>{e['preset']}</code>: {summary_line(e)}</summary>",
         "",
         f"Run {e['date']} · commit `{e['commit'][:10]}`"
+        + (f" (in release {e['release']})" if e.get("release") else "")
         + (" (with uncommitted changes)" if e.get("dirty") else "")
         + f" · status {e.get('status', 'ok')} · rules v{e.get('rules') or 1}",
         "",

@@ -150,7 +150,8 @@ def verdict_changes(old: list[dict], new: list[dict]) -> list[str]:
 
 
 def rejudge_file(root: str | Path | None = None, check: bool = False) -> tuple[Path, list[str]]:
-    """Re-judge ``docs/results.json`` under ``root`` and rewrite the pages from it. With
+    """Re-judge ``docs/results.json`` under ``root``, cite the release holding each run's commit
+    (:func:`flkit.reproduce.results_page.cite_releases`) and rewrite the pages from it. With
     ``check``, write nothing and raise when the page on disk is not what the current rules give.
     Returns the page's path and the verdict changes."""
     from . import results_page
@@ -172,5 +173,6 @@ def rejudge_file(root: str | Path | None = None, check: bool = False) -> tuple[P
                 f"{len(changes)} verdict(s) change); run `flkit reproduce --rejudge`"
             )
         return page, changes
+    results_page.cite_releases(new, root)
     save_text(store, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
     return results_page.rewrite_pages(root), changes

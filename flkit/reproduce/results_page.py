@@ -266,8 +266,45 @@ def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
     keys = {(e["notebook"], e["preset"]) for e in new}
     merged = [e for e in old if (e["notebook"], e["preset"]) not in keys] + new
     merged.sort(key=lambda e: (e["notebook"], e["preset"]))
+    cite_releases(merged, root)
     save_text(store, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
     return rewrite_pages(root)
+
+
+#: a release tag: semantic version with a leading "v" (CHANGELOG.md names each one)
+RELEASE_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+
+
+def release_of(commit: str, root: str | Path) -> str | None:
+    """The first release (tag ``vX.Y.Z``, oldest version first) whose history holds ``commit`` in
+    the git repository at ``root``; None when no release holds it yet or git cannot say."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "tag", "--contains", commit, "--list", "v*", "--sort=version:refname"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return next((t for t in out.stdout.split() if RELEASE_TAG.match(t)), None)
+
+
+def cite_releases(entries: list[dict], root: str | Path) -> list[dict]:
+    """Set ``release`` on every entry whose run's commit a release holds (so the page cites
+    "in release v0.2.0" beside the commit); an entry keeps a release once cited, since a later
+    checkout without tags must not un-cite it. Returns ``entries``."""
+    for e in entries:
+        if not e.get("release") and e.get("commit"):
+            rel = release_of(e["commit"], root)
+            if rel:
+                e["release"] = rel
+    return entries
 
 
 #: the published headline figures (docs/figures/), at most this wide: a page, not a print

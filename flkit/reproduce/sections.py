@@ -176,7 +176,8 @@ def _by_notes(rest: list[dict]) -> list[tuple[str, list[dict]]]:
 def figure_groups(rows: list[dict], figures: list[dict]) -> list[tuple[dict | None, list[dict]]]:
     """[(claim row, its figures), ..., (None, the other figures)]: ``figures`` are dicts
     {"name", "file", "seed", "claims"}; a figure goes under the first claim row it supports
-    (:func:`flkit.workbook.report.supports`), else among the others (the last group, present when not empty)."""
+    (:func:`flkit.workbook.report.supports`), else among the others (the last group, present
+    when not empty)."""
     claims = _claim_rows(rows)
     by_text = {c["item"]: [] for c in claims}
     other = []
