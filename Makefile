@@ -76,8 +76,8 @@ lint: $(STAMP)
 reproduce: data
 	$(PY) -m flkit reproduce --preset $(PRESET) --jobs $(JOBS) --out runs/report $(if $(YES),--yes)
 
-# The book (docs/book/README.md) renders the executed notebooks of BOOK_RUNS, a `flkit reproduce
-# --out` folder, without running anything. By default the smoke runs, made once when that folder
+# The book (docs/book/README.md) renders the executed notebooks of BOOK_RUNS, `flkit reproduce
+# --out` folders (a notebook from the first that holds it), without running anything. By default the smoke runs, made once when that folder
 # has no finished run (its report.md is written last): about 4 min on 2 cores.
 BOOK_SMOKE := runs/book-smoke
 BOOK_RUNS  ?= $(BOOK_SMOKE)

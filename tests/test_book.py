@@ -293,3 +293,19 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
         (html / "a.html").read_text().replace('href="#nowhere"', 'href="#top"')
     )
     assert check_site(html, ["a", "b"], figures={"a": 2}) == []
+
+
+def test_several_run_folders_give_each_notebook_from_the_first_that_holds_it(tmp_path):
+    """The published runs live in one `--out` folder per preset: a notebook comes from the
+    first folder listed that holds it, the others fill in the rest."""
+    long, cpu = tmp_path / "long", tmp_path / "cpu"
+    write_run(long, "01_other", 0, notebook("Other at long", "long", RED))
+    write_run(cpu, "01_other", 0, notebook("Other at cpu", "cpu", BLUE))
+    write_run(cpu, "00_demo", 2, notebook("Demo at cpu", "cpu", RED))
+    found = book.executed_notebooks([long, cpu])
+    assert {k: (v["path"].parent.parent.parent.name, v["seed"]) for k, v in found.items()} == {
+        "01_other": ("long", 0),
+        "00_demo": ("cpu", 2),
+    }
+    with pytest.raises(FlkitError, match=r"runs=\[\]"):
+        book.executed_notebooks([])

@@ -1,7 +1,7 @@
 """The book: the executed notebooks of a ``flkit reproduce`` run folder, the results page and the
 paper READMEs as one static site, rendered by Sphinx with MyST-NB (docs/book/README.md).
 
-``python -m flkit.reproduce.book --runs DIR --out DIR`` (``make book``):
+``python -m flkit.reproduce.book --runs DIR [DIR ...] --out DIR`` (``make book``):
 
 1. takes from the run folder, per notebook, the executed notebook of its lowest seed
    (``<runs>/<notebook>/seed<k>/<notebook>.ipynb``, as ``flkit reproduce --out`` writes it); a
@@ -54,10 +54,20 @@ _MD_TARGET = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _HTML_TARGET = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""")
 
 
-def executed_notebooks(runs: Path) -> dict[str, dict]:
+def executed_notebooks(runs) -> dict[str, dict]:
     """``{notebook: {"path", "seed", "run"}}`` for every notebook that ``runs`` holds, its lowest
-    seed; ``run`` is its run.json (``{}`` when there is none). FlkitError when none is found or a
-    chosen run is recorded as failed."""
+    seed; ``run`` is its run.json (``{}`` when there is none). ``runs``: one folder or several
+    (the published runs of different presets, each from its own ``--out``): a notebook comes from
+    the first folder that holds it. FlkitError when none is found or a chosen run is recorded as
+    failed."""
+    if isinstance(runs, (list, tuple)):
+        if not runs:
+            raise FlkitError("runs=[]; accepted: one or more `flkit reproduce --out` folders")
+        found = {}
+        for folder in runs:
+            for name, nb in executed_notebooks(folder).items():
+                found.setdefault(name, nb)
+        return found
     runs = Path(runs)
     if not runs.is_dir():
         raise FlkitError(
@@ -190,9 +200,15 @@ def _mathjax_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "static"
 
 
-def _provenance(runs: Path, chosen: dict[str, dict]) -> str:
-    summary_file = runs / "summary.json"
-    summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.is_file() else {}
+def _provenance(runs, chosen: dict[str, dict]) -> str:
+    # several folders (one per published preset) have no one summary: the table says each preset
+    folders = list(runs) if isinstance(runs, (list, tuple)) else [runs]
+    summary_file = Path(folders[0]) / "summary.json"
+    summary = (
+        json.loads(summary_file.read_text(encoding="utf-8"))
+        if len(folders) == 1 and summary_file.is_file()
+        else {}
+    )
     lines = []
     if summary:
         commit = str(summary.get("commit") or "")[:10] or "unknown"
@@ -226,11 +242,11 @@ def _provenance(runs: Path, chosen: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def assemble(runs: Path, src: Path, root: Path = SOURCE_ROOT) -> tuple[dict, dict[str, int]]:
-    """Lay out the book's Sphinx source folder ``src`` (emptied first) from the run folder ``runs``
-    and the pages under ``root`` (the repository). Returns its pages by kind as document names
-    (paths without suffix), and each notebook page's number of figures."""
-    runs, src, root = Path(runs), Path(src), Path(root).resolve()
+def assemble(runs, src: Path, root: Path = SOURCE_ROOT) -> tuple[dict, dict[str, int]]:
+    """Lay out the book's Sphinx source folder ``src`` (emptied first) from the run folder(s)
+    ``runs`` and the pages under ``root`` (the repository). Returns its pages by kind as document
+    names (paths without suffix), and each notebook page's number of figures."""
+    src, root = Path(src), Path(root).resolve()
     chosen = executed_notebooks(runs)
     if src.exists():
         shutil.rmtree(src)
@@ -272,10 +288,10 @@ def assemble(runs: Path, src: Path, root: Path = SOURCE_ROOT) -> tuple[dict, dic
     return docs, figures
 
 
-def build(runs: Path, out: Path, root: Path = SOURCE_ROOT, quiet: bool = False) -> Path:
-    """Build the book from ``runs`` into ``out`` (``out/src`` the Sphinx source, ``out/_build/html``
-    the site) and check the site; returns the site's folder. FlkitError when a page, an image or a
-    local link is missing."""
+def build(runs, out: Path, root: Path = SOURCE_ROOT, quiet: bool = False) -> Path:
+    """Build the book from ``runs`` (one run folder or several: :func:`executed_notebooks`) into
+    ``out`` (``out/src`` the Sphinx source, ``out/_build/html`` the site) and check the site;
+    returns the site's folder. FlkitError when a page, an image or a local link is missing."""
     if importlib.util.find_spec("myst_nb") is None:
         raise FlkitError(
             "the book needs Sphinx and MyST-NB, the `book` extra (Python 3.11 or later): "
@@ -311,13 +327,19 @@ def build(runs: Path, out: Path, root: Path = SOURCE_ROOT, quiet: bool = False) 
 
 
 def main(argv=None) -> int:
-    """``python -m flkit.reproduce.book --runs DIR [--out DIR]``."""
+    """``python -m flkit.reproduce.book --runs DIR [DIR ...] [--out DIR]``."""
     p = argparse.ArgumentParser(
         prog="python -m flkit.reproduce.book",
         description="Render the executed notebooks of a `flkit reproduce --out DIR` folder, the "
         "results page and the paper READMEs as one static site; nothing is executed.",
     )
-    p.add_argument("--runs", required=True, metavar="DIR", help="a `flkit reproduce` out folder")
+    p.add_argument(
+        "--runs",
+        required=True,
+        nargs="+",
+        metavar="DIR",
+        help="`flkit reproduce` out folders; a notebook comes from the first that holds it",
+    )
     p.add_argument(
         "--out",
         default="runs/book",
@@ -326,7 +348,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     try:
-        build(Path(args.runs), Path(args.out))
+        build([Path(r) for r in args.runs], Path(args.out))
     except FlkitError as e:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return 2
