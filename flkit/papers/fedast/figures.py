@@ -63,7 +63,7 @@ def sync_variants_figure(preset, results: dict, seed: int):
         fig2_paper_note(),
         xy=(0, 0),
         xycoords="axes fraction",
-        xytext=(0, -30),
+        xytext=(0, -42),
         textcoords="offset points",
         va="top",
         fontsize=7,
