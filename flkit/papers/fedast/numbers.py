@@ -40,7 +40,9 @@ NUMBERS: dict = {
         {"requests": 105, "buffer": 3, "tasks": "MNIST + CIFAR-10"},
     ],  # Figs. 8/9
     "buffer_best_ratio": 35,  # Figs. 8/9: 175/5 = 105/3 = 35
-    "sync_k": 30,  # Figs. 10-12 (first 30 of 300 available)
+    "sync_k": 30,  # Figs. 10-12 (first 30 of 300 available); Sec. 5.2: also Fig. 2's k
+    "fig2_tasks": 6,  # Sec. 5.2 and Fig. 2 caption: six identical CIFAR-10 tasks
+    "fig2_dataset": "CIFAR-10",  # Fig. 2 caption; its curves carry no printed values
     "sync_het_clients": {
         "mnist": 100,
         "fmnist": 84,

@@ -5,22 +5,31 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from flkit.utils import check_choice
 from flkit.workbook import plots
 
 from . import numbers
 from .study import NAMES
 
 
-def accuracy_curves(hist, title: str = ""):
-    """Fig. 11: affected-class accuracy over rounds for every method (mean over seeds)."""
+def accuracy_curves(hist, title: str = "", paper_dataset: str | None = "mnist"):
+    """Fig. 11: affected-class accuracy over rounds for every method (mean over seeds), with the
+    paper's final affected-class accuracy per method (Table 9, column ``paper_dataset``; None:
+    none) as open markers in the method's colour just right of our last round."""
+    if paper_dataset is not None:
+        check_choice("paper_dataset", paper_dataset, tuple(numbers.TABLE9))
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.6))
     ev = hist.dropna(subset=["affected_accuracy"])
+    colours = {}
     for m, g in ev.groupby("method", sort=False):
         c = g.groupby("round")[["affected_accuracy", "test_accuracy"]].mean()
         style = "--" if m == "unstale" else "-"
-        ax[0].plot(c.index, 100 * c["affected_accuracy"], style, label=NAMES.get(m, m))
+        (line,) = ax[0].plot(c.index, 100 * c["affected_accuracy"], style, label=NAMES.get(m, m))
         ax[1].plot(c.index, 100 * c["test_accuracy"], style, label=NAMES.get(m, m))
+        colours[m] = line.get_color()
     tau = int(hist["tau"].iloc[0])
+    if paper_dataset is not None:
+        _paper_finals(ax[0], numbers.TABLE9[paper_dataset], colours, int(ev["round"].max()))
     for a, lab in zip(ax, ("accuracy on the affected class (%)", "overall test accuracy (%)")):
         a.axvline(tau + 1, color="grey", lw=0.8, ls=":")
         a.set_xlabel("round")
@@ -30,6 +39,38 @@ def accuracy_curves(hist, title: str = ""):
     fig.suptitle(title or f"Fig. 11 (ours): stale clients lag by tau = {tau} from round {tau + 1}")
     fig.tight_layout()
     return fig
+
+
+# the paper's setting behind Table 9, in the legend: ours differs (rounds, tau, partition, subset)
+_TABLE9_SETTING = "paper, final per method (Table 9: 800 rounds, τ 40, Dir. α 0.1)"
+
+
+def _paper_finals(ax, finals: dict, colours: dict, last_round: int):
+    """The paper's final accuracy per method (``finals``, %), one open star per method in that
+    method's colour at a fixed x right of ``last_round`` (the paper's own horizon is not ours) and
+    one legend entry for them all. Each star's gid is ``paper:<method>``."""
+    x = last_round + max(1.0, 0.04 * last_round)
+    for m, v in finals.items():
+        plots.paper_marker(
+            ax,
+            x,
+            v,
+            label="_nolegend_",
+            mec=colours.get(m, plots.PAPER_COLOR),
+            mew=1.4,
+            gid=f"paper:{m}",
+        )
+    # one legend entry in the paper's colour stands for the stars of every method
+    ax.plot(
+        [],
+        [],
+        marker="*",
+        ms=12,
+        mfc="none",
+        mec=plots.PAPER_COLOR,
+        ls="none",
+        label=_TABLE9_SETTING,
+    )
 
 
 def estimation_error(err):
