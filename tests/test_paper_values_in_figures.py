@@ -110,7 +110,7 @@ def test_feddip_accuracy_vs_round_says_no_paper_values_and_its_setting():
     notes = [t.get_text() for t in ax.texts if t.get_gid() == "paper"]
     # the official scripts: T 1000, N 50, K 5, L 5; the paper's accuracies were not retrieved
     assert notes == [
-        "paper: its accuracy values could not be retrieved, none replotted;\n"
+        "paper: no accuracy of its own replotted (its result tables are not in our copy);\n"
         "its code runs 1000 rounds, 50 clients, 5 per round, 5 local epochs"
     ]
     assert [list(ln.get_ydata()) for ln in ax.lines] == [[10.0, 30.0], [10.0, 30.0]]

@@ -112,7 +112,7 @@ def accuracy_vs_round(res, sparsity, column="test_accuracy", ax=None, title="", 
 #: The paper's result tables and figures could not be retrieved (numbers.py): nothing of theirs
 #: is replotted, and the setting of the official scripts is longer and wider than ours.
 PAPER_NOTE = (
-    "paper: its accuracy values could not be retrieved, none replotted;\n"
+    "paper: no accuracy of its own replotted (its result tables are not in our copy);\n"
     f"its code runs {numbers.ROUNDS} rounds, {numbers.CLIENTS} clients, "
     f"{numbers.CLIENTS_PER_ROUND} per round, {numbers.LOCAL_EPOCHS} local epochs"
 )
