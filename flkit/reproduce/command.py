@@ -13,6 +13,7 @@ from ..workbook.run_times import RUN_TIMES, sentence
 from .execute import reproduce_runs
 from .executors import EXECUTORS
 from .plan import default_notebooks_dir, discover
+from .pool import add_pool_arguments, pool_kwargs
 from .stopping import Stopped, stop_on_signals, stopped_message
 
 __all__ = [
@@ -204,6 +205,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     )
     add_kernel_arguments(p)
     add_executor_arguments(p)
+    add_pool_arguments(p)
     p.add_argument(
         "--list",
         action="store_true",
@@ -245,7 +247,7 @@ def run_cli(args) -> int:
         return 0
     try:
         with stop_on_signals():
-            _, infos = reproduce_runs(only=args.only, **run_kwargs(args))
+            _, infos = reproduce_runs(only=args.only, **run_kwargs(args), **pool_kwargs(args))
     except Stopped as stop:
         print(stopped_message("reproduce", stop), file=sys.stderr, flush=True)
         return 128 + stop.signum

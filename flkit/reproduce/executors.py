@@ -165,7 +165,10 @@ class LocalExecutor:
         # parallel notebooks share the cores instead of each taking all of them
         # (see utils.configure_threads)
         threads = cores_per_job(jobs) if jobs > 1 else None
-        runs = [{**r, "threads": threads, "index": i} for i, r in enumerate(runs)]
+        # a run pool's notebooks compute with the pool's count, to find its runs (.pool)
+        runs = [
+            {**r, "threads": r.get("threads") or threads, "index": i} for i, r in enumerate(runs)
+        ]
         ctx = mp.get_context("spawn")
         events = ctx.Queue()
         kernels: dict[int, int] = {}  # running run's index -> its kernel's process group

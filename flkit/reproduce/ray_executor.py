@@ -200,7 +200,8 @@ class RayExecutor:
             if run["input"] not in sources:
                 sources[run["input"]] = Path(run["input"]).read_bytes()
             src = sources[run["input"]]
-            threads = max(1, int(self.cpus))  # torch threads = the CPUs the task holds
+            # torch threads = the CPUs the task holds, or the run pool's count (.pool)
+            threads = run.get("threads") or max(1, int(self.cpus))
             payload = {**run, "index": i, "threads": threads, "notebook_source": src}
             pending[task.remote(payload, events)] = i
         while pending:
