@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from flkit import asyncfl
+from flkit.preset_runs import distinct
 from flkit.utils import FlkitError, check_choice
 
 from .configs import (
@@ -50,6 +51,7 @@ __all__ = [
     "fig2_compare",
     "fig5_compare",
     "notebook_runs",
+    "runs",
     "prefetch",
     "active_config",
     "active_sweep",
@@ -409,6 +411,17 @@ def ablation_line(preset, ablated, paper_regime: dict) -> str:
         f"after: {setting(ablated)} (before: {setting(preset)}); paper-setting round length "
         f"{paper_regime['sync_round_length']:.3g}"
     )
+
+
+def runs(preset, seeds: Sequence[int]) -> list[tuple[dict, int]]:
+    """Every simulation the notebook trains at ``preset``, once for each notebook seed of
+    ``seeds`` (each runs :func:`seeds_of` it), as :func:`flkit.asyncfl.run`'s ``(config, seed)``
+    pairs, dearest first (:func:`notebook_runs`, what :func:`prefetch` trains;
+    :mod:`flkit.preset_runs`). Pairs, not RunConfigs: a FedAST run is a
+    :class:`~flkit.asyncfl.FedASTRun` and a seed, run by :mod:`flkit.asyncfl.runner`. Not listed:
+    the interactive demo's settings (drawn in the demo's cell, on the CPU at one thread, seconds
+    each) and Fig. 3's centralised reference (:func:`centralised`, one short SGD run)."""
+    return distinct(pair for s in seeds for pair in notebook_runs(preset, seeds_of(preset, s)))
 
 
 def prefetch(preset, seeds: Sequence[int], device="auto", progress=True) -> int:
