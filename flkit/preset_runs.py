@@ -26,8 +26,17 @@ import json
 from collections.abc import Iterable, Mapping
 
 from .experiment import RunConfig
+from .utils import FlkitError
 
-__all__ = ["PRESET_NAMES", "DATASET_KEYS", "from_preset", "distinct", "identity"]
+__all__ = [
+    "PRESET_NAMES",
+    "DATASET_KEYS",
+    "from_preset",
+    "seeds_of",
+    "use_threads",
+    "distinct",
+    "identity",
+]
 
 #: preset keys that name a RunConfig field in other words (the papers' tables), key -> field
 PRESET_NAMES = {
@@ -85,6 +94,29 @@ def from_preset(preset: Mapping, prefix: str = "", **fields) -> RunConfig:
         if name in values:
             values[name] = float(values[name])
     return RunConfig(**{**values, "dataset_kwargs": dataset, **fields})
+
+
+def seeds_of(preset: Mapping, seed: int = 0, key: str = "seeds") -> list[int]:
+    """The seeds a notebook run with ``seed`` trains: ``seed`` and the ones after it,
+    ``preset[key]`` in all (FlkitError naming the key when it is below 1)."""
+    n = int(preset[key])
+    if n < 1:
+        raise FlkitError(f"{key}={n} in the preset; accepted: an integer >= 1")
+    return [int(seed) + i for i in range(n)]
+
+
+def use_threads(preset: Mapping) -> int:
+    """Set torch's CPU threads to the preset's ``threads`` (0 keeps the count in use) and return
+    the count in use. A preset pins it where a run's floats must not follow the machine: other
+    counts sum in another order (:meth:`flkit.experiment.RunConfig.key`)."""
+    import torch
+
+    n = preset["threads"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise FlkitError(f"threads={n!r} in the preset; accepted: 0 (torch default) or an int >= 1")
+    if n > 0:
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
 
 
 def identity(run) -> str:

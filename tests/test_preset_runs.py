@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from flkit.experiment import RunConfig
-from flkit.preset_runs import distinct, from_preset
+from flkit.preset_runs import distinct, from_preset, seeds_of, use_threads
+from flkit.utils import FlkitError
 from flkit.workbook import presets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,36 @@ def test_from_preset_reads_fields_aliases_and_the_prefixed_part():
 def test_from_preset_given_fields_win():
     cfg = from_preset({"rounds": 5, "lr": 0.1}, rounds=3, lr=0.5)
     assert (cfg.rounds, cfg.lr) == (3, 0.5)
+
+
+def test_seeds_of_counts_from_the_notebook_seed_under_the_papers_key():
+    assert seeds_of({"seeds": 3}, 5) == [5, 6, 7]
+    assert seeds_of({"num_seeds": 2, "seeds": 9}, 0, key="num_seeds") == [0, 1]
+    with pytest.raises(FlkitError, match=r"num_seeds=0 in the preset; accepted: an integer >= 1"):
+        seeds_of({"num_seeds": 0}, 0, key="num_seeds")
+
+
+@pytest.mark.parametrize("nb", ["01_stc_projection", "02_feddip", "03_fedast", "04_hidenseek"])
+def test_every_paper_counts_its_seeds_with_the_one_helper(nb):
+    study = _study(nb)
+    p = presets.load(nb, "cpu")
+    key = "num_seeds" if nb == "03_fedast" else "seeds"
+    mine = study.seeds(p, 4) if nb == "04_hidenseek" else study.seeds_of(p, 4)
+    assert mine == list(range(4, 4 + int(p[key])))
+
+
+def test_use_threads_pins_the_presets_count_and_zero_keeps_it():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert use_threads({"threads": 0}) == 3
+        assert use_threads({"threads": 1}) == 1 and torch.get_num_threads() == 1
+        with pytest.raises(FlkitError, match=r"threads=True in the preset; accepted: 0"):
+            use_threads({"threads": True})
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_distinct_keeps_the_first_of_equal_runs():

@@ -14,18 +14,13 @@ from __future__ import annotations
 import pandas as pd
 
 from flkit.experiment import RunConfig, run
-from flkit.preset_runs import distinct, from_preset
+from flkit.preset_runs import distinct, from_preset, seeds_of
 
 
 def config(preset: dict, method: str, seed: int, device: str = "auto") -> RunConfig:
     """The RunConfig of one method at the preset ``P``: its keys that name RunConfig fields
     (``rounds``, ``train_subset`` ...) read by ``from_preset``."""
     return from_preset(preset, method=method, seed=int(seed), device=device)
-
-
-def seeds_of(preset: dict, seed: int) -> list[int]:
-    """The seeds a notebook run with ``seed`` trains: ``seed`` and the next ones."""
-    return [int(seed) + i for i in range(int(preset["seeds"]))]
 
 
 def configs(preset: dict, methods, seeds, device: str = "auto") -> list[RunConfig]:

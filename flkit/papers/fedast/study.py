@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from flkit import asyncfl
-from flkit.preset_runs import distinct
-from flkit.utils import FlkitError, check_choice
+from flkit.preset_runs import distinct, use_threads
+from flkit.preset_runs import seeds_of as preset_seeds
+from flkit.utils import check_choice
 
 from .configs import (
     IDENTICAL_FEDAST,
@@ -74,18 +74,7 @@ __all__ = [
 # ------------------------------------------------------------------------------ setup
 def seeds_of(preset, seed: int = 0) -> list[int]:
     """The Monte Carlo seeds: ``seed``, ``seed + 1``, ... (``preset['num_seeds']`` of them)."""
-    n = int(preset["num_seeds"])
-    if n < 1:
-        raise FlkitError(f"num_seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
-
-
-def use_threads(preset) -> int:
-    """Sets torch's intra-op threads to ``preset['threads']`` (0 keeps torch's default); returns the
-    number of threads torch now uses."""
-    if int(preset["threads"]) > 0:
-        torch.set_num_threads(int(preset["threads"]))
-    return torch.get_num_threads()
+    return preset_seeds(preset, seed, key="num_seeds")
 
 
 def describe(preset) -> str:

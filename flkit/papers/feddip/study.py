@@ -15,7 +15,7 @@ from ... import data as data_mod
 from ... import store
 from ...data.provenance import reduced_allowed
 from ...experiment import RunConfig, Setup, run, run_folder
-from ...preset_runs import distinct, from_preset
+from ...preset_runs import distinct, from_preset, seeds_of
 from ...prune.schedules import check_landing
 from ...utils import FlkitError, check_choice
 
@@ -38,13 +38,6 @@ LABELS = {
     "feddip_prox": "FedDIP+Prox",
 }
 DENSE = ("fedavg", "fedprox")
-
-
-def seeds_of(preset: dict, seed: int = 0) -> list[int]:
-    n = int(preset["seeds"])
-    if n < 1:
-        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
 
 
 def method_params(preset: dict, method: str, sparsity: float, rounds: int, **over) -> dict:

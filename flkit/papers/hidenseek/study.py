@@ -21,14 +21,14 @@ import torch
 
 from ... import models
 from ...experiment import RunConfig, run
-from ...preset_runs import distinct, from_preset
+from ...preset_runs import distinct, from_preset, seeds_of, use_threads
 from ...prune import (
     default_prunable,
     structural_masks,
     synflow_group_mask,
     weight_fraction,
 )
-from ...utils import FlkitError, check_choice, configure_threads, derive_seed
+from ...utils import FlkitError, check_choice, derive_seed
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 from .searches import LONG_ROUNDS_GRID, MNIST_LR_ROUNDS, SCORE_LR_GRID
 
@@ -116,8 +116,7 @@ def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
 
 def collect(preset, jobs, device="auto", progress=True) -> pd.DataFrame:
     """Run (or load from the cache) every job (task, method, seed, extra columns, config kwargs)."""
-    if preset["threads"]:
-        configure_threads(int(preset["threads"]))
+    use_threads(preset)
     frames = []
     for task, method, seed, cols, kw in jobs:
         h = _history(config(preset, task, method, seed, device, **kw), progress)
@@ -128,7 +127,8 @@ def collect(preset, jobs, device="auto", progress=True) -> pd.DataFrame:
 
 
 def seeds(preset, first: int = 0) -> list[int]:
-    return [first + i for i in range(int(preset["seeds"]))]
+    """The seeds a notebook run with ``first`` trains (:func:`flkit.preset_runs.seeds_of`)."""
+    return seeds_of(preset, first)
 
 
 def main_jobs(preset, seed: int = 0) -> list[tuple]:

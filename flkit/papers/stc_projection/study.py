@@ -15,7 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from flkit.experiment import RunConfig, Setup, run, run_folder
-from flkit.preset_runs import distinct, from_preset
+from flkit.preset_runs import distinct, from_preset, seeds_of
+from flkit.preset_runs import use_threads as use_threads  # the notebook pins its threads
 from flkit.utils import FlkitError, check_choice
 
 from .numbers import NUMBERS as PAPER
@@ -67,14 +68,6 @@ def part_settings(preset: dict, part: str) -> dict:
     check_choice("part", part, PARTS)
     pre = part + "_"
     return {k[len(pre) :]: v for k, v in preset.items() if k.startswith(pre)}
-
-
-def seeds_of(preset: dict, seed: int = 0) -> list[int]:
-    """The preset's ``seeds`` consecutive seeds starting at the notebook's ``seed``."""
-    n = int(preset["seeds"])
-    if n < 1:
-        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
 
 
 #: the parts run on fewer seeds than the comparison, each with its preset key and its smallest
@@ -451,19 +444,3 @@ def runs(preset: dict, seeds) -> list[RunConfig]:
         out += ablation_configs(preset, part_seeds(preset, mine, "ablation_seeds")).values()
         out += link_configs(preset, part_seeds(preset, mine, "links_seeds")).values()
     return distinct(out)
-
-
-# --------------------------------------------------------------------------- threads
-def use_threads(preset: dict) -> int:
-    """Set torch's CPU threads to the preset's ``threads`` (0 keeps torch's default) and return
-    the count in use. The projection's float reductions round differently with another thread
-    count, so FedFV's and STC-PA's histories are bit-identical on a machine only at the same
-    count: the preset pins it and the notebook prints it."""
-    import torch
-
-    n = preset["threads"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise FlkitError(f"threads={n!r} in the preset; accepted: 0 (torch default) or an int >= 1")
-    if n > 0:
-        torch.set_num_threads(n)
-    return torch.get_num_threads()
