@@ -135,6 +135,45 @@ def test_a_killed_pool_resumes_from_the_checkpoint_to_the_same_history(tmp_path)
     assert _history(folder) == _alone(job, tmp_path / "alone")
 
 
+_DRIVER = """
+import sys, time
+from pathlib import Path
+from flkit.reproduce.pool import Pool, PoolPlan
+from flkit.reproduce.pool_jobs import PoolJob
+from flkit.reproduce.pool_slots import Slots
+job = PoolJob(**__import__("json").loads(sys.argv[1]))
+root = Path(sys.argv[2])
+for event in Pool(PoolPlan([job], Slots(1), root, log_dir=root.parent / "logs")).events():
+    if event[0] == "start":
+        print(event[2], flush=True)
+        time.sleep(3600)
+"""
+
+
+def test_a_pool_worker_ends_when_its_driver_is_killed(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    cfg = TINY_FEDAVG.replace(rounds=100_000)  # hours: it never ends on its own here
+    job = PoolJob("test", PRIMER, "smoke", "run", cfg.to_dict(), None, 1)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, json.dumps(job.__dict__), str(tmp_path / "cache")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    worker = psutil.Process(int(driver.stdout.readline()))
+    driver.kill()  # SIGKILL: no handler of the driver's ends the worker
+    driver.wait(timeout=10)
+    try:
+        worker.wait(timeout=30)
+    except psutil.TimeoutExpired:
+        worker.kill()
+        pytest.fail("the pool worker went on training after its driver was killed")
+
+
 def test_run_pool_reports_and_leaves_a_failed_run_to_its_notebook(tmp_path):
     study = "flkit.papers.no_such_paper.study"
     bad = PoolJob("test", study, "smoke", "run", TINY_FEDAVG.to_dict(), None, 1)

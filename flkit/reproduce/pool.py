@@ -259,6 +259,7 @@ class Pool:
                 {
                     "job": job.__dict__,
                     "root": str(self.plan.root),
+                    "driver": os.getpid(),  # the worker ends when this process is gone
                     "device": "auto",
                     "checkpoint_every": self.plan.checkpoint_every,
                     "checkpoint_seconds": self.plan.checkpoint_seconds,

@@ -49,7 +49,12 @@ def main(argv=None) -> int:
     if len(args) != 1:
         print("usage: python -m flkit.reproduce.pool_worker JOB.json", file=sys.stderr)
         return 2
+    from .stopping import end_with_parent
+
+    # a pool whose driver is killed (SIGKILL runs no handler) leaves no run training unseen: the
+    # run resumes from its checkpoint the next time
     spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    end_with_parent(lambda: None, parent=spec.get("driver"))
     train(
         spec["job"],
         spec["root"],
