@@ -1,7 +1,8 @@
-"""What each notebook's `paper` preset costs: its runs as its study code builds them, one timed
-round per distinct (method, model, data, clients) on data tiled to the official training-set size,
-and the GPU hours that follow (rounds x seconds per round, summed over the runs). Used by the
-``methods`` step of ``benchmarks/gpu_check.py``; ``--tiny`` there reads the `smoke` presets."""
+"""What each notebook's `paper` preset costs: its runs as its paper folder lists them
+(``study.runs``), one timed round per distinct (method, model, data, clients) on data tiled to the
+official training-set size, and the GPU hours that follow (rounds x seconds per round, summed over
+the runs). Used by the ``methods`` step of ``benchmarks/gpu_check.py``; ``--tiny`` there reads the
+`smoke` presets."""
 
 from __future__ import annotations
 
@@ -45,98 +46,17 @@ def _study(slug: str):
 
 
 def notebook_runs(notebook: str, preset) -> list:
-    """Every engine run (RunConfig) that ``notebook`` makes at preset ``P``, as its study code
-    builds them (FedAST: (config dict, horizon) of every simulation ``study.prefetch`` trains,
-    one per seed, the horizon from :func:`fedast_horizon`)."""
-    slug = notebook.split("_", 1)[1]
-    st = _study(slug)
-    if notebook == "00_fl_primer":
-        return list(st.configs(preset, seed=0).values())
-    if notebook == "01_stc_projection":
-        runs = []
-        for part, nseeds in (("mnist", preset["seeds"]), ("cifar10", preset["cifar10_seeds"])):
-            for seed in range(int(nseeds)):
-                runs += [st.config(preset, part, m, seed) for m in preset["methods"]]
-        a0, t0 = float(preset["alpha"]), int(preset["tau"])
-        grid = [("stc", None, None), ("stc_pa", a0, t0)]
-        grid += [("stc_pa", float(a), t0) for a in preset["ablation_alphas"]]
-        grid += [("stc_pa", a0, int(t)) for t in preset["ablation_taus"]]
-        for method, a, t in dict.fromkeys(grid):
-            over = {} if method == "stc" else {"alpha": a, "tau": t}
-            cfg = st.config(preset, "mnist", method, 0, **over)
-            runs.append(cfg.replace(rounds=int(preset["ablation_rounds"])))
-        return runs
-    if notebook == "02_feddip":
-        seeds = range(int(preset["seeds"]))
-        runs = []
-        for w in preset["workloads"]:
-            for seed in seeds:
-                for m in preset["methods"]:
-                    for s in [0.0] if m in st.DENSE else preset["sparsities"]:
-                        runs.append(st.config(preset, w, m, s, seed))
-        s = float(preset["noniid_sparsity"])
-        runs += [
-            st.config(preset, preset["workloads"][0], m, s, seed, noniid=True)
-            for seed in seeds
-            for m in preset["noniid_methods"]
-        ]
-        smax, w0 = max(preset["sparsities"]), preset["workloads"][0]
-        other = "dense" if preset["mask_order"] == "code" else "code"
-        for seed in range(int(preset["ablation_seeds"])):
-            runs += [
-                st.config(preset, w0, "feddip", smax, seed, R=int(r)) for r in preset["ablation_R"]
-            ]
-            runs.append(st.config(preset, w0, "feddip", smax, seed, mask_order=other))
-        return runs
-    if notebook == "04_hidenseek":
-        seeds = range(int(preset["seeds"]))
-        runs = [
-            st.config(preset, t, m, s)
-            for t in st.tasks(preset)
-            for m in preset["methods"]
-            for s in seeds
-        ]
-        runs += [
-            st.config(preset, "mnist_a1", m, s, clients_per_round=k)
-            for m in ("hidenseek", "fedmask")
-            for k in preset["active_clients"]
-            for s in seeds
-        ]
-        runs += [
-            st.config(preset, f"mnist_a{a:g}", "hidenseek", s, keep_ratio=r)
-            for a in preset["alphas"]
-            for r in (preset["small_keep_ratio"], preset["keep_ratio"])
-            for s in seeds
-        ]
-        runs += [
-            st.config(preset, "har", "hidenseek", s, eps=e)
-            for e in [preset["eps"], *preset["eps_grid"]]
-            for s in seeds
-        ]
-        return runs
-    if notebook == "05_staleness":
-        runs = [
-            st.config(preset, m, s) for s in range(int(preset["seeds"])) for m in preset["methods"]
-        ]
-        for a in preset["sweep_alphas"]:
-            runs += [
-                st.config(preset, m, s, alpha=float(a))
-                for s in range(int(preset["sweep_seeds"]))
-                for m in preset["methods"]
-            ]
-        for t in preset["sweep_taus"]:
-            runs += [st.config(preset, m, s, tau=int(t)) for s in range(int(preset["sweep_seeds"]))
-                     for m in preset["methods"]]  # fmt: skip
-        return runs
+    """Every run that ``notebook`` makes at preset ``P`` with its seed 0: its paper folder's
+    ``study.runs(P, [0])`` (:mod:`flkit.preset_runs`), RunConfigs; FedAST: (config dict,
+    horizon) of every simulation, the horizon from :func:`fedast_horizon`."""
+    if notebook not in PAPER_NOTEBOOKS:
+        raise _flkit_error()(
+            f"unknown notebook {notebook!r}; accepted: {', '.join(PAPER_NOTEBOOKS)}"
+        )
+    runs = _study(notebook.split("_", 1)[1]).runs(preset, [0])
     if notebook == "03_fedast":
-        from flkit.papers.fedast import configs
-
-        # the runs study.prefetch trains, so the estimate cannot drift from the notebook
-        return [
-            (cfg, fedast_horizon(cfg, seed))
-            for cfg, seed in configs.notebook_runs(preset, st.seeds_of(preset))
-        ]
-    raise _flkit_error()(f"unknown notebook {notebook!r}; accepted: {', '.join(PAPER_NOTEBOOKS)}")
+        return [(cfg, fedast_horizon(cfg, seed)) for cfg, seed in runs]
+    return runs
 
 
 def fedast_horizon(cfg: dict, seed: int) -> float:

@@ -175,6 +175,8 @@ def stand_ins(tmp_path, monkeypatch):
         ]
 
     monkeypatch.setattr(execute, "execute", fake_execute)
+    # no notebook executes, so nothing reads what a run pool would train (tests/test_pool.py)
+    monkeypatch.setattr(execute, "plan_pool", lambda plan, pool=True, **settings: None)
     monkeypatch.setattr(sweep, "execute", fake_execute)
 
     real_make = executors.make_executor

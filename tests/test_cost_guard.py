@@ -132,7 +132,10 @@ def no_runs(monkeypatch, tmp_path):
             for r in runs
         ]
 
-    monkeypatch.setattr(importlib.import_module("flkit.reproduce.execute"), "execute", fake_execute)
+    execute = importlib.import_module("flkit.reproduce.execute")
+    monkeypatch.setattr(execute, "execute", fake_execute)
+    # no notebook executes, so nothing reads what a run pool would train (tests/test_pool.py)
+    monkeypatch.setattr(execute, "plan_pool", lambda plan, pool=True, **settings: None)
     monkeypatch.setattr(importlib.import_module("flkit.reproduce.sweep"), "execute", fake_execute)
     monkeypatch.setenv("FLKIT_NOTEBOOKS", str(ROOT / "notebooks"))
     monkeypatch.chdir(tmp_path)

@@ -80,7 +80,10 @@ def executed(monkeypatch):
             for r in plan_runs
         ]
 
-    monkeypatch.setattr(importlib.import_module("flkit.reproduce.execute"), "execute", fake_execute)
+    execute = importlib.import_module("flkit.reproduce.execute")
+    monkeypatch.setattr(execute, "execute", fake_execute)
+    # no notebook executes, so nothing reads what a run pool would train (tests/test_pool.py)
+    monkeypatch.setattr(execute, "plan_pool", lambda plan, pool=True, **settings: None)
     monkeypatch.setenv("FLKIT_NOTEBOOKS", str(ROOT / "notebooks"))
     return runs
 

@@ -6,13 +6,16 @@
    ``--only`` names against the notebooks that exist, ``--set`` overrides against each notebook's
    parameters cell (and the preset's types), seeds, jobs, timeout, the kernel and that the output
    folder is writable;
-2. executes each (notebook, seed) with papermill (parameters ``preset``, ``seed``
+2. trains every selected notebook's runs first, packed over the cores or GPUs (the run pool,
+   :mod:`.pool`; ``--no-pool`` turns it off), so that the notebooks then read them from the run
+   cache;
+3. executes each (notebook, seed) with papermill (parameters ``preset``, ``seed``
    [, ``device``, overrides])
    in a separate process (``--jobs N`` at a time), with ``FLKIT_REPORT_DIR=<out>/<name>/seed<k>`` so
    the notebook's ``flkit.workbook.report.Report`` writes ``results.json`` and its figures there,
    beside the executed notebook ``<out>/<name>/seed<k>/<name>.ipynb`` and ``run.json`` (status,
    time, error);
-3. continues past a failing notebook (recording the error and the failing cell) and finally writes
+4. continues past a failing notebook (recording the error and the failing cell) and finally writes
    ``<out>/report.md``, ``<out>/report.html`` (figures embedded) and ``<out>/summary.json``.
 
 Notebooks run with their own folder as working directory (as in JupyterLab and nbval), and with

@@ -15,6 +15,7 @@ from .execute import reproduce_runs
 from .executors import EXECUTORS, make_executor
 from .parameter_table import parameter_table
 from .plan import default_notebooks_dir, discover, plan
+from .pool import add_pool_arguments, pool_kwargs
 from .stopping import Stopped, stop_on_signals, stopped_message
 
 __all__ = [
@@ -239,6 +240,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     )
     add_kernel_arguments(p)
     add_executor_arguments(p)
+    add_pool_arguments(p)
     p.add_argument(
         "--list",
         action="store_true",
@@ -327,7 +329,7 @@ def run_cli(args) -> int:
         return refused
     try:
         with stop_on_signals():
-            _, infos = reproduce_runs(only=only, **kwargs)
+            _, infos = reproduce_runs(only=only, **kwargs, **pool_kwargs(args))
     except Stopped as stop:
         print(stopped_message("reproduce", stop), file=sys.stderr, flush=True)
         return 128 + stop.signum

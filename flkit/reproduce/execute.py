@@ -1,8 +1,8 @@
-"""Step 2 of ``flkit reproduce``: run each (notebook, seed) with papermill on an executor (a
-local process pool, ``jobs`` at a time, or Ray: :mod:`.executors`), each writing into
-``<out>/<notebook>/seed<k>/``; a failing notebook is recorded (error, failing cell) and the
-others still run. :func:`reproduce` chains plan, execute
-and render."""
+"""Step 2 of ``flkit reproduce``: train the notebooks' runs in the run pool (:mod:`.pool`), then
+run each (notebook, seed) with papermill on an executor (a local process pool, ``jobs`` at a
+time, or Ray: :mod:`.executors`), each writing into ``<out>/<notebook>/seed<k>/``; a failing
+notebook is recorded (error, failing cell) and the others still run. :func:`reproduce` chains
+plan, pool, execute and render."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from ..store import save_text
 from .executors import LocalExecutor, Progress, make_executor
 from .plan import RUN_FILE, plan
+from .pool import plan_pool, run_pool
 from .render import failure_where, write_reports
 
 __all__ = ["reproduce", "reproduce_runs", "execute"]
@@ -65,6 +66,9 @@ def reproduce_runs(
     address=None,
     cpus_per_task=None,
     gpus_per_task=None,
+    pool=True,
+    pool_devices=None,
+    runs_per_device=None,
 ):
     runner = make_executor(executor, jobs, address, preset, cpus_per_task, gpus_per_task)
     p = plan(
@@ -80,6 +84,16 @@ def reproduce_runs(
         kernel_name=kernel_name,
         allow_reduced_data=allow_reduced_data,
     )
+    # the run pool (.pool), checked here: bad settings stop before any training
+    pooled = plan_pool(
+        p,
+        pool,
+        devices=pool_devices,
+        per_device=runs_per_device,
+        executor=executor,
+        address=address,
+        allow_reduced_data=allow_reduced_data,
+    )
     if progress:
         print(
             f"flkit reproduce: {len(p['notebooks'])} notebook(s) x {len(p['seeds'])} seed(s) at "
@@ -90,6 +104,8 @@ def reproduce_runs(
     t0 = time.perf_counter()
     try:
         runner.prepare(p["runs"])
+        if pooled is not None:
+            run_pool(pooled, progress)
         infos = execute(p["runs"], jobs, progress, runner)
     finally:
         runner.close()
@@ -123,6 +139,9 @@ def reproduce(
     address: str | None = None,
     cpus_per_task: float | None = None,
     gpus_per_task: float | None = None,
+    pool: bool = True,
+    pool_devices: str | None = None,
+    runs_per_device: int | None = None,
 ) -> Path:
     """Run notebooks at ``preset`` for every seed and write ``<out>/report.md`` (returned) and
     ``<out>/report.html``; a failing notebook is recorded and the others still run.
@@ -136,7 +155,10 @@ def reproduce(
     on the cluster at ``address``, each asking for the preset's resources unless
     ``cpus_per_task`` / ``gpus_per_task`` say otherwise; see :mod:`.ray_executor`);
     allow_reduced_data: let a ``paper`` preset run on a reduced dataset copy (each kernel gets
-    ``FLKIT_ALLOW_REDUCED_DATA=1``; :mod:`flkit.data.provenance`).
+    ``FLKIT_ALLOW_REDUCED_DATA=1``; :mod:`flkit.data.provenance`);
+    pool: train every notebook's runs first in the run pool (:mod:`.pool`; ``pool_devices`` and
+    ``runs_per_device`` on GPUs; on the CPU each run computes with the executors' thread count),
+    then the notebooks, which read them from the run cache.
     All arguments are validated (FlkitError) before any notebook starts."""
     return reproduce_runs(
         preset=preset,
@@ -155,4 +177,7 @@ def reproduce(
         address=address,
         cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task,
+        pool=pool,
+        pool_devices=pool_devices,
+        runs_per_device=runs_per_device,
     )[0]

@@ -108,16 +108,20 @@ def end_groups(pgids: Iterable[int], grace_s: float = GROUP_GRACE_S, poll_s: flo
             signal_group(pgid, hard)
 
 
-def end_with_parent(end: Callable[[], None], poll_s: float = PARENT_POLL_S) -> threading.Thread:
+def end_with_parent(
+    end: Callable[[], None], poll_s: float = PARENT_POLL_S, parent: int | None = None
+) -> threading.Thread:
     """In a worker process: a daemon thread that, once the process that started this one is gone,
     calls ``end`` (to end what the worker started) and then exits the process.
 
     A process whose parent dies is re-parented (to init or a subreaper), so its parent pid
     changes: that is what the thread looks for, every ``poll_s`` seconds, and it works whatever
-    killed the parent, SIGKILL included. The exit skips the interpreter's clean-up: the main
+    killed the parent, SIGKILL included. ``parent``: the pid the parent had when it started this
+    process (default: the parent's now), so that a parent killed while this one was still
+    starting is seen too. The exit skips the interpreter's clean-up: the main
     thread is busy in a notebook nobody will collect, and the run cache is written atomically,
     so nothing is half-written by it."""
-    parent = os.getppid()
+    parent = os.getppid() if parent is None else int(parent)
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
 from flkit import asyncfl
-from flkit.utils import FlkitError, check_choice
+from flkit.preset_runs import distinct, use_threads
+from flkit.preset_runs import seeds_of as preset_seeds
+from flkit.utils import check_choice
 
 from .configs import (
     IDENTICAL_FEDAST,
@@ -50,6 +51,7 @@ __all__ = [
     "fig2_compare",
     "fig5_compare",
     "notebook_runs",
+    "runs",
     "prefetch",
     "active_config",
     "active_sweep",
@@ -72,18 +74,7 @@ __all__ = [
 # ------------------------------------------------------------------------------ setup
 def seeds_of(preset, seed: int = 0) -> list[int]:
     """The Monte Carlo seeds: ``seed``, ``seed + 1``, ... (``preset['num_seeds']`` of them)."""
-    n = int(preset["num_seeds"])
-    if n < 1:
-        raise FlkitError(f"num_seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
-
-
-def use_threads(preset) -> int:
-    """Sets torch's intra-op threads to ``preset['threads']`` (0 keeps torch's default); returns the
-    number of threads torch now uses."""
-    if int(preset["threads"]) > 0:
-        torch.set_num_threads(int(preset["threads"]))
-    return torch.get_num_threads()
+    return preset_seeds(preset, seed, key="num_seeds")
 
 
 def describe(preset) -> str:
@@ -409,6 +400,17 @@ def ablation_line(preset, ablated, paper_regime: dict) -> str:
         f"after: {setting(ablated)} (before: {setting(preset)}); paper-setting round length "
         f"{paper_regime['sync_round_length']:.3g}"
     )
+
+
+def runs(preset, seeds: Sequence[int]) -> list[tuple[dict, int]]:
+    """Every simulation the notebook trains at ``preset``, once for each notebook seed of
+    ``seeds`` (each runs :func:`seeds_of` it), as :func:`flkit.asyncfl.run`'s ``(config, seed)``
+    pairs, dearest first (:func:`notebook_runs`, what :func:`prefetch` trains;
+    :mod:`flkit.preset_runs`). Pairs, not RunConfigs: a FedAST run is a
+    :class:`~flkit.asyncfl.FedASTRun` and a seed, run by :mod:`flkit.asyncfl.runner`. Not listed:
+    the interactive demo's settings (drawn in the demo's cell, on the CPU at one thread, seconds
+    each) and Fig. 3's centralised reference (:func:`centralised`, one short SGD run)."""
+    return distinct(pair for s in seeds for pair in notebook_runs(preset, seeds_of(preset, s)))
 
 
 def prefetch(preset, seeds: Sequence[int], device="auto", progress=True) -> int:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import data as data_mod
+from ... import store
 from ...data.provenance import reduced_allowed
-from ...experiment import RunConfig, Setup, run
+from ...experiment import RunConfig, Setup, run, run_folder
+from ...preset_runs import distinct, from_preset, seeds_of
 from ...prune.schedules import check_landing
 from ...utils import FlkitError, check_choice
 
@@ -36,13 +38,6 @@ LABELS = {
     "feddip_prox": "FedDIP+Prox",
 }
 DENSE = ("fedavg", "fedprox")
-
-
-def seeds_of(preset: dict, seed: int = 0) -> list[int]:
-    n = int(preset["seeds"])
-    if n < 1:
-        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
 
 
 def method_params(preset: dict, method: str, sparsity: float, rounds: int, **over) -> dict:
@@ -94,32 +89,22 @@ def config(
     noniid: bool = False,
     **over,
 ) -> RunConfig:
-    """RunConfig of one method at one target sparsity (IID, or 2 classes per client)."""
+    """RunConfig of one method at one target sparsity (IID, or 2 classes per client)
+    (:func:`flkit.preset_runs.from_preset`; the non-IID runs last ``noniid_rounds``)."""
     check_choice("workload", workload, tuple(WORKLOADS))
     dataset, model, ds_kw = WORKLOADS[workload]
-    ds_kw = dict(ds_kw)
-    for split in ("train", "test"):
-        if int(preset[f"{split}_subset"]):
-            ds_kw[f"{split}_subset"] = int(preset[f"{split}_subset"])
     rounds = int(preset["noniid_rounds"] if noniid else preset["rounds"])
     part = (
         dict(partition="classes_per_client", partition_kwargs={"classes": 2})
         if noniid
         else dict(partition="iid")
     )
-    return RunConfig(
-        backend=preset["backend"],
+    return from_preset(
+        preset,
         method=method,
         dataset=dataset,
         model=model,
-        num_clients=int(preset["clients"]),
-        clients_per_round=int(preset["per_round"]),
-        local_epochs=int(preset["local_epochs"]),
-        batch_size=int(preset["batch_size"]),
-        lr=float(preset["lr"]),
-        weight_decay=float(preset["weight_decay"]),
         rounds=rounds,
-        eval_every=int(preset["eval_every"]),
         per_client_eval=noniid,
         method_params=method_params(preset, method, sparsity, rounds, **over),
         dataset_kwargs=ds_kw,
@@ -156,30 +141,39 @@ def check_data(preset, workload: str, device="auto") -> dict:
 
 
 def _runs(cfgs, progress, out_dir):
-    out, su = {}, {}
+    """{key: RunResult} of [(key, RunConfig)], in order. Each run not in the cache gets its own
+    setup, as it would alone (its partition, its initial model, the global generator seeded by it:
+    AlexNet's dropout draws from it), on the dataset loaded once."""
+    out, loaded = {}, {}
     for key, cfg in cfgs:
-        base = (cfg.dataset, cfg.seed, cfg.partition)
-        if base not in su:
-            su[base] = Setup.build(cfg)
-        out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su[base])
+        su, data = None, (cfg.dataset, repr(cfg.dataset_kwargs), cfg.device)
+        if not store.is_done(run_folder(cfg, out_dir)):
+            su = Setup.build(cfg, loaded.get(data))
+            loaded[data] = su.data
+        out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     return out
+
+
+def grid_configs(preset, workload: str, seeds, device="auto") -> list[tuple]:
+    """[((method, sparsity, seed), RunConfig)] of :func:`run_grid`, seed by seed."""
+    return [
+        ((m, float(s), seed), config(preset, workload, m, s, seed, device))
+        for seed in seeds
+        for m in preset["methods"]
+        for s in ([0.0] if m in DENSE else preset["sparsities"])
+    ]
 
 
 def run_grid(preset, workload: str, seeds, device="auto", progress=True, out_dir=None) -> dict:
     """Every method at every target sparsity and seed: {(method, sparsity, seed): RunResult}
     (FedAvg is dense: its key has sparsity 0.0)."""
-    cfgs = []
-    for seed in seeds:
-        for m in preset["methods"]:
-            for s in [0.0] if m in DENSE else preset["sparsities"]:
-                cfgs.append(((m, float(s), seed), config(preset, workload, m, s, seed, device)))
-    return _runs(cfgs, progress, out_dir)
+    return _runs(grid_configs(preset, workload, seeds, device), progress, out_dir)
 
 
-def run_noniid(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
-    """FedAvg, FedProx, FedDIP+Prox on 2 classes per client: {(method, sparsity, seed): ...}."""
+def noniid_configs(preset, seeds, device="auto") -> list[tuple]:
+    """[((method, sparsity, seed), RunConfig)] of :func:`run_noniid`."""
     s = float(preset["noniid_sparsity"])
-    cfgs = [
+    return [
         (
             (m, 0.0 if m in DENSE else s, seed),
             config(preset, preset["workloads"][0], m, s, seed, device, noniid=True),
@@ -187,7 +181,11 @@ def run_noniid(preset, seeds, device="auto", progress=True, out_dir=None) -> dic
         for seed in seeds
         for m in preset["noniid_methods"]
     ]
-    return _runs(cfgs, progress, out_dir)
+
+
+def run_noniid(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
+    """FedAvg, FedProx, FedDIP+Prox on 2 classes per client: {(method, sparsity, seed): ...}."""
+    return _runs(noniid_configs(preset, seeds, device), progress, out_dir)
 
 
 def ablation_rs(preset) -> list[int]:
@@ -205,23 +203,49 @@ def ablation_rs(preset) -> list[int]:
     return out
 
 
-def run_ablations(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
-    """FedDIP at the most extreme sparsity with R in ``ablation_R`` and both mask orders:
-    {(label, seed): RunResult} (s0 and lambda ablations come from the main grid)."""
+def ablation_configs(preset, seeds, device="auto") -> list[tuple]:
+    """[((label, seed), RunConfig)] of :func:`run_ablations`, seed by seed."""
     s, w = max(preset["sparsities"]), preset["workloads"][0]
     values = ablation_rs(preset)
+    other = "dense" if preset["mask_order"] == "code" else "code"
     cfgs = []
     for seed in seeds:
         for r in values:
             cfgs.append(((f"R={r}", seed), config(preset, w, "feddip", s, seed, device, R=int(r))))
-        other = "dense" if preset["mask_order"] == "code" else "code"
         cfgs.append(
             (
                 (f"mask from {other} average", seed),
                 config(preset, w, "feddip", s, seed, device, mask_order=other),
             )
         )
-    return _runs(cfgs, progress, out_dir)
+    return cfgs
+
+
+def run_ablations(preset, seeds, device="auto", progress=True, out_dir=None) -> dict:
+    """FedDIP at the most extreme sparsity with R in ``ablation_R`` and both mask orders:
+    {(label, seed): RunResult} (s0 and lambda ablations come from the main grid)."""
+    return _runs(ablation_configs(preset, seeds, device), progress, out_dir)
+
+
+def demo_config(preset, seed: int, device="auto") -> RunConfig:
+    """The dense FedAvg run of the first workload that the slider demo prunes (a run of the grid
+    when the grid has FedAvg)."""
+    return config(preset, preset["workloads"][0], "fedavg", 0.0, seed, device)
+
+
+def runs(preset, seeds) -> list[RunConfig]:
+    """Every run the notebook trains at ``preset``, once for each notebook seed of ``seeds`` (each
+    runs :func:`seeds_of` it): the demo's FedAvg run, every workload's grid, the non-IID grid and
+    the ablations on the first ``ablation_seeds`` seeds (:mod:`flkit.preset_runs`)."""
+    out = []
+    for seed in seeds:
+        mine = seeds_of(preset, seed)
+        out.append(demo_config(preset, seed))
+        for w in preset["workloads"]:
+            out += [cfg for _, cfg in grid_configs(preset, w, mine)]
+        out += [cfg for _, cfg in noniid_configs(preset, mine)]
+        out += [cfg for _, cfg in ablation_configs(preset, mine[: preset["ablation_seeds"]])]
+    return distinct(out)
 
 
 # --------------------------------------------------------------------------- tables
@@ -336,7 +360,7 @@ def demo_inputs(
     from ...engine import evaluate
     from ...prune import prunable_names
 
-    cfg = config(preset, preset["workloads"][0], "fedavg", 0.0, seed, device)
+    cfg = demo_config(preset, seed, device)
     su = Setup.build(cfg)
     r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     state = {k: v.to(su.device) for k, v in r.final_state.model.items()}

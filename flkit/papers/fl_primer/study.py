@@ -4,6 +4,7 @@
     ds = primer.load_data(P, device)
     cfgs = primer.configs(P, seed, device)                 # {label: RunConfig}
     results = primer.run_all(cfgs, ds)                     # cached by config (flkit.experiment.run)
+    primer.runs(P, [seed])                                 # every run the notebook trains
     curves = primer.histories(results)                     # one long DataFrame, column "run"
     setup = primer.setup_for(cfgs["FedAvg, Dir(0.1)"], ds)
     drift = primer.client_drift(setup, results[...].final_state, clients)
@@ -24,12 +25,14 @@ from flkit import methods
 from flkit.data import partition as part_mod
 from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder
 from flkit.methods import sample_clients
+from flkit.preset_runs import distinct, from_preset
 from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
 
 __all__ = [
     "load_data",
     "configs",
+    "runs",
     "label_iid",
     "label_noniid",
     "label_fedprox",
@@ -74,26 +77,7 @@ def configs(preset: Mapping, seed: int = 0, device: str = "auto") -> dict[str, R
     """The primer's runs: FedAvg on IID and Dirichlet(alpha) data, FedProx for each mu in P["mus"].
 
     Dataset subsets are part of the config (dataset_kwargs) so the run cache keys on them."""
-    dkw = {
-        k: int(preset[k]) for k in ("train_subset", "test_subset") if int(preset.get(k, 0) or 0) > 0
-    }
-    base = RunConfig(
-        backend=preset["backend"],
-        method="fedavg",
-        dataset=preset["dataset"],
-        model=preset["model"],
-        num_clients=preset["num_clients"],
-        partition="iid",
-        clients_per_round=preset["clients_per_round"],
-        local_epochs=preset["local_epochs"],
-        batch_size=preset["batch_size"],
-        lr=preset["lr"],
-        rounds=preset["rounds"],
-        eval_every=preset["eval_every"],
-        dataset_kwargs=dkw,
-        seed=seed,
-        device=device,
-    )
+    base = from_preset(preset, method="fedavg", partition="iid", seed=seed, device=device)
     noniid = base.replace(
         partition="dirichlet",
         partition_kwargs={"alpha": preset["alpha"], "min_samples": preset["min_samples"]},
@@ -104,6 +88,13 @@ def configs(preset: Mapping, seed: int = 0, device: str = "auto") -> dict[str, R
             method="fedprox", method_params={"mu": float(mu)}
         )
     return out
+
+
+def runs(preset: Mapping, seeds: Sequence[int]) -> list[RunConfig]:
+    """Every run the notebook trains at ``preset``, once for each notebook seed of ``seeds``: all
+    of :func:`configs` (the IID and non-IID FedAvg runs, then FedProx for each mu)
+    (:mod:`flkit.preset_runs`)."""
+    return distinct(c for s in seeds for c in configs(preset, int(s)).values())
 
 
 def setup_for(cfg: RunConfig, ds=None) -> Setup:

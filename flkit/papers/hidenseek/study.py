@@ -21,13 +21,14 @@ import torch
 
 from ... import models
 from ...experiment import RunConfig, run
+from ...preset_runs import distinct, from_preset, seeds_of, use_threads
 from ...prune import (
     default_prunable,
     structural_masks,
     synflow_group_mask,
     weight_fraction,
 )
-from ...utils import FlkitError, check_choice, configure_threads, derive_seed
+from ...utils import FlkitError, check_choice, derive_seed
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 from .searches import LONG_ROUNDS_GRID, MNIST_LR_ROUNDS, SCORE_LR_GRID
 
@@ -83,64 +84,26 @@ def config(
         mp.update(prune_iterations=int(preset["prune_iterations"]))
     lr = float(method_over.pop("lr", settings.lr_of(method, task)))
     mp.update(method_over)
-    epochs = int(preset["har_epochs"] if family == "har" else preset["local_epochs"])
-    common = dict(
-        method=method,
-        lr=lr,
-        momentum=0.9,
-        local_epochs=epochs,
-        batch_size=int(preset["batch_size"]),
-        eval_every=int(preset["eval_every"]),
-        seed=seed,
-        device=device,
-        method_params=mp,
-    )
+    common = dict(method=method, lr=lr, momentum=0.9, seed=seed, device=device, method_params=mp)
+    if clients_per_round:
+        common["clients_per_round"] = clients_per_round
     if family == "har":
-        return RunConfig(
-            backend=preset["backend"],
-            dataset="har",
-            model="mlp_har",
-            partition="natural",
-            num_clients=preset["har_clients"],
-            clients_per_round=clients_per_round or preset["har_per_round"],
-            rounds=preset["har_rounds"],
-            dataset_kwargs={"flatten": True, "split": "pooled"},
-            **common,
-        )
-    vgg = {"width": float(preset["vgg_width"]), **settings.vgg_kwargs_of(method)}
-    if family == "femnist":
-        return RunConfig(
-            backend=preset["backend"],
-            dataset="femnist",
-            model="vgg9",
-            partition="natural",
-            model_kwargs=vgg,
-            num_clients=preset["femnist_clients"],
-            rounds=preset["femnist_rounds"],
-            clients_per_round=clients_per_round or preset["femnist_per_round"],
-            **common,
-        )
-    alpha = float(task.split("_a")[1])
-    ds = {"train_subset": int(preset["mnist_subset"])} if preset["mnist_subset"] else {}
-    split = {"alpha": alpha, "min_samples": 20}
-    # passed only when set, so the configs (and cache keys) of the plain split stay as they were
-    if preset["mnist_dirichlet_cap"]:
-        split["cap"] = True
-    if preset["mnist_dirichlet_tries"]:
-        split["max_tries"] = int(preset["mnist_dirichlet_tries"])
-    return RunConfig(
-        backend=preset["backend"],
-        dataset="mnist",
-        model="vgg9",
-        partition="dirichlet",
-        model_kwargs=vgg,
-        partition_kwargs=split,
-        num_clients=preset["mnist_clients"],
-        clients_per_round=clients_per_round or preset["mnist_per_round"],
-        rounds=preset["mnist_rounds"],
-        dataset_kwargs=ds,
-        **common,
-    )
+        common.update(dataset_kwargs={"flatten": True, "split": "pooled"}, model="mlp_har")
+    else:
+        vgg = {"width": float(preset["vgg_width"]), **settings.vgg_kwargs_of(method)}
+        common.update(model="vgg9", model_kwargs=vgg)
+    if family == "mnist":
+        split = {"alpha": float(task.split("_a")[1]), "min_samples": 20}
+        # passed only when set, so the configs (and cache keys) of the plain split stay as they were
+        if preset["mnist_dirichlet_cap"]:
+            split["cap"] = True
+        if preset["mnist_dirichlet_tries"]:
+            split["max_tries"] = int(preset["mnist_dirichlet_tries"])
+        common.update(partition="dirichlet", partition_kwargs=split)
+    else:  # HAR's subjects and FEMNIST's writers
+        common.update(partition="natural")
+    # the task's keys (har_rounds, mnist_subset ...) over the shared ones: flkit.preset_runs
+    return from_preset(preset, f"{family}_", dataset=family, **common)
 
 
 def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
@@ -153,8 +116,7 @@ def _history(cfg: RunConfig, progress: bool) -> pd.DataFrame:
 
 def collect(preset, jobs, device="auto", progress=True) -> pd.DataFrame:
     """Run (or load from the cache) every job (task, method, seed, extra columns, config kwargs)."""
-    if preset["threads"]:
-        configure_threads(int(preset["threads"]))
+    use_threads(preset)
     frames = []
     for task, method, seed, cols, kw in jobs:
         h = _history(config(preset, task, method, seed, device, **kw), progress)
@@ -165,40 +127,62 @@ def collect(preset, jobs, device="auto", progress=True) -> pd.DataFrame:
 
 
 def seeds(preset, first: int = 0) -> list[int]:
-    return [first + i for i in range(int(preset["seeds"]))]
+    """The seeds a notebook run with ``first`` trains (:func:`flkit.preset_runs.seeds_of`)."""
+    return seeds_of(preset, first)
 
 
-def main_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
-    """Every method on every task and seed (Table 1, Figs. 2-3, Tables 2-3)."""
-    jobs = [
+def main_jobs(preset, seed: int = 0) -> list[tuple]:
+    """The jobs (task, method, seed, extra columns, config kwargs) of :func:`main_runs`."""
+    return [
         (t, m, s, {}, {})
         for t in tasks(preset)
         for m in preset["methods"]
         for s in seeds(preset, seed)
     ]
-    return collect(preset, jobs, device, progress)
 
 
-def active_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
-    """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
-    jobs = [
+def main_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Every method on every task and seed (Table 1, Figs. 2-3, Tables 2-3)."""
+    return collect(preset, main_jobs(preset, seed), device, progress)
+
+
+def active_jobs(preset, seed: int = 0) -> list[tuple]:
+    """The jobs of :func:`active_runs`."""
+    return [
         ("mnist_a1", m, s, {"active": k}, {"clients_per_round": k})
         for m in ("hidenseek", "fedmask")
         for k in preset["active_clients"]
         for s in seeds(preset, seed)
     ]
-    return collect(preset, jobs, device, progress)
 
 
-def keep_ratio_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
-    """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
-    jobs = [
+def active_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Table 4: HideNseek and FedMask on MNIST alpha = 1 with more clients per round."""
+    return collect(preset, active_jobs(preset, seed), device, progress)
+
+
+def keep_ratio_jobs(preset, seed: int = 0) -> list[tuple]:
+    """The jobs of :func:`keep_ratio_runs`."""
+    return [
         (f"mnist_a{a:g}", "hidenseek", s, {"keep_ratio": r}, {"keep_ratio": r})
         for a in preset["alphas"]
         for r in (preset["small_keep_ratio"], preset["keep_ratio"])
         for s in seeds(preset, seed)
     ]
-    return collect(preset, jobs, device, progress)
+
+
+def keep_ratio_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
+    """Fig. 4: HideNseek with keep ratio p_r = small_keep_ratio vs keep_ratio on MNIST."""
+    return collect(preset, keep_ratio_jobs(preset, seed), device, progress)
+
+
+def eps_jobs(preset, seed: int = 0) -> list[tuple]:
+    """The jobs of :func:`eps_runs`."""
+    return [
+        ("har", "hidenseek", s, {"eps": e}, {"eps": e, "normalize": "sampled"})
+        for e in [preset["eps"], *preset["eps_grid"]]
+        for s in seeds(preset, seed)
+    ]
 
 
 def eps_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFrame:
@@ -206,12 +190,20 @@ def eps_runs(preset, device="auto", progress=True, seed: int = 0) -> pd.DataFram
     normalised over the sampled clients (``normalize="sampled"``): only there does a unanimous
     vote reach the clip (normalised over all clients the mean vote stays within the sampled
     share, and eps never binds)."""
+    return collect(preset, eps_jobs(preset, seed), device, progress)
+
+
+def runs(preset, seeds: list[int]) -> list[RunConfig]:
+    """Every run the notebook trains at ``preset``, once for each notebook seed of ``seeds``
+    (each runs the preset's ``seeds`` from it): Table 1's, Table 4's, Fig. 4's and the eps
+    sensitivity's (:mod:`flkit.preset_runs`)."""
     jobs = [
-        ("har", "hidenseek", s, {"eps": e}, {"eps": e, "normalize": "sampled"})
-        for e in [preset["eps"], *preset["eps_grid"]]
-        for s in seeds(preset, seed)
+        job
+        for seed in seeds
+        for make in (main_jobs, active_jobs, keep_ratio_jobs, eps_jobs)
+        for job in make(preset, int(seed))
     ]
-    return collect(preset, jobs, device, progress)
+    return distinct(config(preset, task, m, s, **kw) for task, m, s, _, kw in jobs)
 
 
 # --------------------------------------------------------------------------- tables

@@ -10,9 +10,9 @@ import torch
 from ...data.partition import label_counts, partition
 from ...experiment import RunConfig, Setup, run
 from ...methods.staleness import stale_clients
+from ...preset_runs import distinct, from_preset
 from ...state import model_state
 from ...utils import FlkitError, derive_seed
-from . import regime
 
 #: how the clients' data is drawn: Dirichlet label proportions (the paper's tables) or one class
 #: per client (the official one-class script)
@@ -49,7 +49,6 @@ def config(
             track_error=True,
         )
     mp.update(extra)
-    ds = {k: preset[f"{k}"] for k in ("train_subset", "test_subset") if preset[k]}
     scheme = preset.get("partition", "dirichlet")
     if scheme not in PARTITIONS:
         raise FlkitError(f"partition={scheme!r}; accepted: {list(PARTITIONS)}")
@@ -65,24 +64,15 @@ def config(
             "samples_per_client": preset["samples_per_client"],
             "rounding": "floor",
         }
-    return RunConfig(
-        backend=preset["backend"],
+    # the preset's ``partition`` names a scheme here, never a RunConfig partition itself
+    return from_preset(
+        preset,
         method=method,
-        dataset=preset["dataset"],
-        model=preset["model"],
-        num_clients=preset["num_clients"],
         partition=part,
         partition_kwargs=pkw,
-        clients_per_round=preset["per_round"],
         local_epochs=None,
-        local_steps=preset["local_steps"],
         batch_size=preset["samples_per_client"] + 50,
-        lr=preset["lr"],
-        momentum=preset["momentum"],
-        rounds=preset["rounds"],
-        eval_every=preset["eval_every"],
         method_params=mp,
-        dataset_kwargs=ds,
         seed=seed,
     )
 
@@ -101,6 +91,25 @@ def fresh_setup(cfg: RunConfig) -> Setup:
     return s
 
 
+def train(cfg: RunConfig, **run_kwargs):
+    """One run as every driver here trains it: from :func:`fresh_setup` (the global generator
+    seeded by the config's seed, which the model's dropout draws from), then
+    :func:`flkit.experiment.run` with ``run_kwargs``. The run pool trains the notebook's runs
+    through it (:mod:`flkit.preset_runs`)."""
+    return run(cfg, setup=fresh_setup(cfg), **run_kwargs)
+
+
+def compare_configs(
+    preset, seed: int, alpha=None, tau=None, seeds: int | None = None, names=None
+) -> list[RunConfig]:
+    """The configs of :func:`compare`, seed by seed."""
+    return [
+        config(preset, m, s, alpha, tau)
+        for s in range(seed, seed + (seeds or preset["seeds"]))
+        for m in names or preset["methods"]
+    ]
+
+
 def compare(
     preset,
     seed: int,
@@ -112,14 +121,12 @@ def compare(
 ) -> pd.DataFrame:
     """Histories of every method over `seeds` consecutive seeds, one long frame."""
     frames = []
-    for s in range(seed, seed + (seeds or preset["seeds"])):
-        for m in names or preset["methods"]:
-            cfg = config(preset, m, s, alpha, tau)
-            h = run(cfg, setup=fresh_setup(cfg), progress=progress).history.copy()
-            h["method"], h["seed"] = m, s
-            h["alpha"] = cfg.partition_kwargs.get("alpha", float("nan"))
-            h["tau"] = cfg.method_params["tau"]
-            frames.append(h)
+    for cfg in compare_configs(preset, seed, alpha, tau, seeds, names):
+        h = train(cfg, progress=progress).history.copy()
+        h["method"], h["seed"] = cfg.method, cfg.seed
+        h["alpha"] = cfg.partition_kwargs.get("alpha", float("nan"))
+        h["tau"] = cfg.method_params["tau"]
+        frames.append(h)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -161,15 +168,18 @@ def accuracy_table(
     return df.loc[order]
 
 
+def sweep_values(preset, which: str) -> list:
+    """The alphas (at the main tau) or taus (at the main alpha) of :func:`sweep`: the preset's
+    ``sweep_alphas`` / ``sweep_taus`` and its main value."""
+    if which == "alpha":
+        return sorted({float(preset["alpha"]), *map(float, preset["sweep_alphas"])}, reverse=True)
+    return sorted({int(preset["tau"]), *map(int, preset["sweep_taus"])})
+
+
 def sweep(preset, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
     """Tables 10/11: accuracy and Time for each alpha (at the main tau) or tau (main alpha)."""
-    values = (
-        sorted({float(preset["alpha"]), *map(float, preset["sweep_alphas"])}, reverse=True)
-        if which == "alpha"
-        else sorted({int(preset["tau"]), *map(int, preset["sweep_taus"])})
-    )
     parts = []
-    for v in values:
+    for v in sweep_values(preset, which):
         kw = {"alpha": v} if which == "alpha" else {"tau": v}
         t = accuracy_table(
             compare(preset, seed, seeds=preset["sweep_seeds"], progress=progress, **kw)
@@ -179,9 +189,28 @@ def sweep(preset, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
     return pd.concat(parts, axis=1)
 
 
+def runs(preset, seeds) -> list[RunConfig]:
+    """Every run the notebook trains at ``preset``, once for each notebook seed of ``seeds``:
+    the comparison on the preset's ``seeds`` seeds from it, and each sweep the preset has (a
+    non-empty ``sweep_alphas`` / ``sweep_taus``) on ``sweep_seeds`` seeds; each run is trained
+    by :func:`train` (:mod:`flkit.preset_runs`)."""
+    out = []
+    for seed in seeds:
+        out += compare_configs(preset, int(seed))
+        for which in ("alpha", "tau"):
+            if not preset[f"sweep_{which}s"]:
+                continue
+            for v in sweep_values(preset, which):
+                kw = {"alpha": v} if which == "alpha" else {"tau": v}
+                out += compare_configs(preset, int(seed), seeds=preset["sweep_seeds"], **kw)
+    return distinct(out)
+
+
 def affected_share(preset, seed: int) -> float:
     """Share of the affected class's training samples held by the stale clients, mean over the
     preset's seeds (regime indicator ``affected_share``)."""
+    from . import regime  # here: listing or training the runs needs no claim rule
+
     out = []
     for s in range(seed, seed + preset["seeds"]):
         setup = fresh_setup(config(preset, "unstale", s))

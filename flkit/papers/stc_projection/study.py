@@ -15,6 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from flkit.experiment import RunConfig, Setup, run, run_folder
+from flkit.preset_runs import distinct, from_preset, seeds_of
+from flkit.preset_runs import use_threads as use_threads  # the notebook pins its threads
 from flkit.utils import FlkitError, check_choice
 
 from .numbers import NUMBERS as PAPER
@@ -44,31 +46,18 @@ def method_params(preset: dict, method: str, **over) -> dict:
 def config(
     preset: dict, part: str, method: str, seed: int, device: str = "auto", **method_over
 ) -> RunConfig:
-    """RunConfig of one method on one dataset part ("mnist" or "cifar10") of the preset."""
+    """RunConfig of one method on one dataset part ("mnist" or "cifar10") of the preset: the part's
+    keys (``mnist_rounds`` ...) over the shared ones (:func:`flkit.preset_runs.from_preset`)."""
     check_choice("part", part, PARTS)
-    d = part_settings(preset, part)
-    ds_kw = {}
-    if d["train_subset"]:
-        ds_kw["train_subset"] = int(d["train_subset"])
-    if d["test_subset"]:
-        ds_kw["test_subset"] = int(d["test_subset"])
-    return RunConfig(
-        backend=preset["backend"],
+    return from_preset(
+        preset,
+        f"{part}_",
         method=method,
         dataset=part,
-        model=d["model"],
-        num_clients=int(d["clients"]),
         partition="shards",
         partition_kwargs={"shards_per_client": 2},
-        clients_per_round=int(d["per_round"]),
-        local_epochs=int(d["epochs"]),
-        batch_size=int(d["batch_size"]),
-        lr=float(d["lr"]),
-        weight_decay=float(d["weight_decay"]),
-        rounds=int(d["rounds"]),
         per_client_eval=True,
         method_params=method_params(preset, method, **method_over),
-        dataset_kwargs=ds_kw,
         seed=int(seed),
         device=device,
     )
@@ -79,14 +68,6 @@ def part_settings(preset: dict, part: str) -> dict:
     check_choice("part", part, PARTS)
     pre = part + "_"
     return {k[len(pre) :]: v for k, v in preset.items() if k.startswith(pre)}
-
-
-def seeds_of(preset: dict, seed: int = 0) -> list[int]:
-    """The preset's ``seeds`` consecutive seeds starting at the notebook's ``seed``."""
-    n = int(preset["seeds"])
-    if n < 1:
-        raise FlkitError(f"seeds={n} in the preset; accepted: an integer >= 1")
-    return [int(seed) + i for i in range(n)]
 
 
 #: the parts run on fewer seeds than the comparison, each with its preset key and its smallest
@@ -126,6 +107,15 @@ def setup(preset: dict, part: str, seed: int, device: str = "auto") -> Setup:
     return Setup.build(config(preset, part, "fedavg", seed, device))
 
 
+def comparison_configs(preset: dict, part: str, seeds, methods=None, device: str = "auto") -> dict:
+    """{(method, seed): RunConfig} of every method x seed on one part (``preset['methods']`` by
+    default), seed by seed."""
+    methods = list(methods or preset["methods"])
+    if not methods:
+        raise FlkitError("methods is empty; accepted: any of " + ", ".join(METHOD_LABELS))
+    return {(m, seed): config(preset, part, m, seed, device) for seed in seeds for m in methods}
+
+
 def run_comparison(
     preset: dict,
     part: str,
@@ -136,17 +126,20 @@ def run_comparison(
     out_dir=None,
 ) -> dict:
     """Run every method × seed (cached); returns {(method, seed): RunResult}."""
-    methods = list(methods or preset["methods"])
-    if not methods:
-        raise FlkitError("methods is empty; accepted: any of " + ", ".join(METHOD_LABELS))
-    out = {}
-    for seed in seeds:
-        su = None
-        for m in methods:
-            cfg = config(preset, part, m, seed, device)
-            if su is None and not _cached(cfg, out_dir):
-                su = Setup.build(cfg)
-            out[(m, seed)] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
+    return _run_all(comparison_configs(preset, part, seeds, methods, device), progress, out_dir)
+
+
+def _run_all(cfgs: dict, progress: bool, out_dir) -> dict:
+    """{key: RunResult} of {key: RunConfig}, in order. Each run not in the cache gets its own
+    setup, as it would alone (its partition, its initial model, the global generator seeded by
+    it), on the dataset loaded once."""
+    out, loaded = {}, {}
+    for key, cfg in cfgs.items():
+        su, data = None, (cfg.dataset, repr(cfg.dataset_kwargs), cfg.device)
+        if not _cached(cfg, out_dir):
+            su = Setup.build(cfg, loaded.get(data))
+            loaded[data] = su.data
+        out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     return out
 
 
@@ -157,6 +150,28 @@ def _cached(cfg: RunConfig, out_dir) -> bool:
 
 
 # --------------------------------------------------------------------------- ablation
+def ablation_grid(preset: dict) -> list[tuple]:
+    """The (method, α, τ) settings of :func:`ablation`: plain STC, STC-PA at the preset's (α, τ),
+    then each ``ablation_alphas`` at τ and each ``ablation_taus`` at α, each once."""
+    a0, t0 = float(preset["alpha"]), int(preset["tau"])
+    grid = [("stc", None, None), ("stc_pa", a0, t0)]
+    grid += [("stc_pa", float(a), t0) for a in preset["ablation_alphas"]]
+    grid += [("stc_pa", a0, int(t)) for t in preset["ablation_taus"]]
+    return list(dict.fromkeys(grid))
+
+
+def ablation_configs(preset: dict, seeds=(0,), device: str = "auto") -> dict:
+    """{(method, α, τ, seed): RunConfig} of :func:`ablation`, seed by seed: MNIST at
+    ``ablation_rounds`` rounds."""
+    out = {}
+    for seed in seeds:
+        for method, a, t in ablation_grid(preset):
+            over = {} if method == "stc" else {"alpha": a, "tau": t}
+            cfg = config(preset, "mnist", method, seed, device, **over)
+            out[(method, a, t, seed)] = cfg.replace(rounds=int(preset["ablation_rounds"]))
+    return out
+
+
 def ablation(
     preset: dict, seeds=(0,), device: str = "auto", progress: bool = True, out_dir=None
 ) -> pd.DataFrame:
@@ -166,45 +181,32 @@ def ablation(
     ``seeds``. One row per setting and seed; ``setting`` names it ("STC", "α=0.1, τ=1 (default)"
     ...)."""
     a0, t0 = float(preset["alpha"]), int(preset["tau"])
-    grid = [("stc", None, None), ("stc_pa", a0, t0)]
-    grid += [("stc_pa", float(a), t0) for a in preset["ablation_alphas"]]
-    grid += [("stc_pa", a0, int(t)) for t in preset["ablation_taus"]]
-    grid = list(dict.fromkeys(grid))
     target = float(preset["mnist_target"])
+    results = _run_all(ablation_configs(preset, seeds, device), progress, out_dir)
     rows = []
-    for seed in seeds:
-        su = None
-        for method, a, t in grid:
-            over = {} if method == "stc" else {"alpha": a, "tau": t}
-            cfg = config(preset, "mnist", method, seed, device, **over)
-            cfg = cfg.replace(rounds=int(preset["ablation_rounds"]))
-            if su is None and not _cached(cfg, out_dir):
-                su = Setup.build(cfg)
-            r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
-            h = r.history
-            if method == "stc":
-                setting = "STC"
-            else:
-                setting = f"α={a:g}, τ={t}" + (" (default)" if (a, t) == (a0, t0) else "")
-            rows.append(
-                {
-                    "setting": setting,
-                    "seed": int(seed),
-                    "rounds": int(h["round"].max()),
-                    "alpha": a,
-                    "tau": t,
-                    "kept": int(h["kept"].iloc[-1]) if "kept" in h else None,
-                    "rounds_to_target": rounds_to_target(h, target),
-                    "rounds_to_paper_target": rounds_to_target(
-                        h, PAPER["target"][part_of(r.config)]
-                    ),
-                    "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
-                    "variance": mean_variance(h),
-                    "oscillation": oscillation(h),
-                    "internal_proj/round": _mean_or_none(h, "internal_projections"),
-                    "external_proj/round": _mean_or_none(h, "external_projections"),
-                }
-            )
+    for (method, a, t, seed), r in results.items():
+        h = r.history
+        if method == "stc":
+            setting = "STC"
+        else:
+            setting = f"α={a:g}, τ={t}" + (" (default)" if (a, t) == (a0, t0) else "")
+        rows.append(
+            {
+                "setting": setting,
+                "seed": int(seed),
+                "rounds": int(h["round"].max()),
+                "alpha": a,
+                "tau": t,
+                "kept": int(h["kept"].iloc[-1]) if "kept" in h else None,
+                "rounds_to_target": rounds_to_target(h, target),
+                "rounds_to_paper_target": rounds_to_target(h, PAPER["target"][part_of(r.config)]),
+                "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                "variance": mean_variance(h),
+                "oscillation": oscillation(h),
+                "internal_proj/round": _mean_or_none(h, "internal_projections"),
+                "external_proj/round": _mean_or_none(h, "external_projections"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -386,6 +388,17 @@ LINKS_NOT_RUN = (
 )
 
 
+def link_configs(preset: dict, seeds, device: str = "auto") -> dict:
+    """{(variant label, seed): RunConfig} of :func:`link_ablation`, seed by seed."""
+    return {
+        (label, int(seed)): config(
+            preset, "mnist", method, seed, device, **({} if links is None else {"links": links})
+        )
+        for seed in seeds
+        for label, method, links in LINK_VARIANTS
+    }
+
+
 def link_ablation(
     preset: dict, seeds, device: str = "auto", progress: bool = True, out_dir=None
 ) -> tuple[dict, pd.DataFrame]:
@@ -397,44 +410,37 @@ def link_ablation(
     counters per round: ``LINK_COLUMNS``). No seeds (``links_seeds = 0``): nothing runs, and the
     table is empty with the same columns."""
     target = float(preset["mnist_target"])
-    results, rows = {}, []
-    for seed in seeds:
-        su = None
-        for label, method, links in LINK_VARIANTS:
-            over = {} if links is None else {"links": links}
-            cfg = config(preset, "mnist", method, seed, device, **over)
-            if su is None and not _cached(cfg, out_dir):
-                su = Setup.build(cfg)
-            r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
-            results[(label, int(seed))] = r
-            h = r.history
-            rows.append(
-                {
-                    "variant": label,
-                    "seed": int(seed),
-                    "rounds_to_target": rounds_to_target(h, target),
-                    "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
-                    "oscillation": oscillation(h),
-                    "variance": mean_variance(h),
-                    "internal_proj/round": _mean_or_none(h, "internal_projections"),
-                    "external_proj/round": _mean_or_none(h, "external_projections"),
-                    "update_norm": _mean_or_none(h, "update_norm"),
-                }
-            )
+    results = _run_all(link_configs(preset, seeds, device), progress, out_dir)
+    rows = []
+    for (label, seed), r in results.items():
+        h = r.history
+        rows.append(
+            {
+                "variant": label,
+                "seed": seed,
+                "rounds_to_target": rounds_to_target(h, target),
+                "final_acc": float(h["client_acc_mean"].iloc[-1] * 100),
+                "oscillation": oscillation(h),
+                "variance": mean_variance(h),
+                "internal_proj/round": _mean_or_none(h, "internal_projections"),
+                "external_proj/round": _mean_or_none(h, "external_projections"),
+                "update_norm": _mean_or_none(h, "update_norm"),
+            }
+        )
     return results, pd.DataFrame(rows, columns=LINK_COLUMNS)
 
 
-# --------------------------------------------------------------------------- threads
-def use_threads(preset: dict) -> int:
-    """Set torch's CPU threads to the preset's ``threads`` (0 keeps torch's default) and return
-    the count in use. The projection's float reductions round differently with another thread
-    count, so FedFV's and STC-PA's histories are bit-identical on a machine only at the same
-    count: the preset pins it and the notebook prints it."""
-    import torch
-
-    n = preset["threads"]
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise FlkitError(f"threads={n!r} in the preset; accepted: 0 (torch default) or an int >= 1")
-    if n > 0:
-        torch.set_num_threads(n)
-    return torch.get_num_threads()
+# --------------------------------------------------------------------------- the notebook's runs
+def runs(preset: dict, seeds) -> list[RunConfig]:
+    """Every run the notebook trains at ``preset``, once for each notebook seed of ``seeds`` (each
+    runs :func:`seeds_of` it): the MNIST and CIFAR-10 comparisons, the α/τ ablation and the link
+    ablation, on their parts' seeds (:func:`part_seeds`) (:mod:`flkit.preset_runs`)."""
+    out = []
+    for seed in seeds:
+        mine = seeds_of(preset, seed)
+        out += comparison_configs(preset, "mnist", mine).values()
+        cifar = part_seeds(preset, mine, "cifar10_seeds")
+        out += comparison_configs(preset, "cifar10", cifar).values()
+        out += ablation_configs(preset, part_seeds(preset, mine, "ablation_seeds")).values()
+        out += link_configs(preset, part_seeds(preset, mine, "links_seeds")).values()
+    return distinct(out)

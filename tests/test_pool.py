@@ -1,0 +1,333 @@
+"""The run pool (flkit/reproduce/pool.py) on the CPU: runs packed two at a time write, byte for
+byte, the histories they write alone at the same thread count; the pool's order changes no
+number; a worker killed mid-run leaves a checkpoint that the next pool resumes from, to the same
+history; bad settings are refused, with the accepted ones, before any training."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_runs import TINY_FEDAVG
+
+from flkit import store
+from flkit.experiment import run
+from flkit.papers.staleness import study as staleness
+from flkit.reproduce import pool as pool_mod
+from flkit.reproduce.pool import Pool, PoolPlan, prepare_pool, run_pool
+from flkit.reproduce.pool_jobs import PoolJob
+from flkit.reproduce.pool_slots import (
+    MAX_PER_DEVICE,
+    Slots,
+    check_fit,
+    parse_devices,
+    training_bytes,
+)
+from flkit.utils import FlkitError
+from flkit.workbook import presets
+
+PRIMER = "flkit.papers.fl_primer.study"  # a study without train(): experiment.run alone
+STALENESS = "flkit.papers.staleness.study"  # train(): each run from a seeded generator
+WAIT_S = 300  # the most a test waits for a worker's checkpoint (a busy machine is slow)
+
+
+def _unstale():
+    """Notebook 05's smoke Unstale run: LeNet with dropout, trained through staleness.train."""
+    return staleness.config(presets.load("05_staleness", "smoke"), "unstale", 0)
+
+
+def _jobs() -> list[PoolJob]:
+    runs = [
+        (PRIMER, TINY_FEDAVG),
+        (PRIMER, TINY_FEDAVG.replace(seed=2, method="fedprox", method_params={"mu": 0.1})),
+        (STALENESS, _unstale()),
+    ]
+    return [PoolJob("test", s, "smoke", "run", c.to_dict(), None, 1) for s, c in runs]
+
+
+def _history(folder: Path) -> bytes:
+    """history.csv's bytes, less the wall-clock columns ("*_seconds")."""
+    rows = [line.split(",") for line in (folder / "history.csv").read_text().split("\n")]
+    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
+    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows).encode()
+
+
+def _alone(job: PoolJob, root: Path) -> bytes:
+    """The job trained alone in this process at its thread count, as its notebook trains it."""
+    from flkit.experiment import RunConfig
+
+    cfg = RunConfig.from_dict(job.config)
+    before = torch.get_num_threads()
+    torch.set_num_threads(job.threads)
+    try:
+        if job.study == STALENESS:
+            res = staleness.train(cfg, out_dir=root, progress=False)
+        else:
+            res = run(cfg, out_dir=root, progress=False)
+    finally:
+        torch.set_num_threads(before)
+    return _history(res.run_dir)
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory):
+    root = tmp_path_factory.mktemp("alone")
+    return [_alone(j, root) for j in _jobs()]
+
+
+def _plan(jobs, root: Path, cores: int, **kw) -> PoolPlan:
+    return PoolPlan(jobs, Slots(cores), root, log_dir=root.parent / "logs", **kw)
+
+
+def _events(plan: PoolPlan) -> list:
+    return [e for e in Pool(plan).events() if e[0] != "tick"]
+
+
+def test_a_packed_pool_gives_each_run_its_history_alone(tmp_path, alone):
+    jobs = _jobs()
+    plan = _plan(jobs, tmp_path / "cache", cores=2)
+    events = _events(plan)
+    assert [e[2]["status"] for e in events if e[0] == "done"] == ["ok"] * len(jobs)
+    kinds = [e[0] for e in events]
+    assert kinds[:2] == ["start", "start"]  # two runs went at once: the pool packed them
+    for job, hist in zip(jobs, alone):
+        folder = job.folder(plan.root)
+        assert folder.parent == plan.root and job.finished(folder)
+        assert _history(folder) == hist, job.label()
+
+
+def test_the_pools_order_changes_no_number(tmp_path, alone):
+    jobs = _jobs()[::-1]
+    plan = _plan(jobs, tmp_path / "cache", cores=1)  # one at a time, in the other order
+    events = _events(plan)
+    assert [e[1] for e in events if e[0] == "done"] == [0, 1, 2]
+    for job, hist in zip(jobs, alone[::-1]):
+        assert _history(job.folder(plan.root)) == hist, job.label()
+
+
+def test_a_killed_pool_resumes_from_the_checkpoint_to_the_same_history(tmp_path):
+    cfg = TINY_FEDAVG.replace(rounds=150)
+    job = PoolJob("test", PRIMER, "smoke", "run", cfg.to_dict(), None, 1)
+    plan = _plan([job], tmp_path / "cache", cores=1, checkpoint_every=1)
+    folder = job.folder(plan.root)
+    done = None
+    for event in Pool(plan).events():
+        if event[0] == "start":
+            deadline = time.monotonic() + WAIT_S
+            while not (folder / store.CHECKPOINT_SUM).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(event[2], signal.SIGKILL)  # the worker dies mid-run
+        elif event[0] == "done":
+            done = event[2]
+    assert done["status"] == "failed" and done["returncode"] == -signal.SIGKILL
+    assert not job.finished(folder)
+    saved = store.load_json(folder / store.CHECKPOINT_SUM)["round"]
+    assert 1 <= saved < cfg.rounds
+
+    again = [e for e in Pool(plan).events() if e[0] in ("start", "done")]
+    assert again[0][3] >= saved  # the rerun starts from the checkpoint, not from round 1
+    assert again[1][2]["status"] == "ok" and job.finished(folder)
+    assert not (folder / store.CHECKPOINT).exists()
+    assert _history(folder) == _alone(job, tmp_path / "alone")
+
+
+_DRIVER = """
+import sys, time
+from pathlib import Path
+from flkit.reproduce.pool import Pool, PoolPlan
+from flkit.reproduce.pool_jobs import PoolJob
+from flkit.reproduce.pool_slots import Slots
+job = PoolJob(**__import__("json").loads(sys.argv[1]))
+root = Path(sys.argv[2])
+for event in Pool(PoolPlan([job], Slots(1), root, log_dir=root.parent / "logs")).events():
+    if event[0] == "start":
+        print(event[2], flush=True)
+        time.sleep(3600)
+"""
+
+
+def test_a_pool_worker_ends_when_its_driver_is_killed(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    cfg = TINY_FEDAVG.replace(rounds=100_000)  # hours: it never ends on its own here
+    job = PoolJob("test", PRIMER, "smoke", "run", cfg.to_dict(), None, 1)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, json.dumps(job.__dict__), str(tmp_path / "cache")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    worker = psutil.Process(int(driver.stdout.readline()))
+    driver.kill()  # SIGKILL: no handler of the driver's ends the worker
+    driver.wait(timeout=10)
+    try:
+        worker.wait(timeout=30)
+    except psutil.TimeoutExpired:
+        worker.kill()
+        pytest.fail("the pool worker went on training after its driver was killed")
+
+
+def test_run_pool_reports_and_leaves_a_failed_run_to_its_notebook(tmp_path):
+    study = "flkit.papers.no_such_paper.study"
+    bad = PoolJob("test", study, "smoke", "run", TINY_FEDAVG.to_dict(), None, 1)
+    plan = _plan([bad], tmp_path / "cache", cores=1)
+    lines = []
+
+    class Stream:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    out = run_pool(plan, stream=Stream())
+    assert out["failed"] == [bad.label()] and out["trained"] == 0
+    text = "".join(lines)
+    assert "FAILED" in text and "No module named 'flkit.papers.no_such_paper'" in text
+
+
+# ----------------------------------------------------------------------------- bad input
+GPUS = [
+    {"index": 0, "name": "A", "free": 10 * 2**30, "total": 16 * 2**30},
+    {"index": 1, "name": "B", "free": 4 * 2**30, "total": 16 * 2**30},
+]
+
+
+def test_a_device_list_naming_a_missing_gpu_is_refused_with_the_visible_ones():
+    with pytest.raises(FlkitError, match=r"cuda:3 is not a visible GPU; accepted: cuda:0, cuda:1"):
+        parse_devices("cuda:0,cuda:3", GPUS)
+    with pytest.raises(FlkitError, match="this machine shows no GPU: use cpu"):
+        parse_devices("cuda:0", [])
+    with pytest.raises(FlkitError, match="'gpu0' is not a GPU name"):
+        parse_devices("gpu0", GPUS)
+    assert parse_devices(None, GPUS) == [0, 1] and parse_devices("1,cuda:0", GPUS) == [1, 0]
+    assert parse_devices("cpu", GPUS) is None and parse_devices(None, []) is None
+
+
+def test_more_runs_per_gpu_than_fit_are_refused_with_the_estimate():
+    need = 3 * 2**30  # 3 GiB a run: cuda:1's 4 GiB free hold one
+    with pytest.raises(FlkitError, match=r"2 runs per device do not fit cuda:1.*3\.00 GiB.*1\.\.1"):
+        check_fit(2, need, GPUS, [0, 1])
+    assert check_fit(3, need, GPUS, [0]) == 3  # 10 GiB hold three
+    assert check_fit(None, need, GPUS, [0]) == 3 and check_fit(None, need, GPUS, [0, 1]) == 1
+    assert check_fit(None, 2**20, GPUS, [0]) == MAX_PER_DEVICE  # 10,240 would fit
+
+
+def test_the_memory_estimate_counts_parameters_and_activations_by_hand():
+    from flkit.data import load
+
+    ds = load("mnist", device="cpu", train_subset=200, test_subset=50)
+    # mlp_mnist: 784*200+200 + 200*200+200 + 200*10+10 = 199,210 parameters; one sample's leaf
+    # outputs: Identity 784, Linear 200, ReLU 200, Linear 200, ReLU 200, Linear 10 = 1,594
+    want = 4 * (5 * 199_210 * 6 + 5 * 20 * 1_594 * 3)
+    assert training_bytes("mlp_mnist", {}, ds, 5, 20) == want
+
+
+def _plan_dict(tmp_path, notebooks=(), overrides=None) -> dict:
+    return {
+        "overrides": dict(overrides or {}),
+        "notebooks": list(notebooks),
+        "preset": "smoke",
+        "seeds": [0],
+        "runs": [{"notebook": n} for n in notebooks],
+        "out": tmp_path / "out",
+    }
+
+
+def test_bad_pool_settings_are_refused_before_any_training(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    plan = _plan_dict(tmp_path, ["02_feddip"])
+    monkeypatch.setenv("FLKIT_THREADS", "0")
+    with pytest.raises(FlkitError, match=r"FLKIT_THREADS.*'0'"):
+        prepare_pool(plan, root=root)
+    monkeypatch.delenv("FLKIT_THREADS")
+    with pytest.raises(FlkitError, match="applies to GPUs, and this pool runs on the CPU"):
+        prepare_pool(plan, devices="cpu", per_device=2, root=root)
+    with pytest.raises(FlkitError, match="cuda:1 is not a visible GPU"):
+        prepare_pool(plan, devices="cuda:1", root=root)
+    # a GPU machine whose GPUs have 1 GiB free: 02's smoke runs fit one per GPU, not 50
+    tiny = [{"index": 0, "name": "A", "free": 2**30, "total": 2**30}]
+    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: tiny)
+    with pytest.raises(FlkitError, match=r"50 runs per device do not fit cuda:0: each needs about"):
+        prepare_pool(plan, per_device=50, root=root)
+    assert not root.exists() or not any(root.iterdir())  # nothing trained
+
+
+@pytest.fixture
+def driver_threads(monkeypatch):
+    """The driver at 3 torch threads, a count no default gives on the test machines."""
+    monkeypatch.delenv("FLKIT_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(before)
+
+
+def test_a_cpu_pool_run_computes_with_the_executors_thread_count(tmp_path, driver_threads):
+    # the count the executors hand every notebook's kernel (plan.with_threads) is the one a pooled
+    # run of a preset that pins none computes with: same floats, same cache folder as unpooled
+    from flkit.reproduce.plan import with_threads
+
+    plan = _plan_dict(tmp_path, ["02_feddip"])
+    pooled = prepare_pool(plan, root=tmp_path / "cache")
+    kernel = with_threads(plan["runs"])[0]["threads"]
+    assert kernel == driver_threads
+    assert len(pooled.jobs) == 12 and pooled.cached == 0 and pooled.slots.cores >= 1
+    assert {j.threads for j in pooled.jobs} == {kernel} and pooled.threads == kernel
+    costs = [j.cost() for j in pooled.jobs]
+    assert costs == sorted(costs, reverse=True)  # the dearest start first
+
+
+def test_a_cpu_pool_run_follows_flkit_threads(tmp_path, driver_threads, monkeypatch):
+    monkeypatch.setenv("FLKIT_THREADS", "1")
+    pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip"]), root=tmp_path / "cache")
+    assert {j.threads for j in pooled.jobs} == {1}
+    assert pooled.slots.capacity() == pooled.slots.cores  # one core a run
+
+
+def test_a_preset_that_pins_its_threads_keeps_them_in_the_pool(tmp_path, driver_threads):
+    pinned = presets.load("03_fedast", "smoke")["threads"]
+    assert pinned not in (0, driver_threads)
+    pooled = prepare_pool(_plan_dict(tmp_path, ["03_fedast"]), root=tmp_path / "cache")
+    assert pooled.jobs and {j.threads for j in pooled.jobs} == {pinned}
+
+
+def test_a_notebook_whose_runs_cannot_be_listed_trains_them_itself(tmp_path):
+    plan = _plan_dict(tmp_path, ["02_feddip"], overrides={"no_such_key": 1})
+    pooled = prepare_pool(plan, root=tmp_path / "cache")
+    assert pooled.jobs == [] and "not preset keys" in pooled.notes[0]
+
+
+def test_no_pool_with_pool_settings_is_refused(tmp_path, monkeypatch):
+    from flkit import reproduce as rp
+
+    fixtures = Path(__file__).parent / "fixtures"
+    monkeypatch.setenv("FLKIT_PRESET_PATH", str(fixtures / "presets"))
+    nbs = fixtures / "notebooks"
+    with pytest.raises(FlkitError, match="--pool-devices set.*--no-pool turns off"):
+        rp.reproduce(
+            preset="smoke", notebooks_dir=nbs, out=tmp_path, pool=False, pool_devices="cpu"
+        )
+
+
+def test_a_ray_address_that_does_not_answer_stops_before_the_pool(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    from flkit import reproduce as rp
+
+    monkeypatch.setenv("FLKIT_RUNS", str(tmp_path / "cache"))
+    with pytest.raises(FlkitError, match="no Ray cluster reachable"):
+        rp.reproduce(
+            preset="smoke",
+            only=["02_feddip"],
+            out=tmp_path / "out",
+            executor="ray",
+            address="127.0.0.1:9",
+        )
+    assert not (tmp_path / "cache").exists()

@@ -1,0 +1,152 @@
+"""One preset vocabulary (flkit/preset_runs.py): ``from_preset`` maps a preset table's keys to a
+RunConfig as the studies did by hand, every paper folder lists its notebook's runs with
+``study.runs(preset, seeds)``, and those lists hold the very configs the studies built before
+(the repr of every config of the `cpu` presets, recorded before ``from_preset`` replaced the
+studies' field-by-field copies: tests/fixtures/run_configs_cpu.json)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from flkit.experiment import RunConfig
+from flkit.preset_runs import distinct, from_preset, seeds_of, use_threads
+from flkit.utils import FlkitError
+from flkit.workbook import presets
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "run_configs_cpu.json"
+NOTEBOOKS = (
+    "00_fl_primer",
+    "01_stc_projection",
+    "02_feddip",
+    "03_fedast",
+    "04_hidenseek",
+    "05_staleness",
+)
+
+
+def _study(nb: str):
+    return importlib.import_module(f"flkit.papers.{nb.split('_', 1)[1]}.study")
+
+
+def test_from_preset_reads_fields_aliases_and_the_prefixed_part():
+    preset = {
+        "backend": "wide",  # a field by its own name
+        "clients": 40,  # aliases
+        "per_round": 4,
+        "epochs": 1,
+        "lr": 1,  # a real: always a float, as the studies cast it
+        "seeds": 3,  # names no field: not read
+        "mnist_rounds": 7,  # the part's keys, over the shared ones
+        "mnist_epochs": 2,
+        "mnist_subset": 480,
+        "cifar10_rounds": 99,  # another part's: not read
+        "test_subset": 0,  # 0: the whole split, left out
+    }
+    cfg = from_preset(
+        preset, "mnist_", dataset="mnist", model="mlp_mnist", dataset_kwargs={"normalize": "none"}
+    )
+    hand = RunConfig(
+        backend="wide",
+        dataset="mnist",
+        model="mlp_mnist",
+        num_clients=40,
+        clients_per_round=4,
+        local_epochs=2,
+        lr=1.0,
+        rounds=7,
+        dataset_kwargs={"normalize": "none", "train_subset": 480},
+    )
+    assert repr(cfg) == repr(hand)
+    assert isinstance(cfg.lr, float)
+
+
+def test_from_preset_given_fields_win():
+    cfg = from_preset({"rounds": 5, "lr": 0.1}, rounds=3, lr=0.5)
+    assert (cfg.rounds, cfg.lr) == (3, 0.5)
+
+
+def test_seeds_of_counts_from_the_notebook_seed_under_the_papers_key():
+    assert seeds_of({"seeds": 3}, 5) == [5, 6, 7]
+    assert seeds_of({"num_seeds": 2, "seeds": 9}, 0, key="num_seeds") == [0, 1]
+    with pytest.raises(FlkitError, match=r"num_seeds=0 in the preset; accepted: an integer >= 1"):
+        seeds_of({"num_seeds": 0}, 0, key="num_seeds")
+
+
+@pytest.mark.parametrize("nb", ["01_stc_projection", "02_feddip", "03_fedast", "04_hidenseek"])
+def test_every_paper_counts_its_seeds_with_the_one_helper(nb):
+    study = _study(nb)
+    p = presets.load(nb, "cpu")
+    key = "num_seeds" if nb == "03_fedast" else "seeds"
+    mine = study.seeds(p, 4) if nb == "04_hidenseek" else study.seeds_of(p, 4)
+    assert mine == list(range(4, 4 + int(p[key])))
+
+
+def test_use_threads_pins_the_presets_count_and_zero_keeps_it():
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        assert use_threads({"threads": 0}) == 3
+        assert use_threads({"threads": 1}) == 1 and torch.get_num_threads() == 1
+        with pytest.raises(FlkitError, match=r"threads=True in the preset; accepted: 0"):
+            use_threads({"threads": True})
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_distinct_keeps_the_first_of_equal_runs():
+    a = RunConfig(partition="dirichlet", partition_kwargs={"alpha": 0.1, "min_samples": 2})
+    same = RunConfig(partition="dirichlet", partition_kwargs={"min_samples": 2, "alpha": 0.1})
+    b = a.replace(seed=1)
+    assert distinct([a, b, same, b]) == [a, b]
+    sim = ({"method": "fedast_s", "tasks": []}, 0)
+    assert distinct([sim, ({"tasks": [], "method": "fedast_s"}, 0), (sim[0], 1)]) == [
+        sim,
+        (sim[0], 1),
+    ]
+
+
+@pytest.mark.parametrize("nb", [n for n in NOTEBOOKS if n != "03_fedast"])
+def test_cpu_configs_are_the_ones_the_studies_built_before(nb):
+    """Every config of the `cpu` preset, seed 0, has the repr (fields, values, types, dict order)
+    it had when each study copied the preset keys into RunConfig by hand. (03's runs are FedAST
+    simulations, not RunConfigs: its configs are not built from_preset.)"""
+    recorded = json.loads(FIXTURE.read_text(encoding="utf-8"))[nb]
+    now = [repr(c) for c in _study(nb).runs(presets.load(nb, "cpu"), [0])]
+    assert now == recorded
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_every_paper_lists_its_runs_once_per_notebook_seed(nb):
+    study = _study(nb)
+    p = presets.load(nb, "smoke")
+    one, two = study.runs(p, [0]), study.runs(p, [0, 1])
+    assert one and len(distinct(one)) == len(one)
+    assert two[: len(one)] == one  # seed 0's runs first, then what seed 1 adds
+    assert len(two) > len(one)
+
+
+def _paper_cost():
+    path = ROOT / "benchmarks" / "paper_cost.py"
+    spec = importlib.util.spec_from_file_location("paper_cost_for_runs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_paper_cost_costs_the_runs_the_study_lists(nb):
+    p = presets.load(nb, "paper")
+    costed = _paper_cost().notebook_runs(nb, p)
+    listed = _study(nb).runs(p, [0])
+    if nb == "03_fedast":  # each simulation (config, seed) with the horizon it is costed for
+        assert [c for c, _ in costed] == [c for c, _ in listed]
+    else:
+        assert costed == listed
