@@ -398,17 +398,25 @@ def test_check_agrees_with_the_preset_and_fails_on_a_hand_edit(tmp_path):
     assert decisions.check(with_long["long_iters"]) == ["[long] exists, but the rule chose nothing"]
 
 
-def test_quote_readme_finds_and_rewrites_a_stale_block(tmp_path):
+def test_quote_readme_fills_each_block_and_keeps_the_text_between(tmp_path):
     folder = _paper(tmp_path)
-    (folder / "README.md").write_text("x\n<!-- decision: damping -->\nold\n<!-- /decision -->\n")
-    assert decisions.quote_readme(folder) == ["damping"]
-    assert decisions.quote_readme(folder, write=True) == ["damping"]
+    readme = folder / "README.md"
+    readme.write_text(
+        "x\n<!-- decision: damping -->\nold\n<!-- /decision -->\nbetween\n"
+        "<!-- decision: long_iters -->\n<!-- /decision -->\nend\n"
+    )
+    assert decisions.quote_readme(folder) == ["damping", "long_iters"]
+    assert decisions.quote_readme(folder, write=True) == ["damping", "long_iters"]
     assert decisions.quote_readme(folder) == []
-    text = (folder / "README.md").read_text()
-    assert "Rule: the damping of the grid with the smallest error" in text
+    text = readme.read_text()
+    assert text.startswith("x\n<!-- decision: damping -->\nRule: the damping of the grid with")
     assert "| 0.5 | 0.85 | yes | yes |" in text
-    assert "damping 0.5 meets the rule." in text
-    (folder / "README.md").write_text("<!-- decision: nope -->\nx\n<!-- /decision -->\n")
+    assert "damping 0.5 meets the rule.\n<!-- /decision -->\nbetween\n" in text
+    assert (
+        "No candidate meets the rule, so there is no `long` preset.\n<!-- /decision -->\nend"
+        in text
+    )
+    readme.write_text("<!-- decision: nope -->\nx\n<!-- /decision -->\n")
     with pytest.raises(FlkitError, match=r"quotes decision 'nope'; accepted"):
         decisions.quote_readme(folder)
 

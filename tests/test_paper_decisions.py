@@ -4,6 +4,8 @@ A value edited by hand in a preset.toml fails here."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from flkit.workbook import decisions
@@ -27,3 +29,21 @@ def test_readme_quotes_its_decisions_as_recorded(folder):
         f"flkit/papers/{folder.name}/README.md quotes {stale} out of date; rewrite with "
         f"flkit.workbook.decisions.quote_readme({folder.name!r}, write=True)"
     )
+
+
+def test_a_decided_value_edited_by_hand_fails(tmp_path):
+    """notebook 05's preset with W-Pred's damping at cpu edited to 0.25 by hand: the check names
+    the key, the value written and the rule's choice; the real file passes it."""
+    src = decisions.PAPERS_DIR / "staleness"
+    copy = tmp_path / "staleness"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    text = (copy / "preset.toml").read_text(encoding="utf-8")
+    head, cpu, rest = text.partition("\n[cpu]")
+    edited = rest.replace("\nw_pred_damping = 0.5", "\nw_pred_damping = 0.25", 1)
+    assert edited != rest
+    (copy / "preset.toml").write_text(head + cpu + edited, encoding="utf-8")
+    d = decisions.load(src)["w_pred_damping"]
+    assert decisions.check(d) == []
+    assert decisions.check(decisions.load(copy)["w_pred_damping"]) == [
+        "[cpu] w_pred_damping = 0.25; the rule chose 0.5"
+    ]

@@ -560,7 +560,7 @@ def markdown(decision: Decision) -> str:
     return "\n".join([*lines, "", out.text()])
 
 
-_BLOCK = re.compile(r"(<!-- decision: (\w+) -->\n)(.*?)(\n<!-- /decision -->)", re.DOTALL)
+_BLOCK = re.compile(r"^(<!-- decision: (\w+) -->\n)(.*?)(^<!-- /decision -->)", re.DOTALL | re.M)
 
 
 def quote_readme(paper, write: bool = False) -> list[str]:
@@ -575,7 +575,7 @@ def quote_readme(paper, write: bool = False) -> list[str]:
             raise FlkitError(
                 f"{readme} quotes decision {m.group(2)!r}; accepted: {sorted(known) or 'none'}"
             )
-        body = markdown(known[m.group(2)])
+        body = markdown(known[m.group(2)]) + "\n"
         if m.group(3) != body:
             stale.append(m.group(2))
         return m.group(1) + body + m.group(4)
