@@ -220,6 +220,46 @@ def test_fallback_must_meet_its_own_rules(tmp_path):
     assert out.values == {"width": 100} and out.passed
 
 
+def test_per_makes_one_choice_per_value_into_list_elements(tmp_path):
+    """Per task, the highest level (of those listed, in order) the probe reached by t = 100:
+    a reached 0.9 at 40 -> 0.9; b missed 0.8, reached 0.75 at 90 -> 0.75 (0.7 at 60 is later in
+    the order). Each sets its element of `targets` (a's place 0, b's 1)."""
+    d = _decision(
+        tmp_path,
+        sets={"targets[{i}]": "level"},
+        per="task",
+        candidates=[
+            {"task": "a", "level": 0.9},
+            {"task": "b", "level": 0.8},
+            {"task": "b", "level": 0.75},
+            {"task": "b", "level": 0.7},
+        ],
+        shape="first",
+        **{"pass": [{"column": "at", "op": "at most", "bound": 100}]},
+    )
+    rows = [
+        {"task": "a", "level": 0.9, "at": 40.0},
+        {"task": "b", "level": 0.8, "at": None},
+        {"task": "b", "level": 0.75, "at": 90.0},
+    ]
+    out = decisions.decide(d, rows)
+    assert out.values == {"targets[0]": 0.9, "targets[1]": 0.75} and out.passed
+    assert out.chosen == {"a": {"task": "a", "level": 0.9}, "b": {"task": "b", "level": 0.75}}
+    assert out.text() == "a: level 0.9 meets the rule. b: level 0.75 meets the rule."
+    assert out.rows["chosen"].tolist() == [True, False, True]
+    # one value without a choice: the decision as a whole gives no values
+    missed = [dict(r, at=None) if r["task"] == "b" else r for r in rows]
+    with pytest.raises(FlkitError, match=r"no row for candidate level 0.7, which"):
+        decisions.decide(d, missed)
+    out = decisions.decide(d, [*missed, {"task": "b", "level": 0.7, "at": 200.0}])
+    assert out.values is None and not out.passed
+    asked = []
+    done, rows_run = decisions.drive(d, lambda c: asked.append(c["level"]) or {"at": 50.0})
+    assert asked == [0.9, 0.8] and done.values == {"targets[0]": 0.9, "targets[1]": 0.8}
+    with pytest.raises(FlkitError, match=r"per='task', but candidate \[\{'level': 1\}\] has no"):
+        _decision(tmp_path, sets=["level"], per="task", candidates=[{"level": 1}], shape="first")
+
+
 def test_table_errors_are_named_before_any_choice(tmp_path):
     d = _first(tmp_path)
     with pytest.raises(FlkitError, match=r"the table lacks columns \['flip'\]"):

@@ -21,7 +21,9 @@ columns a row is matched to a candidate on; default the candidates' own), a pass
 (the rows of a candidate it applies to), ``fallback`` ("first" or "last": the candidate taken when
 none passes), ``fallback_pass`` (rules the fallback must meet too), ``without`` (what no choice
 means: "unset", the keys keep what other rules give them, or "absent", the presets named do not
-exist) and ``table`` (the CSV's name in ``decisions/``).
+exist), ``table`` (the CSV's name in ``decisions/``) and ``per`` (a column of the candidates: one
+choice per value of it, on the rows with that value; ``{i}`` in a key is the value's place, in
+the candidates' order, e.g. ``"targets[{i}]"`` for one list element per task).
 
 A candidate passes when the table has rows for it and each pass rule holds on every row it
 applies to; an empty cell fails (nothing passes on what was not measured). The rules are
@@ -51,7 +53,7 @@ import platform
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -70,7 +72,17 @@ PROVENANCE = ("commit", "date", "machine", "threads", "preset", "seeds", "comman
 _OPS = ("at least", "at most", "above", "below", "between")
 _FALLBACKS, _WITHOUT, _AIMS = ("first", "last"), ("unset", "absent"), ("max", "min")
 _REQUIRED = ("text", "presets", "sets", "candidates", "shape", "provenance")
-_OPTIONAL = ("best", "pass", "rows", "match", "fallback", "fallback_pass", "without", "table")
+_OPTIONAL = (
+    "best",
+    "pass",
+    "rows",
+    "match",
+    "fallback",
+    "fallback_pass",
+    "without",
+    "table",
+    "per",
+)
 _KEY = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 
@@ -170,20 +182,38 @@ class Decision:
     fallback_passes: tuple = ()
     without: str = "unset"
     table: str = ""
+    per: str | None = None
 
     @property
     def path(self) -> Path:
         """The recorded table's file."""
         return self.folder / "decisions" / (self.table or f"{self.name}.csv")
 
+    def groups(self) -> list[Decision]:
+        """A decision made ``per`` value of a column, as one decision per value (in the order the
+        candidates give them): its candidates, its rows, ``{i}`` in its keys the value's place."""
+        values = list(dict.fromkeys(c[self.per] for c in self.candidates))
+        return [
+            replace(
+                self,
+                per=None,
+                candidates=tuple(c for c in self.candidates if _same(c[self.per], v)),
+                rows={**self.rows, self.per: v},
+                sets={k.replace("{i}", str(i)): col for k, col in self.sets.items()},
+            )
+            for i, v in enumerate(values)
+        ]
+
     def values(self, candidate: Mapping) -> dict:
         """{preset key: value} that ``candidate`` gives."""
         return {key: candidate[col] for key, col in self.sets.items()}
 
     def label(self, candidate: Mapping) -> str:
+        """The candidate in words, without the columns its rows are selected on."""
         return ", ".join(
             f"{k} {json.dumps(v) if isinstance(v, (list, str)) else v}"
             for k, v in candidate.items()
+            if k not in self.rows
         )
 
     @classmethod
@@ -205,7 +235,7 @@ class Decision:
         sets = {k: k for k in sets} if isinstance(sets, list) else dict(sets)
         for key, col in sets.items():
             need(
-                _KEY.match(key) and isinstance(col, str),
+                _KEY.match(key.replace("{i}", "0")) and isinstance(col, str),
                 f"sets {key!r} = {col!r}; accepted: a preset key (or 'key[i]') and a column",
             )
         cands = spec["candidates"]
@@ -216,6 +246,13 @@ class Decision:
         for c in cands:
             lack = [col for col in sets.values() if col not in c]
             need(not lack, f"candidate {c} has no {lack}; accepted: a value per key set")
+        per = spec.get("per")
+        lack = [c for c in cands if per is not None and per not in c]
+        need(
+            not lack,
+            f"per={per!r}, but candidate {lack[:1]} has no {per!r}; accepted: a column of "
+            "every candidate",
+        )
         best = spec.get("best")
         if spec["shape"] == "best":
             ok = isinstance(best, dict) and len(best) == 2 and "column" in best
@@ -252,6 +289,7 @@ class Decision:
             fallback_passes=_passes(spec.get("fallback_pass", []), f"{where}: fallback_pass"),
             without=without,
             table=spec.get("table", ""),
+            per=spec.get("per"),
         )
 
 
@@ -325,19 +363,20 @@ class Outcome:
     passed: bool
     candidates: pd.DataFrame
     rows: pd.DataFrame
+    parts: tuple = ()  # a decision made per value: each value's outcome
 
     def text(self) -> str:
-        """One sentence: what the rule chose, and how."""
+        """One sentence: what the rule chose, and how (per value, one each)."""
         d = self.decision
+        if self.parts:
+            return " ".join(f"{p.decision.rows[d.per]}: {p.text()}" for p in self.parts)
         if self.chosen is None:
             absent = f"so there is no {', '.join(f'`{p}`' for p in d.presets)} preset"
             absent = absent if d.without == "absent" else "so it sets nothing"
             return f"No candidate meets the rule, {absent}."
-        how = (
-            "meets the rule"
-            if self.passed
-            else f"is the fallback ({d.fallback}): none meets the rule"
-        )
+        within = "".join(f"; {p.text()}" for p in d.fallback_passes)
+        how = "meets the rule" if self.passed else f"is the fallback ({d.fallback}{within})"
+        how += "" if self.passed else ": no candidate meets the rule"
         return f"{d.label(self.chosen)} {how}."
 
 
@@ -378,6 +417,18 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     those that pass, the best value of its column. With none passing: the fallback candidate when
     it meets ``fallback_pass``, else nothing."""
     rows = read_table(decision) if table is None else [dict(r) for r in table]
+    if decision.per:  # one choice per value; the values of every choice together
+        parts = tuple(decide(sub, rows) for sub in decision.groups())
+        values = [p.values for p in parts]
+        return Outcome(
+            decision,
+            {p.decision.rows[decision.per]: p.chosen for p in parts},
+            None if None in values else {k: v for vs in values for k, v in vs.items()},
+            all(p.passed for p in parts),
+            pd.concat([p.candidates for p in parts], ignore_index=True),
+            pd.concat([p.rows for p in parts], ignore_index=True),
+            parts,
+        )
     rows = [r for r in rows if _selects(r, decision.rows)]
     owners = _owners(decision, rows)
     per = [[r for r, o in zip(rows, owners) if o == i] for i in range(len(decision.candidates))]
@@ -447,6 +498,10 @@ def drive(
     in ``table`` (an earlier, interrupted drive) are not measured again. Returns the outcome and
     every row, for :func:`record`."""
     rows = [dict(r) for r in table]
+    if decision.per:
+        for sub in decision.groups():
+            rows = drive(sub, measure, rows)[1]
+        return decide(decision, rows), rows
     for cand in decision.candidates:
         keys = decision.match or tuple(cand)
         have = [r for r in rows if all(_same(cand[k], r.get(k)) for k in keys if k in cand)]
