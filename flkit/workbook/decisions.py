@@ -63,6 +63,11 @@ from ..utils import FlkitError
 from . import presets
 from .verdict import Rule
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
 __all__ = ["SHAPES", "PROVENANCE", "Pass", "Decision", "Outcome", "load", "read_table", "decide"]
 __all__ += ["drive", "check", "record", "provenance", "markdown", "quote_readme"]
 
@@ -564,7 +569,7 @@ def provenance(preset: str, seeds, command: str) -> dict:
     commit += "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
     return {
         "commit": commit,
-        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
         "threads": torch.get_num_threads(),
         "preset": preset,
