@@ -55,7 +55,7 @@ def test_first_takes_the_first_candidate_in_order_that_passes(tmp_path):
         {"lr": 0.1, "above_chance": 40.0, "flip": 1e-3},  # better, but later
     ]
     out = decisions.decide(d, table)
-    assert out.values == {"lr": 0.01} and out.passed
+    assert out.values == {"lr": 0.01} and out.passes
     assert out.candidates["passes"].tolist() == [False, True, True]
     assert out.candidates["chosen"].tolist() == [False, True, False]
     assert out.candidates["unmet"][0] == "flip > 0: 0"
@@ -79,8 +79,8 @@ def test_an_empty_cell_fails_a_rule(tmp_path):
         {"lr": 0.1, "above_chance": 9.9, "flip": 1.0},
     ]
     out = decisions.decide(d, table)
-    # none passes: the fallback, the first candidate, and not "passed"
-    assert out.values == {"lr": 0.001} and not out.passed
+    # none passes: the fallback, the first candidate, and not passing
+    assert out.values == {"lr": 0.001} and not out.passes
     assert out.candidates["unmet"].tolist() == [
         "above_chance ≥ 10: empty",
         "flip > 0: empty",
@@ -126,7 +126,7 @@ def test_every_row_of_a_candidate_must_pass_and_where_selects_rows(tmp_path):
     ]
     # a row is judged on the rules that apply to it: FedAvg's empty above_chance is not read
     assert out.rows["passes"].tolist()[:3] == [False, True, True]
-    # a rule whose rows are all absent is unmet, not passed
+    # a rule whose rows are all absent is unmet, not met
     no_b = [r for r in rows if r["method"] != "B"]
     assert decisions.decide(d, no_b).values == {"rounds": 60}
     only_fedavg = [r for r in rows if r["method"] == "FedAvg"]
@@ -193,7 +193,7 @@ def test_best_needs_one_row_per_candidate(tmp_path):
 def test_no_choice_is_unset_or_absent(tmp_path):
     failing = [dict(r, rising=-1.0) for r in TABLE]
     out = decisions.decide(_best(tmp_path, {"column": "gap", "aim": "max"}), failing)
-    assert out.chosen is None and out.values is None and not out.passed
+    assert out.chosen is None and out.values is None and not out.passes
     assert out.text() == "No candidate meets the rule, so it sets nothing."
     d = _best(tmp_path, {"column": "gap", "aim": "max"}, without="absent")
     assert decisions.decide(d, failing).text().endswith("so there is no `cpu` preset.")
@@ -213,11 +213,11 @@ def test_fallback_must_meet_its_own_rules(tmp_path):
         **{"pass": [{"column": "minutes", "op": "at most", "bound": 100}]},
     )
     out = decisions.decide(d, [{"cut": 1, "minutes": 185.0}, {"cut": 2, "minutes": 116.0}])
-    assert out.values == {"width": 32} and not out.passed
+    assert out.values == {"width": 32} and not out.passes
     out = decisions.decide(d, [{"cut": 1, "minutes": 185.0}, {"cut": 2, "minutes": 121.0}])
     assert out.values is None
     out = decisions.decide(d, [{"cut": 1, "minutes": 99.0}])
-    assert out.values == {"width": 100} and out.passed
+    assert out.values == {"width": 100} and out.passes
 
 
 def test_per_makes_one_choice_per_value_into_list_elements(tmp_path):
@@ -243,7 +243,7 @@ def test_per_makes_one_choice_per_value_into_list_elements(tmp_path):
         {"task": "b", "level": 0.75, "at": 90.0},
     ]
     out = decisions.decide(d, rows)
-    assert out.values == {"targets[0]": 0.9, "targets[1]": 0.75} and out.passed
+    assert out.values == {"targets[0]": 0.9, "targets[1]": 0.75} and out.passes
     assert out.chosen == {"a": {"task": "a", "level": 0.9}, "b": {"task": "b", "level": 0.75}}
     assert out.text() == "a: level 0.9 meets the rule. b: level 0.75 meets the rule."
     assert out.rows["chosen"].tolist() == [True, False, True]
@@ -252,7 +252,7 @@ def test_per_makes_one_choice_per_value_into_list_elements(tmp_path):
     with pytest.raises(FlkitError, match=r"no row for candidate level 0.7, which"):
         decisions.decide(d, missed)
     out = decisions.decide(d, [*missed, {"task": "b", "level": 0.7, "at": 200.0}])
-    assert out.values is None and not out.passed
+    assert out.values is None and not out.passes
     asked = []
     done, rows_run = decisions.drive(d, lambda c: asked.append(c["level"]) or {"at": 50.0})
     assert asked == [0.9, 0.8] and done.values == {"targets[0]": 0.9, "targets[1]": 0.8}

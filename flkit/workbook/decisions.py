@@ -357,15 +357,15 @@ def read_table(decision: Decision) -> list[dict]:
 @dataclass(frozen=True)
 class Outcome:
     """What a decision's rule gives on a table: ``chosen`` (the candidate, or None), ``values``
-    ({preset key: value}, or None), ``passed`` (chosen by its pass rules; False for the fallback
-    or nothing), ``candidates`` (one row per candidate: its values, ``rows`` read, ``passes``
-    (None: not measured), ``unmet`` (the rules it missed), ``chosen``) and ``rows`` (the rows
-    read, each with ``passes``, by the rules that apply to it, and ``chosen``)."""
+    ({preset key: value}, or None), ``passes`` (the choice meets its pass rules; False for the
+    fallback or nothing), ``candidates`` (one row per candidate: its values, ``rows`` read,
+    ``passes`` (None: not measured), ``unmet`` (the rules it missed), ``chosen``) and ``rows``
+    (the rows read, each with ``passes``, by the rules that apply to it, and ``chosen``)."""
 
     decision: Decision
     chosen: dict | None
     values: dict | None
-    passed: bool
+    passes: bool
     candidates: pd.DataFrame
     rows: pd.DataFrame
     parts: tuple = ()  # a decision made per value: each value's outcome
@@ -380,8 +380,8 @@ class Outcome:
             absent = absent if d.without == "absent" else "so it sets nothing"
             return f"No candidate meets the rule, {absent}."
         within = "".join(f"; {p.text()}" for p in d.fallback_passes)
-        how = "meets the rule" if self.passed else f"is the fallback ({d.fallback}{within})"
-        how += "" if self.passed else ": no candidate meets the rule"
+        how = "meets the rule" if self.passes else f"is the fallback ({d.fallback}{within})"
+        how += "" if self.passes else ": no candidate meets the rule"
         return f"{d.label(self.chosen)} {how}."
 
 
@@ -429,7 +429,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
             decision,
             {p.decision.rows[decision.per]: p.chosen for p in parts},
             None if None in values else {k: v for vs in values for k, v in vs.items()},
-            all(p.passed for p in parts),
+            all(p.passes for p in parts),
             pd.concat([p.candidates for p in parts], ignore_index=True),
             pd.concat([p.rows for p in parts], ignore_index=True),
             parts,
@@ -465,7 +465,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
             score = [-v for v in score]
         passing = [i for i in range(len(per)) if ok[i] and not math.isnan(score[i])]
         pick = min(passing, key=lambda i: (score[i], i)) if passing else None
-    passed = pick is not None
+    passes = pick is not None
     if pick is None and decision.fallback is not None:
         i = 0 if decision.fallback == "first" else len(per) - 1
         pick = i if per[i] and not _unmet(decision.fallback_passes, per[i]) else None
@@ -489,7 +489,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     ]
     chosen = None if pick is None else dict(decision.candidates[pick])
     values = None if chosen is None else decision.values(chosen)
-    return Outcome(decision, chosen, values, passed, pd.DataFrame(summary), pd.DataFrame(read))
+    return Outcome(decision, chosen, values, passes, pd.DataFrame(summary), pd.DataFrame(read))
 
 
 def drive(
