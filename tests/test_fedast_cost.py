@@ -1,8 +1,8 @@
-"""The horizons of notebook 03's cost estimate (README, "The `long` cut rule", "Horizons of the
-estimate, per run"): per-run horizons in the count, the read-only lookup of cached runs, the
-`cpu` runs' all-done times, and the `long` runs' horizons from them on hand-made times. Nothing
-is trained: the counts come from the timing simulation at a few time units, and the cached runs
-are hand-made results written into a temporary run cache."""
+"""Notebook 03's cost estimate (README, "Cost"): the estimate on a hand-computed example, the
+learners' prices, the counts of the timing simulation against the simulator's own tallies and
+per run, the notebook's runs counted once, and the read-only lookup of cached runs. Nothing is
+trained: the counts come from the timing simulation at a few time units, and the cached runs are
+hand-made results written into a temporary run cache."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from flkit import asyncfl, store
 from flkit.asyncfl import runner
-from flkit.papers.fedast import configs, cost, horizons, long_build, regime
+from flkit.papers.fedast import configs, cost, regime
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -21,13 +21,8 @@ EXPERIMENTS = ("mix", "fig4", "fig2", "buffer", "fig5", "fig3", "k")
 
 
 @pytest.fixture(scope="module")
-def cpu():
-    return presets.load("03_fedast", "cpu")
-
-
-@pytest.fixture(scope="module")
 def long():
-    return long_build.uncut(presets.load("03_fedast", "long"))
+    return presets.load("03_fedast", "long")
 
 
 @pytest.fixture(scope="module")
@@ -243,205 +238,6 @@ def test_cached_bad_input(tmp_path, kw, match):
         runner.cached(_synthetic(), **{"seed": 0, "root": tmp_path, **kw})
 
 
-def test_cpu_alldone_reads_each_run_once(tmp_path, monkeypatch):
-    """Four runs, one listed twice: a: tasks done at 40 and 55 -> 55; b: a task missed -> None,
-    'missed a target'; c: no target -> None, 'no target'; d: not in the cache -> None, 'not
-    cached'. Stored at 1 thread, the preset's count (the current count is another)."""
-    a = _synthetic(name="a")
-    two = asyncfl.FedASTRun.from_dict(a).to_dict()
-    two["tasks"] = [dict(two["tasks"][0]), dict(two["tasks"][0], name="a2")]
-    b, c, d = _synthetic(name="b"), _synthetic(target=None, name="c"), _synthetic(requests=5)
-    _store(tmp_path, two, 0, 1, {"a": 40.0, "a2": 55.0})
-    _store(tmp_path, b, 0, 1, {"b": None})
-    _store(tmp_path, c, 0, 1, {"c": None})
-    _store(tmp_path, d, 1, 1, {"a": 5.0})  # seed 1 only
-    pairs = [("mix", two), ("fig2", b), ("fig3", c), ("k", d), ("fig5", two)]
-    monkeypatch.setattr(configs, "experiment_configs", lambda p: pairs)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        times, why = horizons.cpu_alldone({"threads": 1}, tmp_path)
-    finally:
-        torch.set_num_threads(before)
-    assert times == {_key(two): 55.0, _key(b): None, _key(c): None, _key(d): None}
-    assert why == {_key(b): "missed a target", _key(c): "no target", _key(d): "not cached"}
-    with pytest.raises(FlkitError, match=r"root='.*nowhere' is not a folder; accepted: a run-"):
-        horizons.cpu_alldone({"threads": 1}, tmp_path / "nowhere")
-
-
-# ------------------------------------------------------------------------------ `long`'s horizons
-#: hand-made `cpu` all-done times (seed 0), by run; None: a task missed its target
-CPU_TIMES = {
-    ("mix", "fedast_d"): 100.0,  # the `cpu` mix's FedAST(D): cpu_mix_alldone
-    ("mix", "fedast_s"): 80.0,
-    ("mix", "sync_st"): 120.0,
-    ("fig2", "fedast_s"): 65.0,  # also Fig. 5 at M = 6
-    ("fig2", "sync_st"): 61.0,
-    ("fig2", "sync_st_nomit"): None,
-    ("fig2", "sync_ucb"): 179.0,
-    ("fig2", "sync_bayes"): 56.0,
-    ("fig5", "fedast_s", 2): 30.0,
-    ("fig5", "sync_st", 2): 32.0,
-    ("buffer", 8): 70.0,
-    ("buffer", 2): 50.0,
-    ("buffer", 1): 72.0,
-    ("k", 2): 31.0,
-    ("k", 10): 12.0,
-    ("k", 60): 16.0,
-}
-
-
-def _cpu_times(cpu) -> dict:
-    """CPU_TIMES keyed by the `cpu` runs' keys, built from the configs directly; Fig. 3's runs
-    and NoBuffer (Fig. 4) have no time."""
-    t = CPU_TIMES
-    out = {}
-    for m in ("fedast_d", "fedast_s", "sync_st"):
-        out[_key(configs.heterogeneous(cpu, m))] = t[("mix", m)]
-    for m in cpu["fig2_methods"]:
-        out[_key(configs.fig2_config(cpu, m))] = t[("fig2", m)]
-    for m in ("fedast_s", "sync_st"):
-        out[_key(configs.fig2_config(cpu, m, n_tasks=2))] = t[("fig5", m, 2)]
-    for b in (8, 2, 1):
-        out[_key(configs.buffer_config(cpu, b))] = t[("buffer", b)]
-    for k in (2, 10, 60):
-        out[_key(configs.k_config(cpu, k))] = t[("k", k)]
-    out[_key(configs.heterogeneous(cpu, "nobuffer", max_time=float(cpu["fig4_time"])))] = None
-    for r in cpu["active_requests"]:
-        for m in ("fedast_d", "nobuffer"):
-            out[_key(configs.active_config(cpu, r, m))] = None
-    return out
-
-
-def test_long_horizons_by_hand(cpu, long):
-    """T = 200 and T_high = 300 over the `cpu` mix's 100: the main level x 2, the high x 3.
-    The mix: FedAST(D) 100 x 2 = 200 (T itself), (S) 160, Sync-ST 240; high: 300 and 240.
-    Fig. 2: each method x 2, Sync-ST without the mitigation missed at `cpu`: None. The buffer
-    sweep b = 5 (not run at `cpu`): the later of b = 2 and 8, 70 x 2 = 140; b = 2: 100, b = 1:
-    144. Fig. 5 M = 4: the later of M = 2 and 6 (Fig. 2's run), FedAST(S) 65 x 2 = 130, Sync-ST
-    61 x 2 = 122; M = 2: 60 and 64. The k sweep: k = 5 between 2 and 10, 31 x 2 = 62; 10: 24;
-    30 between 10 and 60: 32. Fig. 3 and Fig. 4: None (own stop)."""
-    got = horizons.long_horizons(long, cpu, _cpu_times(cpu), 100.0, 200.0, 300.0)
-    het, fig2, fig5 = configs.heterogeneous, configs.fig2_config, configs.fig2_config
-    want = {
-        "mix": [
-            (het(long, "fedast_d", "main"), 200.0),
-            (het(long, "fedast_s", "main"), 160.0),
-            (het(long, "fedast_s", "high"), 240.0),
-            (het(long, "fedast_d", "high"), 300.0),
-            (het(long, "sync_st", "main"), 240.0),
-        ],
-        "fig4": [(het(long, "nobuffer", max_time=200.0), None)],
-        "fig2": [
-            (fig2(long, "fedast_s"), 130.0),
-            (fig2(long, "sync_st"), 122.0),
-            (fig2(long, "sync_st_nomit"), None),
-            (fig2(long, "sync_ucb"), 358.0),
-            (fig2(long, "sync_bayes"), 112.0),
-        ],
-        "buffer": [
-            (configs.buffer_config(long, b), h) for b, h in ((5, 140.0), (2, 100.0), (1, 144.0))
-        ],
-        "fig5": [
-            (fig5(long, "fedast_s", n_tasks=4), 130.0),
-            (fig5(long, "sync_st", n_tasks=4), 122.0),
-            (fig5(long, "fedast_s", n_tasks=2), 60.0),
-            (fig5(long, "sync_st", n_tasks=2), 64.0),
-        ],
-        "fig3": [
-            (configs.active_config(long, r, m), None)
-            for r in (96, 32, 4)
-            for m in ("fedast_d", "nobuffer")
-        ],
-        "k": [(configs.k_config(long, k), h) for k, h in ((5, 62.0), (10, 24.0), (30, 32.0))],
-    }
-    # every run of `long`, in the experiment it is counted in and in the order it is counted
-    assert list(got) == list(want)
-    for exp, runs in want.items():
-        assert list(got[exp]) == [_key(c) for c, _ in runs], exp
-        for (_, h), value in zip(runs, got[exp].values()):
-            assert value == (None if h is None else pytest.approx(h)), (exp, h)
-    groups = cost.experiment_runs(long)
-    assert {e: [_key(c) for c in cs] for e, cs in groups.items() if e != "central"} == {
-        e: list(r) for e, r in got.items()
-    }
-
-
-def test_long_horizons_missed_neighbour_and_own_max_time(cpu, long, monkeypatch):
-    """k = 5 lies between k = 2 and 10: k = 2 missed at `cpu`, so k = 5 runs to its own
-    max_time (None), while k = 10 keeps 12 x 2; the count then gets that None."""
-    times = _cpu_times(cpu)
-    times[_key(configs.k_config(cpu, 2))] = None
-    got = horizons.long_horizons(long, cpu, times, 100.0, 200.0, 300.0)
-    assert got["k"][_key(configs.k_config(long, 5))] is None
-    assert got["k"][_key(configs.k_config(long, 10))] == pytest.approx(24.0)
-    seen = {}
-    monkeypatch.setattr(
-        cost, "_count_one", lambda cfg, hz, seed: seen.update({_key(cfg): hz}) or {}
-    )
-    cost.count_runs(long, got)  # the per-run form count_runs takes
-    assert seen == {k: v for runs in got.values() for k, v in runs.items()}
-
-
-@pytest.mark.parametrize(
-    ("args", "match"),
-    [
-        ({"t_main": 0}, r"t_main=0; accepted: a finite real number in \(0, inf\)"),
-        ({"cpu_mix_alldone": float("inf")}, r"cpu_mix_alldone=inf; accepted"),
-        ({"t_high": -3.0}, r"t_high=-3.0; accepted"),
-        ({"t_high": None}, r"t_high=None with the mix's high-level run of fedast_s at `long`"),
-        ({"bad_time": -1.0}, r"cpu_times\[.*\]=-1.0; accepted: a finite real number in \(0"),
-        ({"drop": ("k", 10)}, r"cpu_times has no entry for the `cpu` counterpart of k/sync_st"),
-        (
-            {"cpu": {"fig2_methods": ["fedast_s", "sync_st"]}},
-            r"the `long` run fig2/sync_st_nomit/None has no `cpu` counterpart; accepted:",
-        ),
-    ],
-)
-def test_long_horizons_bad_input(cpu, long, args, match):
-    base = dict(cpu, **args.get("cpu", {}))
-    times = _cpu_times(cpu)
-    if "bad_time" in args:
-        times[next(iter(times))] = args["bad_time"]
-    if "drop" in args:
-        del times[_key(configs.k_config(cpu, 10))]
-    kw = {"cpu_mix_alldone": 100.0, "t_main": 200.0, "t_high": 300.0}
-    kw.update({k: v for k, v in args.items() if k in kw})
-    with pytest.raises(FlkitError, match=match):
-        horizons.long_horizons(long, base, times, **kw)
-
-
-def test_long_horizons_beyond_the_cpu_sweep_take_the_nearest_end(cpu, long):
-    """k = 1 lies below `cpu`'s k = 2 (31 x 2 = 62), k = 100 above its k = 60 (16 x 2 = 32)."""
-    wide = dict(long, ks=[1, 100])
-    got = horizons.long_horizons(wide, cpu, _cpu_times(cpu), 100.0, 200.0, 300.0)["k"]
-    assert got == {
-        _key(configs.k_config(wide, 1)): pytest.approx(62.0),
-        _key(configs.k_config(wide, 100)): pytest.approx(32.0),
-    }
-
-
-def test_long_horizons_without_a_high_level_need_no_t_high(cpu, long):
-    one = dict(long, dvs_levels=["main"])
-    got = horizons.long_horizons(one, cpu, _cpu_times(cpu), 100.0, 200.0)
-    assert got["mix"][_key(configs.heterogeneous(one, "fedast_d"))] == pytest.approx(200.0)
-    assert len(got["mix"]) == 3
-
-
-def test_run_roles_name_level_and_setting(cpu, long):
-    """At `cpu` the ablation's run is the main one (its regime_* keys equal the preset's): one
-    run, both roles; at `long` the high level is its own run; sweeps carry their setting."""
-    roles = {(e, k): r for e, k, r in horizons.run_roles(cpu)}
-    main_d = _key(configs.heterogeneous(cpu, "fedast_d"))
-    assert roles[("mix", main_d)] == (("fedast_d", "main", None), ("fedast_d", "ablation", None))
-    assert roles[("buffer", _key(configs.buffer_config(cpu, 8)))] == (("fedast_s", None, 8),)
-    assert roles[("fig5", _key(configs.fig2_config(cpu, "sync_st")))] == (("sync_st", None, 6),)
-    high = _key(configs.heterogeneous(long, "fedast_s", "high"))
-    assert dict(((e, k), r) for e, k, r in horizons.run_roles(long))[("mix", high)] == (
-        ("fedast_s", "high", None),
-    )
-
-
 def test_long_runs_per_experiment_by_hand(long):
     """One seed of `long`, counted from the notebook's structure, not from the config builder: the
     mix runs FedAST(D), FedAST(S) and Sync-ST at the main level and both FedAST options again at
@@ -471,3 +267,97 @@ def test_long_runs_per_experiment_by_hand(long):
             ("sync_st", long["het_targets_main"][0]),
         ]
     )
+
+
+# ------------------------------------------------------------------------------ the estimate
+def test_estimate_by_hand():
+    """a, one seed: 100 x 0.08 + 10 x 0.023 + 50 x 0.28 + 4 x 0.155 = 22.85, + 2 runs x 3 s =
+    28.85, x 3 seeds = 86.55; b: 20 x 1.1 + 2 x 0.37 = 22.74, + 3 = 25.74, x 3 = 77.22; the sum
+    163.77 over 2 jobs: 81.885 s."""
+    counts = {
+        "a": {"mnist_mlp": (100, 10), "cifar10_lenet5": (50, 4)},
+        "b": {"shakespeare_lstm100": (20, 2)},
+    }
+    got = cost.estimate(counts, {"a": 2, "b": 1}, seeds=3, jobs=2)
+    assert got["core_seconds"] == {"a": pytest.approx(86.55), "b": pytest.approx(77.22)}
+    assert got["total_core_seconds"] == pytest.approx(163.77)
+    assert got["wall_seconds"] == pytest.approx(81.885)
+    assert got["wall_minutes"] == pytest.approx(81.885 / 60)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"seeds": 0}, r"seeds=0; accepted: an integer >= 1"),
+        ({"jobs": 1.5}, r"jobs=1.5; accepted: an integer >= 1"),
+        (
+            {"prices": {**cost.PRICES, "mnist_mlp": {"request": -0.08, "test": 0.023}}},
+            r"request price of 'mnist_mlp'=-0.08; accepted: a finite real number in \[0, inf\)",
+        ),
+        ({"counts": {"a": {"emnist_cnn": (1, 1)}}}, r"unknown learner 'emnist_cnn'; accepted:"),
+        ({"counts": {"a": {"mnist_mlp": (-1, 0)}}}, r"trainings of 'mnist_mlp' in 'a'=-1"),
+        ({"counts": {"c": {"mnist_mlp": (1, 0)}}}, r"experiment 'c' has no run count"),
+    ],
+)
+def test_estimate_bad_input(kw, match):
+    args = {"counts": {"a": {"mnist_mlp": (1, 1)}}, "runs": {"a": 1}, "seeds": 3, "jobs": 2, **kw}
+    with pytest.raises(FlkitError, match=match):
+        cost.estimate(**args)
+
+
+def test_price_keys(long):
+    """The LSTM is priced by its hidden size: `long`'s 32, the paper's 100 (width 0)."""
+    wide = {**long, "shakespeare_width": 0}
+    keys = {t["name"]: cost.price_key(t) for t in configs.heterogeneous(wide, "fedast_d")["tasks"]}
+    assert keys == {
+        "mnist": "mnist_mlp",
+        "fmnist": "fmnist_mlp",
+        "cifar10": "cifar10_lenet5",
+        "shakespeare": "shakespeare_lstm100",
+    }
+    narrow = configs.heterogeneous(long, "fedast_d")["tasks"][3]
+    assert cost.price_key(narrow) == "shakespeare_lstm32"
+    with pytest.raises(
+        FlkitError, match=r"no price for dataset 'cifar10' with model 'cnn_cifar10'"
+    ):
+        cost.price_key({"dataset": "cifar10"})
+
+
+def test_counting_trainer_matches_the_simulators_tallies(long):
+    """What the counting trainer is asked for equals what the simulator says it trained, and one
+    test per history row with an accuracy."""
+    for method in ("fedast_s", "sync_st"):
+        cfg = configs.heterogeneous(long, method)
+        run = regime.timing_config(cfg, 8.0, None).validate()
+        trainer = cost.CountingTrainer()
+        go = asyncfl.run_sync if run.is_sync else asyncfl.run_fedast
+        res = go(run, trainer, seed=0)
+        assert sum(trainer.trainings.values()) == res.stats["trained_requests"] > 0
+        tested = sum(r["accuracy"] is not None for r in res.history)
+        assert sum(trainer.tests.values()) == tested > 0
+
+
+def test_count_runs_covers_the_notebooks_runs(long):
+    """Every trained run of the notebook counted once, plus the centralised reference (1,500
+    steps priced as 1500 / 27 requests). The mix: FedAST(D) and (S) at both levels and Sync-ST; at
+    `long` the ablation's preset is `long` itself, so its two runs are those (5, not 7); Fig. 5's
+    M = 6 is Fig. 2's run (2 of its 4)."""
+    horizons = dict.fromkeys(("mix", "fig2", "buffer", "fig5", "k", "fig3"), 2.0)
+    counts, runs = cost.count_runs({**long, "active_arrivals": 20}, horizons)
+    assert runs == {
+        "mix": 5,
+        "fig4": 1,
+        "fig2": 5,
+        "buffer": 3,
+        "fig5": 2,
+        "fig3": 6,
+        "k": 3,
+        "central": 1,
+    }
+    assert sum(runs.values()) - 1 == len(configs.notebook_runs(long, [0]))
+    assert set(counts["mix"]) == set(cost.PRICES) - {"shakespeare_lstm100"}
+    assert counts["central"] == {"mnist_mlp": (pytest.approx(1500 / 27), 1)}
+    with pytest.raises(FlkitError, match=r"unknown experiment 'fig9'"):
+        cost.count_runs(long, {"fig9": 10.0})
+    with pytest.raises(FlkitError, match=r"horizon of 'mix'=-1"):
+        cost.count_runs(long, {"mix": -1})

@@ -29,7 +29,7 @@ MAX_WORDS = 150
 
 def _module_names() -> dict[str, set[str]]:
     """{module: the names it defines at top level}, for every module of the library: so
-    `regime.choose_setting` names an internal, while `state.model` (an attribute the exercise
+    `regime.late_rise` names an internal, while `state.model` (an attribute the exercise
     uses) or `torch.topk` does not."""
     names: dict[str, set[str]] = {}
     for path in (ROOT / "flkit").rglob("*.py"):

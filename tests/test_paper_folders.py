@@ -88,6 +88,31 @@ def test_template_exercise_and_claims_behave():
     assert torch.equal(exercise.reference(torch.ones(2)), torch.ones(2))
 
 
+def test_template_decision_measure_by_hand(monkeypatch):
+    """The template's measure for its example decision: FedAvg at 0.50 after round 2, 0.60 after
+    round 12 (evaluated every second round): rise over the last 10 rounds 10 points, final 60 %."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from flkit.papers._template import study
+
+    history = pd.DataFrame(
+        {"round": range(1, 13), "test_accuracy": [None, 0.5] + [None, 0.55] * 4 + [None, 0.6]}
+    )
+    seen = []
+
+    def fake_run(cfg):
+        seen.append(cfg.rounds)
+        return SimpleNamespace(history=history)
+
+    monkeypatch.setattr(study, "run", fake_run)
+    preset = presets.validate_file(PAPERS / "_template" / "preset.toml")["presets"]["cpu"]
+    row = study.rounds_row(preset, {"rounds": 12})
+    assert seen == [12]
+    assert row == {"fedavg_accuracy": pytest.approx(60.0), "fedavg_rise": pytest.approx(10.0)}
+
+
 def test_papers_package_holds_no_data():
     import flkit.papers as papers
 

@@ -152,6 +152,24 @@ def test_presets_share_keys_and_configs_validate():
             assert cfg.batch_size >= preset["samples_per_client"]  # full-batch local GD
 
 
+def test_w_pred_runs_at_the_presets_damping_under_its_old_key():
+    """W-Pred's damping is the preset's ``w_pred_damping``; at the method's default (0.5, every
+    preset's value) the run config is the one it was before the preset held it, so the run cache
+    keeps serving those runs."""
+    from flkit.methods.staleness import WPred
+
+    pre = dict(presets.load("05_staleness", "cpu"))
+    cfg = study.config(pre, "w_pred", 0)
+    assert pre["w_pred_damping"] == WPred.Params().damping == 0.5
+    assert cfg.method_params == {"tau": 40, "affected_class": 5, "num_stale": 5}
+    damped = study.config({**pre, "w_pred_damping": 0.25}, "w_pred", 0)
+    assert damped.method_params["damping"] == 0.25
+    assert (
+        "damping"
+        not in study.config({**pre, "w_pred_damping": 0.25}, "unweighted", 0).method_params
+    )
+
+
 def test_iterations_to_a_target_error_by_hand():
     from flkit.papers.staleness.estimation import iterations_to
 

@@ -11,7 +11,7 @@ import torch
 
 from flkit.papers.staleness import record, regime
 from flkit.utils import FlkitError
-from flkit.workbook import presets, verdict
+from flkit.workbook import verdict
 from flkit.workbook.report import Report
 
 R = regime.REGIME
@@ -249,46 +249,3 @@ def test_record_claims_refuses_histories_without_the_accuracy_methods(tmp_path):
     with pytest.raises(FlkitError, match="unstale"):
         record.record_claims(report, acc.drop(index="unstale"), *rest)
     assert report.claims == {}
-
-
-def test_search_table_applies_the_rule():
-    rows = [
-        {"setting": "a", "gap": 5.0, "still_rising": 1.0, "notebook_min": 25},
-        {"setting": "b", "gap": 6.0, "still_rising": -0.5, "notebook_min": 20},
-        {"setting": "c", "gap": 4.5, "still_rising": 2.0, "notebook_min": 45},
-        {"setting": "d", "gap": 3.9, "still_rising": 2.0, "notebook_min": 10},
-    ]
-    orig = regime.SEARCH
-    try:
-        regime.SEARCH = rows
-        t = regime.search_table()
-    finally:
-        regime.SEARCH = orig
-    assert t["meets rule"].tolist() == [True, False, False, False]
-
-
-def test_wpred_default_damping_is_the_one_the_recorded_rule_picks():
-    from flkit.methods.staleness import W_PRED_DAMPING, WPred
-
-    assert regime.w_pred_damping() == W_PRED_DAMPING == WPred.Params().damping == 0.5
-    # the undamped drift is recorded as worse than no prediction at all
-    row = {r["damping"]: r for r in regime.W_PRED_DAMPING_SEARCH}
-    assert row[1.0]["error_from_tau"] > row[0.0]["error_from_tau"] == 1.0
-
-
-def test_long_rule_picks_the_smallest_qualifying_iterations():
-    probe = [
-        {"R": 64, "T_GI": 150, "mean_ratio": 0.41},
-        {"R": 64, "T_GI": 300, "mean_ratio": 0.36},
-        {"R": 64, "T_GI": 600, "mean_ratio": 0.30},
-    ]
-    assert regime.choose_long_iters(probe) == 300  # 0.41 > 0.38: 150 fails
-    assert regime.choose_long_iters(probe, limit=0.45) == 150
-    assert regime.choose_long_iters(probe, limit=0.2) is None
-
-
-def test_no_long_preset_because_the_recorded_probe_meets_no_rule():
-    """The recorded probe (0.516 at 150, 0.497 at 300) has no T_GI at or below 0.38, so notebook
-    05 has no `long` preset; should a new probe qualify, the preset must come back."""
-    assert regime.choose_long_iters() is None
-    assert ("long" in presets.available("05_staleness")) == (regime.choose_long_iters() is not None)

@@ -114,75 +114,39 @@ def test_describe_names_every_indicator():
     assert "in FedAvg's calibrated regime" in line
 
 
-# --------------------------------------------------------------------------- calibrating STC
-def _setting(name, fed, stc, osc_fed, osc_stc, run=200):
-    return {
-        "setting": name,
-        "run_rounds": run,
-        "fedavg_rounds": fed,
-        "stc_rounds": stc,
-        "fedavg_oscillation": osc_fed,
-        "stc_oscillation": osc_stc,
-    }
+def test_the_stc_calibration_aims_at_the_papers_ratio():
+    """The calibration decision (decisions.toml) aims STC at the ratio the claim reads."""
+    from flkit.workbook import decisions
+
+    aim = decisions.load("stc_projection")["stc_setting"].best["closest"]
+    assert aim == regime.PAPER_STC_RATIO == pytest.approx(157 / 197, abs=5e-4)
 
 
-def test_calibration_rule_picks_the_setting_closest_to_the_papers_ratio():
-    table = [
-        _setting("A: FedAvg too fast", 100, 80, 1.0, 2.0),  # ratio 0.80, but share 0.5 < 0.75
-        _setting("B: STC calm", 190, 152, 1.5, 1.0),  # ratio 0.80, STC oscillates less
-        _setting("C", 180, 171, 1.0, 1.4),  # ratio 0.95
-        _setting("D", 196, 147, 1.2, 1.9),  # ratio 0.75: closest admissible to 0.797
-        _setting("E: STC never", 199, None, 1.0, 3.0),  # no ratio
-    ]
-    out = regime.choose_setting(table)
-    assert out["chosen"] == "D"
-    assert out["meets_rule"] and out["in_band"]
-    tab = out["table"]
-    assert tab["ratio"].iloc[2] == pytest.approx(171 / 180)
-    assert tab["fedavg_share"].iloc[0] == pytest.approx(0.5)
-    assert list(tab["chosen"]) == [False, False, False, True, False]
-    assert regime.PAPER_STC_RATIO == pytest.approx(157 / 197, abs=5e-4)
+def test_calibration_row_gives_what_the_rule_reads(monkeypatch):
+    """FedAvg reaches 95 % at round 3 of 4 (share 0.75), STC at round 4 (ratio 4 / 3); in the
+    second half (rounds 3-4) STC moves 4 points, FedAvg 1: an oscillation gap of 3."""
+    from types import SimpleNamespace
 
+    from flkit.papers.stc_projection import study
+    from flkit.workbook import presets
 
-def test_calibration_rule_says_when_no_setting_meets_it():
-    table = [
-        _setting("slow STC", 190, None, 1.6, 1.2),
-        _setting("m=20", 180, 198, 1.6, 1.2),  # ratio 1.1, STC calmer: best, rule not met
-        _setting("fast FedAvg", 60, 50, 1.0, 2.0),  # out of the regime
-    ]
-    out = regime.choose_setting(table)
-    assert out["chosen"] == "m=20"
-    assert not out["meets_rule"] and not out["in_band"]
-    none = regime.choose_setting([_setting("x", None, None, 1.0, 2.0)])
-    assert none["chosen"] is None and not none["in_band"]
+    curves = {"fedavg": [0.90, 0.93, 0.95, 0.96], "stc": [0.88, 0.91, 0.94, 0.98]}
+    seen = []
 
+    def fake_run(cfg, out_dir=None, progress=False):
+        seen.append((cfg.method, cfg.clients_per_round, cfg.rounds))
+        acc = curves[cfg.method]
+        return SimpleNamespace(
+            history=pd.DataFrame({"round": [1, 2, 3, 4], "client_acc_mean": acc})
+        )
 
-def test_calibration_rule_bad_table():
-    with pytest.raises(FlkitError, match="stc_rounds"):
-        regime.choose_setting([{"setting": "a", "run_rounds": 10, "fedavg_rounds": 9}])
-    with pytest.raises(FlkitError, match="accepted"):
-        regime.choose_setting([])
-
-
-def test_calibration_text_and_the_recorded_search():
-    good = regime.choose_setting([_setting("D", 196, 147, 1.2, 1.9)])
-    text = regime.calibration_text(good)
-    assert "`D`" in text and "0.75" in text and "inside the band" in text
-    assert "meets the rule" in text
-    bad = regime.choose_setting([_setting("x", None, None, 1.0, 2.0)])
-    assert regime.calibration_text(bad).startswith("No searched setting")
-    rec = regime.calibration()  # the stored search table goes through the same rule
-    assert len(rec["table"]) == len(regime.CALIBRATION_SEARCH)
-    for row in regime.CALIBRATION_SEARCH:
-        assert set(regime.CALIBRATION_COLUMNS) <= set(row)
-
-
-def test_readme_shows_every_row_of_the_recorded_search():
-    from pathlib import Path
-
-    readme = (Path(regime.__file__).parent / "README.md").read_text(encoding="utf-8")
-    for row in regime.CALIBRATION_SEARCH:
-        assert f"| {row['setting']} | {row['run_rounds']} |" in readme, row["setting"]
+    monkeypatch.setattr(study, "run", fake_run)
+    smoke = dict(presets.load("01_stc_projection", "smoke"))
+    row = study.calibration_row({**smoke, "mnist_target": 0.95}, {"per_round": 2, "rounds": 4})
+    assert seen == [("fedavg", 2, 4), ("stc", 2, 4)]
+    assert (row["fedavg_rounds"], row["stc_rounds"], row["run_rounds"]) == (3, 4, 4)
+    assert row["fedavg_share"] == 0.75 and row["stc_ratio"] == pytest.approx(4 / 3)
+    assert row["oscillation_gap"] == pytest.approx(4.0 - 1.0)
 
 
 # --------------------------------------------------------------------------- STC against FedAvg

@@ -40,3 +40,13 @@ def compare(preset: dict, methods, seeds, device: str = "auto") -> pd.DataFrame:
         h = run(cfg).history.copy()
         frames.append(h.assign(method=cfg.method, seed=cfg.seed))
     return pd.concat(frames, ignore_index=True)
+
+
+def rounds_row(preset: dict, candidate: dict, seed: int = 0, device: str = "auto") -> dict:
+    """One row of the decision ``cpu_rounds`` (``decisions.toml``), the measure
+    ``flkit.workbook.decisions.drive`` calls per candidate: dense FedAvg at the preset with the
+    candidate's rounds; its final test accuracy and its rise over its last 10 rounds, in points."""
+    h = run(config({**preset, **candidate}, "fedavg", seed, device)).history
+    acc = h["test_accuracy"].dropna()
+    rise = acc.iloc[-1] - acc[h.loc[acc.index, "round"] <= h["round"].max() - 10].iloc[-1]
+    return {"fedavg_accuracy": 100 * float(acc.iloc[-1]), "fedavg_rise": 100 * float(rise)}

@@ -4,9 +4,9 @@ the count takes seconds), times a price per request and per test of each learner
 
 The timing simulation fixes how many requests arrive per simulated time unit whatever the learner;
 what it cannot know is when a trained run reaches its targets. So each experiment's runs are
-counted to a horizon: one per experiment or one per run (an estimate of its time to target; at
-`long`, :func:`.horizons.long_horizons` by the README's rule from the `cpu` runs' all-done times),
-capped by the run's own ``max_time``; without one, to the run's own stop
+counted to a horizon: one per experiment or one per run (an estimate of its time to target; the
+`long` cuts' estimate took each run's `cpu` counterpart's all-done time, scaled: README, "The
+`long` cut rule"), capped by the run's own ``max_time``; without one, to the run's own stop
 (``max_time``, or ``max_events`` arrivals for Fig. 3). In the count no task ever reaches a target,
 so every task trains up to the horizon: for a run whose tasks finish at different times, an upper
 bound. Option D is counted as option S with b = ceil(R / r) (Realloc needs real updates), so the
@@ -34,7 +34,6 @@ __all__ = [
     "CountingTrainer",
     "count_runs",
     "estimate",
-    "long_estimate",
 ]
 
 #: where :data:`PRICES` come from
@@ -314,13 +313,3 @@ def estimate(
         "wall_minutes": total / jobs / 60,
     }
 
-
-def long_estimate(
-    preset, horizons: Mapping[str, Horizon] | None = None, seed: int = 0, prices=PRICES
-) -> dict:
-    """:func:`estimate` of ``preset``'s runs (:func:`count_runs` with ``horizons``, either form)
-    with its own seeds (``num_seeds``) and ``jobs``, plus the counts it used (``counts``,
-    ``runs``)."""
-    counts, runs = count_runs(preset, horizons, seed)
-    out = estimate(counts, runs, int(preset["num_seeds"]), int(preset["jobs"]), prices)
-    return {**out, "counts": counts, "runs": runs}

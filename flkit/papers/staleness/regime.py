@@ -28,12 +28,8 @@ A compensation claim judged where the gap is small is outside the regime, whatev
 Each claim reads only its own indicators (``REGIME.claims``): "staleness hurts" never reads the
 gap, its own outcome.
 
-How the ``cpu`` setting was chosen (a decision, kept here with its tables: ``SEARCH_RULE``,
-``SEARCH``; the W-Pred damping and the ``long`` probe are decisions of the same kind): with the
-cheap methods only (Unstale and Unweighted), each setting over 3 seeds, the setting with the
-largest mean staleness gap among those whose Unweighted accuracy is still rising at the end and
-whose whole notebook is estimated at <= 30 min on 2 idle cores; the gap must be >=
-``SEARCH_MIN_GAP``, the rule as it was fixed before the search ran.
+How the presets were chosen (the `cpu` setting, the GI cut, W-Pred's damping, no `long`) is in
+``decisions.toml`` beside this file, read by :mod:`flkit.workbook.decisions`.
 
 Interface (the same in every paper's ``regime.py``): ``REGIME`` and ``measure(...)``.
 """
@@ -51,132 +47,6 @@ from flkit.workbook.verdict import Indicator, above, at_least, at_most
 #: the staleness cost a compensation claim needs (points of affected-class accuracy): Table 10's
 #: gain of the paper's method over Unweighted at alpha = 0.1, tau = 40 (61.2 - 57.4)
 PAPER_GI_GAIN = 3.8
-
-#: the search rule's gap, as the rule was written before the search ran (from the text's "at
-#: least 4 %"); no searched setting lies between 3.8 and 4, so it picks what 3.8 would
-SEARCH_MIN_GAP = 4.0
-
-#: the regime search: Unstale and Unweighted at each setting of the `cpu` preset with the named
-#: changes, seeds 1-3; gap = Unstale - Unweighted, affected-class accuracy (mean of the last 3
-#: evaluations; per seed and mean), still_rising = regime.late_rise of Unweighted,
-#: s_per_round = CPU seconds per round of one run, one thread, on the 2-core machine shared with
-#: other jobs (under load: not a run time), notebook_min = the estimate of the whole notebook at
-#: that setting (from the previous preset's measured parts, scaled by rounds and inversions)
-SEARCH: list[dict] = [
-    {
-        "setting": "one_class, lr 0.05, tau 40, 200 rounds (train_subset 5000)",
-        "gap": 22.7,
-        "gap_per_seed": (22.4, 26.2, 19.5),
-        "unstale": 87.2,
-        "unweighted": 64.4,
-        "still_rising": 24.9,
-        "s_per_round": 0.35,
-        "notebook_min": 28,
-    },
-    {
-        "setting": "one_class, lr 0.02, tau 40, 200 rounds (train_subset 5000)",
-        "gap": 6.9,
-        "gap_per_seed": (8.7, 6.1, 5.8),
-        "unstale": 72.6,
-        "unweighted": 65.8,
-        "still_rising": 25.9,
-        "s_per_round": 0.32,
-        "notebook_min": 28,
-    },
-    {
-        "setting": "dirichlet alpha 0.01, lr 0.05, tau 40, 200 rounds",
-        "gap": 4.2,
-        "gap_per_seed": (4.2, -0.7, 9.0),
-        "unstale": 92.7,
-        "unweighted": 88.5,
-        "still_rising": 15.9,
-        "s_per_round": 0.34,
-        "notebook_min": 28,
-    },
-    # the runs that opened the search (the earlier `cpu` preset and two probes): Dirichlet
-    # partitions; per-seed gaps and rises were not kept, so no setting among them can be chosen
-    {
-        "setting": "dirichlet alpha 0.1, lr 0.05, tau 20, 100 rounds (earlier cpu)",
-        "gap": -0.02,
-        "gap_per_seed": None,
-        "unstale": None,
-        "unweighted": None,
-        "still_rising": None,
-        "s_per_round": None,
-        "notebook_min": 14,
-    },
-    {
-        "setting": "dirichlet alpha 0.1, lr 0.01, tau 40, 200 rounds (2 seeds)",
-        "gap": -0.6,
-        "gap_per_seed": None,
-        "unstale": None,
-        "unweighted": None,
-        "still_rising": None,
-        "s_per_round": None,
-        "notebook_min": 28,
-    },
-    {
-        "setting": "dirichlet alpha 0.01, lr 0.02, tau 40, 200 rounds (2 seeds)",
-        "gap": 1.9,
-        "gap_per_seed": None,
-        "unstale": None,
-        "unweighted": None,
-        "still_rising": None,
-        "s_per_round": None,
-        "notebook_min": 28,
-    },
-]
-
-SEARCH_RULE = (
-    "largest mean Unstale - Unweighted affected-class gap over 3 seeds among the settings whose "
-    "Unweighted accuracy still rises over the last quarter and whose whole notebook fits 30 min "
-    f"on 2 idle cores; the gap must be >= {SEARCH_MIN_GAP:g} points"
-)
-
-#: W-Pred's damping (``w_pred``'s ``damping``, :func:`flkit.methods.staleness.prediction_error`):
-#: the rule, fixed before any W-Pred accuracy with a damped prediction was read, takes the
-#: damping of this grid with the smallest mean relative prediction error
-#: ||w_pred^t - w^t|| / ||w^t - w^(t-tau)|| along the Unstale trajectory of the `cpu` preset
-#: (seed 0, 200 rounds, tau 40; t from tau, and from 2 tau where the drift window is full).
-#: 1 = no better than not predicting; the undamped drift (1.0) is worse than that.
-W_PRED_DAMPING_RULE = (
-    "W-Pred's damping: the value of the grid with the smallest mean prediction error "
-    "||w_pred^t - w^t|| / ||w^t - w^(t-tau)|| on the Unstale trajectory of the cpu preset "
-    "(seed 0, 200 rounds), fixed before reading any damped W-Pred accuracy"
-)
-W_PRED_DAMPING_SEARCH: list[dict] = [
-    {"damping": 0.0, "error_from_tau": 1.000, "error_from_2tau": 1.000},
-    {"damping": 0.1, "error_from_tau": 0.941, "error_from_2tau": 0.923},
-    {"damping": 0.25, "error_from_tau": 0.877, "error_from_2tau": 0.833},
-    {"damping": 0.5, "error_from_tau": 0.851, "error_from_2tau": 0.782},
-    {"damping": 0.75, "error_from_tau": 0.940, "error_from_2tau": 0.872},
-    {"damping": 1.0, "error_from_tau": 1.116, "error_from_2tau": 1.069},
-]
-
-
-def w_pred_damping() -> float:
-    """The damping :data:`W_PRED_DAMPING_RULE` picks from :data:`W_PRED_DAMPING_SEARCH`."""
-    return min(W_PRED_DAMPING_SEARCH, key=lambda r: r["error_from_tau"])["damping"]
-
-
-#: The `long` preset's rule, fixed before its probe ran: R 64 and the smallest T_GI of the probe
-#: whose mean Disparity ratio (final / initial; 2 stale clients of `cpu`, seed 0, rounds 40, 50,
-#: 60, 70, warm-started) is at most ``LONG_PROBE_LIMIT``: the GI runs' 0.5 less the probe-to-run
-#: offset (+0.12 at both `cpu` settings run); T_GI 300 is the most a 90-minute notebook allows.
-LONG_PROBE_LIMIT = 0.38
-LONG_PROBE: list[dict] = [
-    {"R": 64, "T_GI": 150, "mean_ratio": 0.516},
-    {"R": 64, "T_GI": 300, "mean_ratio": 0.497},
-]
-
-
-def choose_long_iters(probe=None, limit: float = LONG_PROBE_LIMIT) -> int | None:
-    """The T_GI of the `long` preset by the rule of :data:`LONG_PROBE_LIMIT`: the smallest probed
-    T_GI whose mean ratio is at most ``limit``; None (no `long` preset) when none is."""
-    rows = LONG_PROBE if probe is None else probe
-    ok = [r["T_GI"] for r in rows if r["mean_ratio"] <= limit]
-    return min(ok) if ok else None
-
 
 #: the paper's GI run: E1 > E2 first at round 155 (Table 2), inversions from round tau = 40; the
 #: switch takes effect at 155 or tau' = 40 rounds later (Section 3.2; the official code's delay)
@@ -289,9 +159,6 @@ __all__ = [
     "affected_share",
     "disparity_ratio",
     "e1_below_e2",
-    "SEARCH",
-    "SEARCH_RULE",
-    "search_table",
 ]
 
 
@@ -374,12 +241,3 @@ def measure(
         "disparity_ratio": disparity_ratio(hist),
     }
 
-
-def search_table() -> pd.DataFrame:
-    """The regime search (``SEARCH``) as a table, with whether each setting meets the rule."""
-    df = pd.DataFrame(SEARCH)
-    if df.empty:
-        return df
-    rising = pd.to_numeric(df["still_rising"], errors="coerce")
-    df["meets rule"] = (df["gap"] >= SEARCH_MIN_GAP) & (rising > 0) & (df["notebook_min"] <= 30)
-    return df

@@ -9,7 +9,7 @@ import torch
 
 from ...data.partition import label_counts, partition
 from ...experiment import RunConfig, Setup, run
-from ...methods.staleness import stale_clients
+from ...methods.staleness import WPred, stale_clients
 from ...preset_runs import distinct, from_preset
 from ...state import model_state
 from ...utils import FlkitError, derive_seed
@@ -48,6 +48,10 @@ def config(
             warm_start=preset["warm_start"],
             track_error=True,
         )
+    if method == "w_pred" and preset["w_pred_damping"] != WPred.Params().damping:
+        # a run's cache key holds its parameters as given: a damping equal to the method's
+        # default is left out, so the key does not depend on where the value was written
+        mp["damping"] = preset["w_pred_damping"]
     mp.update(extra)
     scheme = preset.get("partition", "dirichlet")
     if scheme not in PARTITIONS:

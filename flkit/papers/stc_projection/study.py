@@ -335,10 +335,13 @@ CALIBRATION_KEYS = ("per_round", "lr", "epochs", "rounds")
 def calibration_row(
     preset: dict, setting: dict, seed: int = 0, device: str = "auto", out_dir=None, progress=False
 ) -> dict:
-    """One row of the STC calibration table (``regime.choose_setting``): FedAvg and STC only
+    """One row of the STC calibration table (the decision ``stc_setting`` of ``decisions.toml``,
+    a measure for :func:`flkit.workbook.decisions.drive`): FedAvg and STC only
     (never STC-PA) on MNIST at the preset with ``setting`` ({"per_round", "lr", "epochs",
     "rounds"}: any of them) overriding it; rounds to the preset's target, oscillation and best
-    accuracy of each."""
+    accuracy of each, and what the rule reads: FedAvg's share of the run to the target, STC's
+    rounds over FedAvg's (None where one never reached it) and STC's oscillation minus
+    FedAvg's."""
     bad = sorted(set(setting) - set(CALIBRATION_KEYS))
     if bad:
         raise FlkitError(f"calibration setting keys {bad}; accepted: {list(CALIBRATION_KEYS)}")
@@ -355,6 +358,10 @@ def calibration_row(
         row[f"{m}_rounds"] = rounds_to_target(h, target)
         row[f"{m}_oscillation"] = oscillation(h)
         row[f"{m}_best"] = float(h["client_acc_mean"].max() * 100)
+    fed, stc = row["fedavg_rounds"], row["stc_rounds"]
+    row["fedavg_share"] = None if fed is None else fed / row["run_rounds"]
+    row["stc_ratio"] = None if fed is None or stc is None else stc / fed
+    row["oscillation_gap"] = row["stc_oscillation"] - row["fedavg_oscillation"]
     return row
 
 
