@@ -334,6 +334,7 @@ def prediction_error(models: list, tau: int, damping: float, start: int | None =
 #: tau rounds, the smoothed step that Hakimi et al.'s look-ahead uses in place of the last one)
 W_PRED_RULES = ("drift",)
 
+
 class WPred(FirstOrder):
     """Future-weight prediction (Hakimi et al. 2019, as the paper describes it): the stale client
     trains from a prediction of w^t made at t - tau, then its update is first-order corrected by

@@ -312,4 +312,3 @@ def estimate(
         "wall_seconds": total / jobs,
         "wall_minutes": total / jobs / 60,
     }
-

@@ -240,4 +240,3 @@ def measure(
         "e1_below_e2": e1_below_e2(hist, metric),
         "disparity_ratio": disparity_ratio(hist),
     }
-
