@@ -57,7 +57,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
-import tomllib
 
 from ..utils import FlkitError
 from . import presets
