@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flkit.utils import FlkitError
-from flkit.workbook import decisions
+from flkit.workbook import decision_runs, decisions
 from flkit.workbook.decisions import Decision
 
 PROV = {
@@ -254,7 +254,7 @@ def test_per_makes_one_choice_per_value_into_list_elements(tmp_path):
     out = decisions.decide(d, [*missed, {"task": "b", "level": 0.7, "at": 200.0}])
     assert out.values is None and not out.passes
     asked = []
-    done, rows_run = decisions.drive(d, lambda c: asked.append(c["level"]) or {"at": 50.0})
+    done, rows_run = decision_runs.drive(d, lambda c: asked.append(c["level"]) or {"at": 50.0})
     assert asked == [0.9, 0.8] and done.values == {"targets[0]": 0.9, "targets[1]": 0.8}
     with pytest.raises(FlkitError, match=r"per='task', but candidate \[\{'level': 1\}\] has no"):
         _decision(tmp_path, sets=["level"], per="task", candidates=[{"level": 1}], shape="first")
@@ -314,14 +314,14 @@ def test_drive_stops_at_the_first_pass_and_resumes(tmp_path):
         asked.append(c["lr"])
         return {"above_chance": 100 * c["lr"] + 9.5, "flip": 1.0}  # 9.6, 10.5, 19.5
 
-    out, rows = decisions.drive(d, measure)
+    out, rows = decision_runs.drive(d, measure)
     assert asked == [0.001, 0.01] and out.values == {"lr": 0.01}
     assert rows == [
         {"lr": 0.001, "above_chance": pytest.approx(9.6), "flip": 1.0},
         {"lr": 0.01, "above_chance": pytest.approx(10.5), "flip": 1.0},
     ]
     asked.clear()
-    again, _ = decisions.drive(d, measure, rows[:1])  # an interrupted drive: 0.001 is kept
+    again, _ = decision_runs.drive(d, measure, rows[:1])  # an interrupted drive: 0.001 is kept
     assert asked == [0.01] and again.values == {"lr": 0.01}
 
 
@@ -334,10 +334,10 @@ def test_drive_measures_every_candidate_of_a_best_rule(tmp_path):
         asked.append((c["lr"], c["tau"]))
         return [{k: v for k, v in by[(c["lr"], c["tau"])].items() if k in ("gap", "rising")}]
 
-    out, rows = decisions.drive(d, measure)
+    out, rows = decision_runs.drive(d, measure)
     assert asked == [(0.05, 40), (0.02, 40), (0.05, 20)] and out.values == {"lr": 0.05, "tau": 40}
     with pytest.raises(FlkitError, match=r"measure gave no row for lr 0.05, tau 40"):
-        decisions.drive(d, lambda c: [])
+        decision_runs.drive(d, lambda c: [])
 
 
 def test_record_writes_once_and_reads_back(tmp_path):
@@ -346,21 +346,21 @@ def test_record_writes_once_and_reads_back(tmp_path):
         {"lr": 0.001, "above_chance": 9.6, "flip": 0.0, "note": "a, b", "grid": [1, 2]},
         {"lr": 0.01, "above_chance": 10.5, "flip": None, "note": "", "grid": []},
     ]
-    block = decisions.record(d, rows, PROV)
+    block = decision_runs.record(d, rows, PROV)
     assert block.splitlines()[0] == "[d.provenance]" and 'command = "c"' in block
     back = decisions.read_table(d)
     assert back[0] == rows[0]
     assert back[1] == {**rows[1], "note": None}  # an empty text cell reads as empty
     with pytest.raises(FlkitError, match=r"already has its recorded table .*written once"):
-        decisions.record(d, rows, PROV)
+        decision_runs.record(d, rows, PROV)
     other = _first(tmp_path / "other")
     lacking = {k: v for k, v in PROV.items() if k not in ("seeds", "command")}
     with pytest.raises(FlkitError, match=r"provenance lacks \['seeds', 'command'\]"):
-        decisions.record(other, rows, lacking)
+        decision_runs.record(other, rows, lacking)
 
 
 def test_provenance_names_every_field():
-    got = decisions.provenance("cpu", (0, 1), "python -m x")
+    got = decision_runs.provenance("cpu", (0, 1), "python -m x")
     assert set(got) == set(decisions.PROVENANCE)
     assert got["seeds"] == [0, 1] and got["preset"] == "cpu" and got["threads"] >= 1
 

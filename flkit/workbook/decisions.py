@@ -1,7 +1,8 @@
 """Decisions as data: how a preset value was chosen, by a rule fixed before the runs that read it.
 
 A paper folder's ``decisions.toml`` holds one table per decision, ``decisions/<name>.csv`` its
-recorded table (one row per run or reading, written once by :func:`record`)::
+recorded table (one row per run or reading, written once by
+:func:`flkit.workbook.decision_runs.record`)::
 
     [cpu_setting]
     text = "the largest gap among the settings whose accuracy still rises ..."   # the rule
@@ -33,26 +34,22 @@ condition; "within" is refused: a decision has no paper value to be within.
 
 :func:`decide` reads the recorded table and gives the chosen values. They live only in
 ``preset.toml``; :func:`check` compares the two (a test runs it on every decision of every
-paper). :func:`drive` runs the candidates, by a measure the paper's study gives, until the rule
-is met, and :func:`record` writes what it measured, once.
+paper). Measuring a table (running the candidates until the rule is met, writing it once with
+its provenance) is :mod:`flkit.workbook.decision_runs`.
 
-This module is longer than the house's 500 lines: the file format, the rule, the driver, the
-check and the record are one vocabulary, read together.
+This module is longer than the house's 500 lines: a decision's file format, its pass rules and
+reading its recorded table are one idea, and each needs the others to be read.
 """
 
 from __future__ import annotations
 
 import csv
-import datetime as _dt
-import io
 import itertools
 import json
 import math
 import os
-import platform
 import re
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -68,7 +65,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["SHAPES", "PROVENANCE", "Pass", "Decision", "Outcome", "load", "read_table", "decide"]
-__all__ += ["drive", "check", "record", "provenance", "markdown", "quote_readme"]
+__all__ += ["check", "markdown", "quote_readme"]
 
 SHAPES = ("first", "best")
 #: what a decision's provenance names: where, when and how its table was measured
@@ -95,14 +92,14 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     """Whether a candidate's value and a table cell are one value (1 and 1.0 are)."""
     if isinstance(a, list) or isinstance(b, list):
         return (
             isinstance(a, list)
             and isinstance(b, list)
             and len(a) == len(b)
-            and all(map(_same, a, b))
+            and all(map(same_value, a, b))
         )
     return not _missing(a) and not _missing(b) and a == b
 
@@ -110,7 +107,7 @@ def _same(a, b) -> bool:
 def _selects(row: Mapping, where: Mapping) -> bool:
     """Whether ``row`` has, in every column of ``where``, the value (or one of the values) given."""
     return all(
-        any(_same(row.get(col), w) for w in (want if isinstance(want, list) else [want]))
+        any(same_value(row.get(col), w) for w in (want if isinstance(want, list) else [want]))
         for col, want in where.items()
     )
 
@@ -146,7 +143,8 @@ class Pass:
         return None
 
 
-def _unmet(passes, rows) -> list[str]:
+def rules_unmet(passes, rows) -> list[str]:
+    """Why ``rows`` fail each of ``passes`` that they fail (empty: they meet every one)."""
     return [u for p in passes if (u := p.unmet(rows)) is not None]
 
 
@@ -201,7 +199,7 @@ class Decision:
             replace(
                 self,
                 per=None,
-                candidates=tuple(c for c in self.candidates if _same(c[self.per], v)),
+                candidates=tuple(c for c in self.candidates if same_value(c[self.per], v)),
                 rows={**self.rows, self.per: v},
                 sets={k.replace("{i}", str(i)): col for k, col in self.sets.items()},
             )
@@ -334,7 +332,8 @@ def _cell(text: str):
     return t
 
 
-def _cell_text(v) -> str:
+def cell_text(v) -> str:
+    """``v`` as a recorded table's CSV cell writes it (empty for a missing value)."""
     if _missing(v):
         return ""
     if isinstance(v, bool):
@@ -400,7 +399,9 @@ def _owners(decision: Decision, rows: list[dict]) -> list[int]:
     owners = []
     for r in rows:
         hits = [
-            i for i, c in enumerate(cands) if all(_same(c[k], r.get(k)) for k in match if k in c)
+            i
+            for i, c in enumerate(cands)
+            if all(same_value(c[k], r.get(k)) for k in match if k in c)
         ]
         if len(hits) != 1:
             raise FlkitError(
@@ -436,7 +437,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     rows = [r for r in rows if _selects(r, decision.rows)]
     owners = _owners(decision, rows)
     per = [[r for r, o in zip(rows, owners) if o == i] for i in range(len(decision.candidates))]
-    unmet = [_unmet(decision.passes, rs) if rs else None for rs in per]
+    unmet = [rules_unmet(decision.passes, rs) if rs else None for rs in per]
     ok = [u == [] for u in unmet]
     label = [f"candidate {decision.label(c)}" for c in decision.candidates]
     pick = None
@@ -467,7 +468,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     passes = pick is not None
     if pick is None and decision.fallback is not None:
         i = 0 if decision.fallback == "first" else len(per) - 1
-        pick = i if per[i] and not _unmet(decision.fallback_passes, per[i]) else None
+        pick = i if per[i] and not rules_unmet(decision.fallback_passes, per[i]) else None
     summary = [
         {
             **c,
@@ -481,7 +482,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     read = [
         {
             **r,
-            "passes": not _unmet([p for p in decision.passes if _selects(r, p.where)], [r]),
+            "passes": not rules_unmet([p for p in decision.passes if _selects(r, p.where)], [r]),
             "chosen": o == pick,
         }
         for r, o in zip(rows, owners)
@@ -489,38 +490,6 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     chosen = None if pick is None else dict(decision.candidates[pick])
     values = None if chosen is None else decision.values(chosen)
     return Outcome(decision, chosen, values, passes, pd.DataFrame(summary), pd.DataFrame(read))
-
-
-def drive(
-    decision: Decision,
-    measure: Callable[[dict], Mapping | Sequence[Mapping]],
-    table: Sequence[Mapping] = (),
-) -> tuple[Outcome, list[dict]]:
-    """Run ``decision``'s candidates in order until its rule is met: ``measure(candidate)`` gives
-    the candidate's row (or rows), to which the candidate's values are added. Shape "first" stops
-    at the first candidate that passes; shape "best" measures every one. The candidates of rows
-    in ``table`` (an earlier, interrupted drive) are not measured again. Returns the outcome and
-    every row, for :func:`record`."""
-    rows = [dict(r) for r in table]
-    if decision.per:
-        for sub in decision.groups():
-            rows = drive(sub, measure, rows)[1]
-        return decide(decision, rows), rows
-    for cand in decision.candidates:
-        keys = decision.match or tuple(cand)
-        have = [r for r in rows if all(_same(cand[k], r.get(k)) for k in keys if k in cand)]
-        if not have:
-            got = measure(dict(cand))
-            have = [{**cand, **dict(r)} for r in ([got] if isinstance(got, Mapping) else got)]
-            if not have:
-                raise FlkitError(
-                    f"decision {decision.name!r}: measure gave no row for {decision.label(cand)}; "
-                    "accepted: a row (a mapping) or a list of rows"
-                )
-            rows.extend(have)
-        if decision.shape == "first" and not _unmet(decision.passes, have):
-            break
-    return decide(decision, rows), rows
 
 
 def check(decision: Decision) -> list[str]:
@@ -544,61 +513,9 @@ def check(decision: Decision) -> list[str]:
                 have = (
                     have[int(index)] if isinstance(have, list) and int(index) < len(have) else None
                 )
-            if not _same(want, have):
+            if not same_value(want, have):
                 problems.append(f"[{name}] {key} = {have!r}; the rule chose {want!r}")
     return problems
-
-
-def provenance(preset: str, seeds, command: str) -> dict:
-    """The provenance of a table measured now: the commit ("+changes" when the working tree
-    differs from it), the UTC date, the machine, torch's threads, the preset, seeds and command."""
-    import torch
-
-    def git(*args) -> str:
-        root = Path(__file__).resolve().parents[2]
-        try:
-            run = subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.SubprocessError):
-            return ""
-        return run.stdout.strip() if run.returncode == 0 else ""
-
-    commit = git("rev-parse", "--short=10", "HEAD") or "not a git checkout"
-    commit += "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
-    return {
-        "commit": commit,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
-        "threads": torch.get_num_threads(),
-        "preset": preset,
-        "seeds": list(seeds),
-        "command": command,
-    }
-
-
-def record(decision: Decision, rows: Sequence[Mapping], provenance: Mapping) -> str:
-    """Write ``rows`` as the decision's recorded table, once (an existing table is never
-    replaced), and return its ``[<name>.provenance]`` block for ``decisions.toml``."""
-    if decision.path.exists():
-        raise FlkitError(
-            f"decision {decision.name!r} already has its recorded table {decision.path}; a "
-            "recorded table is written once: a new search is a new decision"
-        )
-    lack = [k for k in PROVENANCE if k not in provenance]
-    if lack:
-        raise FlkitError(f"provenance lacks {lack}; accepted: {list(PROVENANCE)}")
-    cols = list(dict.fromkeys(c for r in rows for c in r))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerows([cols, *([_cell_text(r.get(c)) for c in cols] for r in rows)])
-    decision.path.parent.mkdir(parents=True, exist_ok=True)
-    decision.path.write_text(buf.getvalue(), encoding="utf-8")
-    block = [
-        f"[{decision.name}.provenance]",
-        *(f"{k} = {json.dumps(provenance[k])}" for k in PROVENANCE),
-    ]
-    return "\n".join(block) + "\n"
 
 
 def _md(v) -> str:

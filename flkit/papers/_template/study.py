@@ -44,7 +44,7 @@ def compare(preset: dict, methods, seeds, device: str = "auto") -> pd.DataFrame:
 
 def rounds_row(preset: dict, candidate: dict, seed: int = 0, device: str = "auto") -> dict:
     """One row of the decision ``cpu_rounds`` (``decisions.toml``), the measure
-    ``flkit.workbook.decisions.drive`` calls per candidate: dense FedAvg at the preset with the
+    ``flkit.workbook.decision_runs.drive`` calls per candidate: dense FedAvg at the preset with the
     candidate's rounds; its final test accuracy and its rise over its last 10 rounds, in points."""
     h = run(config({**preset, **candidate}, "fedavg", seed, device)).history
     acc = h["test_accuracy"].dropna()

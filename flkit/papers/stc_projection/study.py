@@ -336,7 +336,7 @@ def calibration_row(
     preset: dict, setting: dict, seed: int = 0, device: str = "auto", out_dir=None, progress=False
 ) -> dict:
     """One row of the STC calibration table (the decision ``stc_setting`` of ``decisions.toml``,
-    a measure for :func:`flkit.workbook.decisions.drive`): FedAvg and STC only
+    a measure for :func:`flkit.workbook.decision_runs.drive`): FedAvg and STC only
     (never STC-PA) on MNIST at the preset with ``setting`` ({"per_round", "lr", "epochs",
     "rounds"}: any of them) overriding it; rounds to the preset's target, oscillation and best
     accuracy of each, and what the rule reads: FedAvg's share of the run to the target, STC's
