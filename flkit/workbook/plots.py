@@ -157,6 +157,22 @@ def paper_marker(ax, x, y: float, label: str = "paper", **kw):
     return ax.plot([x], [y], label=label, **kw)[0]
 
 
+def paper_note(ax, text: str):
+    """What the paper reports where it prints nothing to replot (its setting, its headline
+    number), in the paper's colour under the x label; returns the annotation (gid "paper")."""
+    return ax.annotate(
+        text,
+        xy=(0, 0),
+        xycoords="axes fraction",
+        xytext=(0, -42),
+        textcoords="offset points",
+        va="top",
+        fontsize=7,
+        color=PAPER_COLOR,
+        gid="paper",
+    )
+
+
 # two curves closer than this fraction of the plotted range are drawn on top of each other
 # (about a line's width on a figure of the house size)
 COINCIDE_REL_TOL = 0.005

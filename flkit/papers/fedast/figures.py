@@ -59,17 +59,7 @@ def sync_variants_figure(preset, results: dict, seed: int):
         title=f"{n_tasks} identical {preset['dataset']} tasks (seed {seed}), mean over tasks",
     )
     # under the x label, in the paper's colour: its setting differs from ours
-    ax.annotate(
-        fig2_paper_note(),
-        xy=(0, 0),
-        xycoords="axes fraction",
-        xytext=(0, -42),
-        textcoords="offset points",
-        va="top",
-        fontsize=7,
-        color=plots.PAPER_COLOR,
-        gid="paper",
-    )
+    plots.paper_note(ax, fig2_paper_note())
     fig.tight_layout()
     return fig
 

@@ -94,17 +94,7 @@ def accuracy_vs_round(res, sparsity, column="test_accuracy", ax=None, title="", 
     ax.legend(fontsize=8, ncol=2)
     plots.integer_ticks(ax)
     if paper_note:
-        ax.annotate(
-            PAPER_NOTE,
-            xy=(0, 0),
-            xycoords="axes fraction",
-            xytext=(0, -42),
-            textcoords="offset points",
-            va="top",
-            fontsize=7,
-            color=plots.PAPER_COLOR,
-            gid="paper",
-        )
+        plots.paper_note(ax, PAPER_NOTE)
         ax.figure.tight_layout()
     return ax.figure
 
