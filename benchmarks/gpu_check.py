@@ -327,10 +327,10 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
     simulated run comes last. The estimates are refreshed after every probe."""
     import torch
     from paper_cost import (
-        PAPER_NOTEBOOKS,
         _presets,
         estimate,
         notebook_runs,
+        paper_notebooks,
         probe_key,
         time_round,
     )
@@ -341,7 +341,7 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
     data_cache: dict = {}
     plans = {}  # notebook -> (preset, runs, keys, first run of each key, timed probes)
     stems = None if names is None else {Path(n).stem for n in names}
-    wanted = [n for n in PAPER_NOTEBOOKS if stems is None or n in stems]
+    wanted = [n for n in paper_notebooks() if stems is None or n in stems]
     for nb in wanted:
         preset = presets.load(nb, preset_name)
         info = out["notebooks"][nb] = {"runs": 0, "probed": 0, "errors": []}

@@ -25,20 +25,15 @@ def _flkit_error():
     return FlkitError
 
 
-PAPER_NOTEBOOKS = (
-    "00_fl_primer",
-    "01_stc_projection",
-    "02_feddip",
-    "03_fedast",
-    "04_hidenseek",
-    "05_staleness",
-)
-
-
 def _presets():
     from flkit.workbook import presets
 
     return presets
+
+
+def paper_notebooks() -> tuple[str, ...]:
+    """Every notebook with a preset file, in order (each has a ``paper`` preset to cost)."""
+    return tuple(_presets().notebooks())
 
 
 def _study(slug: str):
@@ -49,9 +44,9 @@ def notebook_runs(notebook: str, preset) -> list:
     """Every run that ``notebook`` makes at preset ``P`` with its seed 0: its paper folder's
     ``study.runs(P, [0])`` (:mod:`flkit.preset_runs`), RunConfigs; FedAST: (config dict,
     horizon) of every simulation, the horizon from :func:`fedast_horizon`."""
-    if notebook not in PAPER_NOTEBOOKS:
+    if notebook not in paper_notebooks():
         raise _flkit_error()(
-            f"unknown notebook {notebook!r}; accepted: {', '.join(PAPER_NOTEBOOKS)}"
+            f"unknown notebook {notebook!r}; accepted: {', '.join(paper_notebooks())}"
         )
     runs = _study(notebook.split("_", 1)[1]).runs(preset, [0])
     if notebook == "03_fedast":

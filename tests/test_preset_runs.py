@@ -20,14 +20,7 @@ from flkit.workbook import presets
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "run_configs_cpu.json"
-NOTEBOOKS = (
-    "00_fl_primer",
-    "01_stc_projection",
-    "02_feddip",
-    "03_fedast",
-    "04_hidenseek",
-    "05_staleness",
-)
+NOTEBOOKS = tuple(presets.notebooks())
 
 
 def _study(nb: str):
