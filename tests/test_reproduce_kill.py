@@ -78,3 +78,92 @@ def test_sigkill_of_reproduce_leaves_no_process(tmp_path):
             if _alive(p):
                 p.kill()
         proc.wait(timeout=10)
+
+
+#: a Ray task's worker, without Ray: run_task with a stand-in for papermill that starts a
+#: "kernel" (the leader of a process group of its own, as jupyter_client starts one) which starts
+#: a process of its own; both would sleep far longer than the test
+RAY_WORKER = r"""
+import subprocess, sys, time
+from pathlib import Path
+from flkit.reproduce import ray_executor
+
+marker, pid_file = sys.argv[1], sys.argv[2]
+kernel_code = (
+    "import subprocess, sys, time; "
+    f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}]); "
+    "time.sleep(600)"
+)
+
+def papermill(run, events=None, on_kernel=None):
+    kernel = subprocess.Popen([sys.executable, "-c", kernel_code, marker], start_new_session=True)
+    if on_kernel is not None:  # told the kernel's group, as papermill's kernel manager does
+        on_kernel(kernel.pid)
+    Path(pid_file).write_text(str(kernel.pid))
+    time.sleep(600)
+
+ray_executor.run_one = papermill
+ray_executor.run_task({"notebook": "nb", "input": "/nowhere/nb.ipynb", "notebook_source": b"{}"})
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
+def test_a_killed_ray_worker_leaves_no_kernel_behind(tmp_path):
+    """A Ray task's worker killed with SIGKILL (the out-of-memory killer, a lost node, the end
+    of a driver that took its Ray along): its watchdog ends the kernel's process group, the
+    kernel and what it started. Ray itself is not needed: the worker here is a plain process
+    running the task function. (ipykernel would end a real kernel whose parent is gone, but not
+    what that kernel started.)"""
+    marker = f"flkit-ray-worker-fixture {tmp_path}"
+    pid_file = tmp_path / "kernel.pid"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", RAY_WORKER, marker, str(pid_file)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(started) < 2:  # the kernel and the process it started
+            assert worker.poll() is None, "the worker ended before its kernel started"
+            assert time.monotonic() < deadline, "the kernel never started its process"
+            time.sleep(0.2)
+            started = [
+                p for p in psutil.process_iter() if marker in _cmdline(p) and p.pid != worker.pid
+            ]
+        assert pid_file.is_file() and int(pid_file.read_text()) in {p.pid for p in started}
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        left, end = started, time.monotonic() + SETTLE_S
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [p for p in left if _alive(p)]
+        assert not left, f"still running after SIGKILL of the worker: {[_cmdline(p) for p in left]}"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        for p in started:
+            if _alive(p):
+                p.kill()
+
+
+def test_the_watchdog_leaves_a_released_group_alone(tmp_path):
+    """A run that ended normally releases its kernel's group before closing the watchdog: the
+    watchdog exits and ends nothing (the group's number may name another process by then)."""
+    from flkit.reproduce.stopping import GroupWatchdog
+
+    group = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    try:
+        watchdog = GroupWatchdog()
+        watchdog.watch(group.pid)
+        watchdog.close()
+        assert watchdog.proc.returncode == 0
+        time.sleep(0.5)
+        assert group.poll() is None
+    finally:
+        group.kill()
+        group.wait(timeout=10)

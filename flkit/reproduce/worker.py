@@ -13,6 +13,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..data.provenance import ENV_ALLOW
@@ -56,9 +57,10 @@ def init_worker(queue) -> None:
     end_with_parent(lambda: end_groups(list(_KERNELS)))
 
 
-def _reporting_kernel_manager(index: int, events):
-    """A kernel manager class that reports the kernel it starts as ``("kernel", index, pgid)``
-    (the kernel leads its own process group; its pid where there are no groups)."""
+def _reporting_kernel_manager(on_kernel: Callable[[int], None]):
+    """A kernel manager class that calls ``on_kernel(pgid)`` with the process group of each
+    kernel it starts (the kernel leads its own process group; its pid where there are no
+    groups)."""
     from jupyter_client.manager import AsyncKernelManager
 
     class ReportingKernelManager(AsyncKernelManager):
@@ -67,13 +69,23 @@ def _reporting_kernel_manager(index: int, events):
             prov = self.provisioner
             pid = getattr(prov, "pgid", None) or getattr(prov, "pid", None)
             if pid:
-                _KERNELS.add(int(pid))
-                try:
-                    events.put(("kernel", index, int(pid)))
-                except Exception:  # a closed queue never fails a run
-                    pass
+                on_kernel(int(pid))
 
     return ReportingKernelManager
+
+
+def _pool_kernel(index: int, events) -> Callable[[int], None]:
+    """What a local pool worker does with a kernel it starts: remember it (for
+    :func:`init_worker`'s end) and report it to the driver as ``("kernel", index, pgid)``."""
+
+    def seen(pgid: int) -> None:
+        _KERNELS.add(pgid)
+        try:
+            events.put(("kernel", index, pgid))
+        except Exception:  # a closed queue never fails a run
+            pass
+
+    return seen
 
 
 def clean_run_dir(run_dir: Path, notebook: str) -> None:
@@ -111,8 +123,10 @@ def _cell_hook(index: int, total: int, t0: float, events):
     return hook
 
 
-def run_one(run: dict, events=None) -> dict:
-    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded)."""
+def run_one(run: dict, events=None, on_kernel: Callable[[int], None] | None = None) -> dict:
+    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded).
+    ``on_kernel(pgid)`` is told the process group of the notebook's kernel once it started (a
+    local pool worker reports it to its driver instead)."""
     import logging
 
     import papermill as pm
@@ -150,7 +164,9 @@ def run_one(run: dict, events=None) -> dict:
         total = _code_cells(run["input"]) + 1
         client["on_cell_start"] = _cell_hook(run.get("index", 0), total, t0, events)
     if pool_worker:
-        client["kernel_manager_class"] = _reporting_kernel_manager(run.get("index", 0), events)
+        on_kernel = _pool_kernel(run.get("index", 0), events)
+    if on_kernel is not None:
+        client["kernel_manager_class"] = _reporting_kernel_manager(on_kernel)
     try:
         pm.execute_notebook(
             run["input"],
