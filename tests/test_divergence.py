@@ -239,6 +239,24 @@ def test_the_layer_update_of_fig_1_stops_at_a_training_loss_that_is_not_finite()
         study.layer_update(preset, device="cpu")
 
 
+def test_the_estimation_studies_trajectory_stops_at_a_nan_and_so_does_an_update():
+    """Notebook 05's Unstale trajectory (trained round by round in memory, for the estimation
+    studies) and its clients' updates: steps of 1e38 used to give NaN models and estimates."""
+    from flkit.papers.staleness import estimation
+    from flkit.workbook import presets
+
+    wild = presets.load("05_staleness", "smoke", lr=1e38)
+    with pytest.raises(
+        FlkitError, match=r"training loss is (nan|inf) at round 1 of the Unstale trajectory"
+    ):
+        estimation.Trajectory(wild, 0, rounds=2)
+    tr = estimation.Trajectory(presets.load("05_staleness", "smoke"), 0, rounds=1)
+    assert tr.diverged is None
+    blown = {n: v * 1e38 if v.is_floating_point() else v for n, v in tr.models[1].items()}
+    with pytest.raises(FlkitError, match=r"training loss is (nan|inf) at the update of client"):
+        tr.update(blown, tr.stale)
+
+
 # ------------------------------------------------------------------------------ inversion
 def _inversion_case(k: int = 2):
     """A linear model's one-step update of ``k`` clients and a surrogate start."""

@@ -151,7 +151,7 @@ def test_a_ray_task_applies_the_drivers_count_over_its_nodes(tmp_path, monkeypat
     monkeypatch.setenv("FLKIT_THREADS", "1")
     seen = {}
 
-    def fake_run_one(run, events=None, on_kernel=None):
+    def fake_run_one(run, events=None):
         seen["threads"] = os.environ.get("FLKIT_THREADS")
         Path(run["run_dir"]).mkdir(parents=True, exist_ok=True)
         return dict(INFO)

@@ -1,6 +1,8 @@
 """`kill -9` of `flkit reproduce` (which no handler can catch) leaves no process behind: the pool
 worker notices that its driver is gone and ends its notebook kernel, with what the kernel
-started, and then itself; nothing keeps writing into the run cache unreported."""
+started, and then itself; nothing keeps writing into the run cache unreported. Nor does
+`kill -9` of the worker running a notebook (a pool or Ray worker): the run's watchdog ends the
+kernel's process group."""
 
 from __future__ import annotations
 
@@ -80,45 +82,53 @@ def test_sigkill_of_reproduce_leaves_no_process(tmp_path):
         proc.wait(timeout=10)
 
 
-#: a Ray task's worker, without Ray: run_task with a stand-in for papermill that starts a
-#: "kernel" (the leader of a process group of its own, as jupyter_client starts one) which starts
-#: a process of its own; both would sleep far longer than the test
-RAY_WORKER = r"""
-import subprocess, sys, time
+#: a worker running one notebook (a Ray task's, or a local pool worker's), with a stand-in for
+#: papermill that starts a "kernel" (the leader of a process group of its own, as jupyter_client
+#: starts one) which starts a process of its own; both would sleep far longer than the test
+WORKER = r"""
+import queue, subprocess, sys, time
 from pathlib import Path
-from flkit.reproduce import ray_executor
+import papermill
+from flkit.reproduce import ray_executor, worker
 
-marker, pid_file = sys.argv[1], sys.argv[2]
+kind, marker, pid_file = sys.argv[1:4]
 kernel_code = (
     "import subprocess, sys, time; "
     f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}]); "
     "time.sleep(600)"
 )
 
-def papermill(run, events=None, on_kernel=None):
+def execute_notebook(input_path, output_path, kernel_manager_class=None, **kw):
     kernel = subprocess.Popen([sys.executable, "-c", kernel_code, marker], start_new_session=True)
-    if on_kernel is not None:  # told the kernel's group, as papermill's kernel manager does
-        on_kernel(kernel.pid)
+    if hasattr(kernel_manager_class, "report"):  # as the kernel manager reports a kernel it starts
+        kernel_manager_class.report(kernel.pid)
     Path(pid_file).write_text(str(kernel.pid))
     time.sleep(600)
 
-ray_executor.run_one = papermill
-ray_executor.run_task({"notebook": "nb", "input": "/nowhere/nb.ipynb", "notebook_source": b"{}"})
+papermill.execute_notebook = execute_notebook
+run = {"notebook": "nb", "seed": 0, "preset": "smoke", "parameters": {}, "kernel_name": "python3",
+       "timeout": None, "input": "/nowhere/nb.ipynb"}
+if kind == "ray":
+    ray_executor.run_task({**run, "notebook_source": b"{}"})
+else:
+    worker.init_worker(queue.Queue())
+    worker.run_one({**run, "run_dir": str(Path(pid_file).parent / "run")})
 """
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
-def test_a_killed_ray_worker_leaves_no_kernel_behind(tmp_path):
-    """A Ray task's worker killed with SIGKILL (the out-of-memory killer, a lost node, the end
-    of a driver that took its Ray along): its watchdog ends the kernel's process group, the
-    kernel and what it started. Ray itself is not needed: the worker here is a plain process
-    running the task function. (ipykernel would end a real kernel whose parent is gone, but not
-    what that kernel started.)"""
-    marker = f"flkit-ray-worker-fixture {tmp_path}"
+@pytest.mark.parametrize("kind", ["ray", "pool"])
+def test_a_killed_worker_leaves_no_kernel_behind(tmp_path, kind):
+    """The worker running a notebook killed with SIGKILL (the out-of-memory killer; for Ray also
+    a lost node, or the end of a driver that took its Ray along): the run's watchdog ends the
+    kernel's process group, the kernel and what it started. Ray itself is not needed: the worker
+    here is a plain process running the Ray task function, or a pool worker's. (ipykernel would
+    end a real kernel whose parent is gone, but not what that kernel started.)"""
+    marker = f"flkit-worker-fixture {tmp_path}"
     pid_file = tmp_path / "kernel.pid"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    worker = subprocess.Popen(
-        [sys.executable, "-c", RAY_WORKER, marker, str(pid_file)],
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER, kind, marker, str(pid_file)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -127,23 +137,23 @@ def test_a_killed_ray_worker_leaves_no_kernel_behind(tmp_path):
     try:
         deadline = time.monotonic() + 120
         while len(started) < 2:  # the kernel and the process it started
-            assert worker.poll() is None, "the worker ended before its kernel started"
+            assert proc.poll() is None, "the worker ended before its kernel started"
             assert time.monotonic() < deadline, "the kernel never started its process"
             time.sleep(0.2)
             started = [
-                p for p in psutil.process_iter() if marker in _cmdline(p) and p.pid != worker.pid
+                p for p in psutil.process_iter() if marker in _cmdline(p) and p.pid != proc.pid
             ]
         assert pid_file.is_file() and int(pid_file.read_text()) in {p.pid for p in started}
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(timeout=10)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
         left, end = started, time.monotonic() + SETTLE_S
         while left and time.monotonic() < end:
             time.sleep(0.2)
             left = [p for p in left if _alive(p)]
         assert not left, f"still running after SIGKILL of the worker: {[_cmdline(p) for p in left]}"
     finally:
-        if worker.poll() is None:
-            worker.kill()
+        if proc.poll() is None:
+            proc.kill()
         for p in started:
             if _alive(p):
                 p.kill()

@@ -10,9 +10,9 @@ results.json, figures, run.json), and the driver writes them into ``<out>`` wher
 would have put them, so the reports are the same. A task whose worker dies (killed, out of
 memory, node lost) is recorded as failed and the others go on; tasks are not retried, because a
 notebook that crashed its worker once would crash it again. Its kernel, with whatever the kernel
-started, is ended by the task's watchdog (:class:`.stopping.GroupWatchdog`), so no notebook goes
-on writing into the run cache unseen, and a run interrupted there resumes from its last
-checkpoint when it is run again.
+started, is ended by the run's watchdog (:class:`.stopping.GroupWatchdog`, started by
+:func:`.worker.run_one`), so no notebook goes on writing into the run cache unseen, and a run
+interrupted there resumes from its last checkpoint when it is run again.
 
 A task computes with the driver's torch thread count (:func:`.plan.run_threads`), not with
 the CPUs it asks for and not with a worker node's own ``FLKIT_THREADS``: the count changes a CPU
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ..utils import FlkitError
 from .plan import check_machine, with_threads
-from .stopping import GroupWatchdog
 from .worker import clean_run_dir, failed_info, run_one
 
 __all__ = [
@@ -70,11 +69,7 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
             run["input"] = str(nb)
         run_dir = tmp / "run"
         run["run_dir"] = str(run_dir)
-        watchdog = GroupWatchdog()  # ends the kernel's group if this worker is killed
-        try:
-            info = run_one(run, events, on_kernel=watchdog.watch)
-        finally:
-            watchdog.close()  # papermill shut the kernel down: nothing left to end
+        info = run_one(run, events)
         files = {
             p.relative_to(run_dir).as_posix(): p.read_bytes()
             for p in sorted(run_dir.rglob("*"))

@@ -7,12 +7,13 @@ SIGKILL (``kill -9``, the out-of-memory killer) ends the driver with no handler 
 local pool worker watches for it itself (:func:`end_with_parent`): once its driver is gone it ends
 its kernel's process group (the kernel and what it started) and exits.
 
-A Ray task's worker can itself be what is killed (the out-of-memory killer, a lost node, or the
-end of the driver taking its Ray instance or job with it). The kernel leads a process group of
-its own, which Ray's clean-up of the worker does not reach, and ipykernel ends the kernel when its
-parent is gone but not what the kernel started. So the task starts a :class:`GroupWatchdog`, a
-small process outside the worker's process group that is told each kernel's group on a pipe and
-ends the groups not released when that pipe closes. The pipe closes the moment the worker is
+A worker can itself be what is killed: a pool worker or a Ray worker by the out-of-memory killer,
+a Ray worker with its node, or when the end of the driver takes its Ray instance or job along.
+The kernel leads a process group of its own, which Ray's clean-up of a worker does not reach, and
+ipykernel ends the kernel when its parent is gone but not what the kernel started. So each run
+(:func:`.worker.run_one`) starts a :class:`GroupWatchdog`, a small process outside the worker's
+process group that is told the kernel's group on a pipe and ends the groups not released when
+that pipe closes. The pipe closes the moment the worker is
 gone, however it ended: the system closes every file of a process that dies, SIGKILL included.
 The watchdog runs this file as a script, standard library only, so it starts in milliseconds
 (no torch import)."""
@@ -167,7 +168,8 @@ def watch_groups(lines: Iterable[str], grace_s: float = GROUP_GRACE_S) -> set[in
 class GroupWatchdog:
     """The process that ends the process groups it watches once its starter is gone (see the
     module's docstring): :meth:`watch` a kernel's group when it starts, :meth:`close` when the
-    run ended and its kernel was shut down (the groups are released first)."""
+    run ended and its kernel was shut down (the groups are released first, so nothing is
+    ended)."""
 
     def __init__(self):
         # -I: the standard library only, whatever PYTHONPATH holds; a session of its own, so a

@@ -1,10 +1,11 @@
 """What runs on a worker, whatever the executor: :func:`run_one` executes one (notebook, seed)
 with papermill into its run folder, never raises, and reports each cell it starts through an
-``events`` queue so the driver can show "cell n of m" while a long notebook runs. In a local
-pool worker it also reports its kernel's process group (``("kernel", i, pgid)``), so a driver
-that is stopped can end the kernel, with whatever the kernel started, without waiting for it;
-and a pool worker whose driver is gone (killed with SIGKILL) ends its kernel and itself
-(:func:`init_worker`)."""
+``events`` queue so the driver can show "cell n of m" while a long notebook runs. A watchdog
+process ends the kernel, with whatever the kernel started, should the worker itself be killed
+(a Ray worker, a pool worker: :class:`.stopping.GroupWatchdog`). In a local pool worker it also
+reports its kernel's process group (``("kernel", i, pgid)``), so a driver that is stopped can end
+the kernel without waiting for it; and a pool worker whose driver is gone (killed with SIGKILL)
+ends its kernel and itself (:func:`init_worker`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ..data.provenance import ENV_ALLOW
 from ..store import save_text
 from ..workbook.results import RESULTS_FILE
 from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells
-from .stopping import end_groups, end_with_parent
+from .stopping import GroupWatchdog, end_groups, end_with_parent
 
 __all__ = [
     "run_one",
@@ -58,18 +59,20 @@ def init_worker(queue) -> None:
 
 
 def _reporting_kernel_manager(on_kernel: Callable[[int], None]):
-    """A kernel manager class that calls ``on_kernel(pgid)`` with the process group of each
-    kernel it starts (the kernel leads its own process group; its pid where there are no
-    groups)."""
+    """A kernel manager class that calls ``on_kernel(pgid)`` (its ``report``) with the process
+    group of each kernel it starts (the kernel leads its own process group; its pid where there
+    are no groups)."""
     from jupyter_client.manager import AsyncKernelManager
 
     class ReportingKernelManager(AsyncKernelManager):
+        report = staticmethod(on_kernel)
+
         async def start_kernel(self, **kw):
             await super().start_kernel(**kw)
             prov = self.provisioner
             pid = getattr(prov, "pgid", None) or getattr(prov, "pid", None)
             if pid:
-                on_kernel(int(pid))
+                self.report(int(pid))
 
     return ReportingKernelManager
 
@@ -123,10 +126,10 @@ def _cell_hook(index: int, total: int, t0: float, events):
     return hook
 
 
-def run_one(run: dict, events=None, on_kernel: Callable[[int], None] | None = None) -> dict:
-    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded).
-    ``on_kernel(pgid)`` is told the process group of the notebook's kernel once it started (a
-    local pool worker reports it to its driver instead)."""
+def run_one(run: dict, events=None) -> dict:
+    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded). A
+    :class:`.stopping.GroupWatchdog` watches the kernel's process group meanwhile, so that the
+    kernel, with what it started, ends should this process be killed."""
     import logging
 
     import papermill as pm
@@ -163,10 +166,15 @@ def run_one(run: dict, events=None, on_kernel: Callable[[int], None] | None = No
     if events is not None:  # papermill injects one parameters cell
         total = _code_cells(run["input"]) + 1
         client["on_cell_start"] = _cell_hook(run.get("index", 0), total, t0, events)
-    if pool_worker:
-        on_kernel = _pool_kernel(run.get("index", 0), events)
-    if on_kernel is not None:
-        client["kernel_manager_class"] = _reporting_kernel_manager(on_kernel)
+    watchdog = GroupWatchdog()
+    report = _pool_kernel(run.get("index", 0), events) if pool_worker else None
+
+    def started(pgid: int) -> None:
+        watchdog.watch(pgid)
+        if report is not None:
+            report(pgid)
+
+    client["kernel_manager_class"] = _reporting_kernel_manager(started)
     try:
         pm.execute_notebook(
             run["input"],
@@ -189,6 +197,7 @@ def run_one(run: dict, events=None, on_kernel: Callable[[int], None] | None = No
             raise
     finally:  # papermill has shut the kernel down: its group number may soon name another
         _KERNELS.clear()
+        watchdog.close()
     info["wall_time_s"] = round(time.perf_counter() - t0, 3)
     info["results"] = RESULTS_FILE if (run_dir / RESULTS_FILE).is_file() else None
     try:
