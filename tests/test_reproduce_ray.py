@@ -1,15 +1,18 @@
 """flkit reproduce / sweep with --executor ray on a local Ray instance of 1 CPU bound to
 127.0.0.1: the same report as the local executor, the same floats of a training run, a worker
-killed (at once, and mid-run: reported, its kernel ended, the run resumed to the same floats), a
-2-point sweep and its resume, and the resource check before anything queues. Skipped when Ray is
-not installed (it is the optional extra flkit[ray])."""
+killed (at once, and mid-run: reported, its kernel ended, the run resumed to the same floats),
+the driver killed (nothing of the run left), a 2-point sweep and its resume, and the resource
+check before anything queues. Skipped when Ray is not installed (it is the optional extra
+flkit[ray])."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -110,6 +113,77 @@ def test_two_notebooks_same_report_as_local(tmp_path):
         assert (tmp_path / "ray" / sub).stat().st_size > 0  # gathered through the driver
     err = json.loads((tmp_path / "ray/fixture_fail/seed0/run.json").read_text())["error"]
     assert "fails on purpose" in err["evalue"] and err["cell_source"].startswith("raise")
+
+
+#: Ray's own agents of a local instance whose driver was killed: they notice it and exit by
+#: themselves, within about two minutes (Ray's behaviour, not flkit's processes)
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
+def test_sigkill_of_reproduce_on_ray_leaves_no_run_behind(tmp_path):
+    """`kill -9` of `flkit reproduce --executor ray` while a notebook runs: the Ray instance it
+    started goes with it (Ray's fate sharing), and the run's watchdog ends the notebook's kernel
+    with the process the kernel started; nothing goes on writing into the run cache."""
+    env = {
+        **os.environ,
+        "FLKIT_PRESET_PATH": str(FIXTURES / "stop_presets"),
+        "FLKIT_RUNS": str(tmp_path / "cache"),
+        "FLKIT_RUNS_DIR": str(tmp_path / "runs"),
+    }
+    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "flkit", "reproduce", "--preset", "smoke", "-q"]
+    cmd += ["--executor", "ray", "--notebooks", str(FIXTURES / "stop_notebooks")]
+    log = tmp_path / "stderr.txt"  # a file: a pipe would stay open while any process is left
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [*cmd, "--out", str(tmp_path / "out")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    seen: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any("flkit-stop-fixture" in _cmdline(p) for p in seen):
+            assert proc.poll() is None, f"reproduce ended early: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "the fixture notebook never started its process"
+            time.sleep(0.2)
+            try:  # Ray's processes, the task's worker, its kernel and the kernel's process
+                seen = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                seen = []
+        assert any("ipykernel" in _cmdline(p) for p in seen)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        watched = [p for p in seen if not _cmdline(p).startswith(RAY_AGENTS)]
+        left, end = watched, time.monotonic() + SETTLE_S
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [p for p in left if _alive(p)]
+        assert not left, f"still running after SIGKILL of the driver: {[_cmdline(p) for p in left]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in seen:  # Ray's agents too, rather than wait for them to leave
+            if _alive(p):
+                p.kill()
+        proc.wait(timeout=10)
 
 
 def _notebooks(tmp_path: Path, *names: str) -> Path:

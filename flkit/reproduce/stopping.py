@@ -200,13 +200,18 @@ class GroupWatchdog:
             self._send(f"-{pgid}")
         self.watched.clear()
         with contextlib.suppress(OSError, ValueError):
-            self.proc.stdin.close()
+            self.proc.stdin.close()  # the detached watchdog reads the end and exits
         try:
-            self.proc.wait(timeout)
+            self.proc.wait(timeout)  # the process started, which exited once it forked
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
 
 
 if __name__ == "__main__":  # the watchdog process (GroupWatchdog)
+    # detached: a fork whose parent exits at once, so that init adopts it. A worker that ends its
+    # children as it exits (a Ray worker whose raylet is gone does) would take it along, and the
+    # process group it watches, whose leader is such a child too, with it left running
+    if hasattr(os, "fork") and os.fork() > 0:
+        os._exit(0)
     watch_groups(sys.stdin)
