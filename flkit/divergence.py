@@ -1,5 +1,7 @@
 """The one divergence rule of every training loop: :func:`flkit.experiment.run`, the FedAST /
-Sync-ST runner (:func:`flkit.asyncfl.runner.run`) and the gradient inversion
+Sync-ST runner (:func:`flkit.asyncfl.runner.run`, and a schedule from
+:func:`flkit.asyncfl.runner.build_schedule`), its centralised reference
+(:func:`flkit.asyncfl.runner.centralised`) and the gradient inversion
 (:func:`flkit.inversion.invert`, which the staleness method runs every round).
 
 - A loss that is not finite (NaN, +-inf) stops the loop at once: :class:`flkit.utils.FlkitError`

@@ -1,5 +1,6 @@
-"""One divergence rule for every runner (flkit.divergence): experiment.run, the FedAST runner and
-the gradient inversion (alone and inside the staleness method). A non-finite loss stops the run
+"""One divergence rule for every runner (flkit.divergence): experiment.run, the FedAST runner (and a
+schedule built by hand), its centralised reference and the gradient inversion (alone and inside
+the staleness method). A non-finite loss stops the run
 with its round (iteration) named and nothing cached; a loss above 1e3 x its start marks the run
 diverged in its history and result, and such a run is never served as a normal finished one, nor
 is a run cached before the rule that holds a non-finite loss."""
@@ -157,6 +158,103 @@ def test_fedast_never_serves_a_cached_run_with_a_nan_loss(tmp_path):
     with pytest.warns(UserWarning, match=r"holds a test loss of nan at round 2 of task 'a'"):
         again = runner.run(cfg, 0, progress=False, root=tmp_path, device="cpu")
     assert all(math.isfinite(r["test_loss"]) for r in again.history)
+
+
+def test_a_schedule_built_by_hand_stops_at_a_nan():
+    """build_schedule (a schedule run by hand, without the cache, as the benchmarks do) watches
+    its tasks too: the settings that make runner.run stop at round 1 stop it there."""
+    sched, trainer = runner.build_schedule(_fedast(lr=1e38), 0, device="cpu")
+    with pytest.raises(FlkitError, match=r"diverged: its training loss is nan at round 1 of task"):
+        sched.run()
+    assert isinstance(trainer, runner.WatchedTrainer)
+
+
+# ------------------------------------------------------------------------------ centralised
+def _central(**task) -> dict:
+    return {"name": "c", "dataset": "synthetic", **task}
+
+
+def test_the_centralised_reference_stops_at_a_nan_and_caches_nothing(tmp_path):
+    """Steps of 1e38 overflow the logistic regression's logits: the reference used to return
+    an accuracy (and cache it) as if it had trained."""
+    with pytest.raises(
+        FlkitError, match=r"diverged: its training loss is (nan|inf) at steps 1-20 \(their mean\)"
+    ):
+        runner.centralised(_central(lr=1e38), 20, device="cpu", root=tmp_path)
+    assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("DONE"))
+
+
+def test_the_centralised_reference_marks_a_finite_divergence_trained_and_served(tmp_path):
+    """Steps of 1e5: after the first, every step starts from weights about 1e5 times too large,
+    so the mean training loss passes 1e3 x the untrained model's (about ln 10), finitely."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        acc = runner.centralised(_central(lr=1e5), 20, device="cpu", root=tmp_path)
+    (said,) = _diverged_warnings(record)
+    assert "the centralised reference" in said and "its training loss rose to" in said
+    assert "at step 20" in said
+    (path,) = tmp_path.rglob("result.json")
+    result = json.loads(path.read_text())
+    losses, d = result["losses"], result["diverged"]
+    assert all(math.isfinite(v) for v in losses.values())
+    assert losses["start"] < 5 and losses["train_loss"] > 1e3 * losses["start"]
+    assert (d["what"], d["at"], d["unit"]) == ("training loss", 20, "step")
+    assert (d["value"], d["start"]) == (losses["train_loss"], losses["start"])
+    with warnings.catch_warnings(record=True) as record:  # served: the warning again
+        warnings.simplefilter("always")
+        again = runner.centralised(_central(lr=1e5), 20, device="cpu", root=tmp_path)
+    assert again == acc and len(_diverged_warnings(record)) == 1
+    # the default learning rate does not diverge: no mark, no warning
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        runner.centralised(_central(), 20, device="cpu", root=tmp_path)
+    assert not _diverged_warnings(record)
+    calm = [json.loads(p.read_text()) for p in tmp_path.rglob("result.json") if p != path]
+    assert [r["diverged"] for r in calm] == [None]
+
+
+def test_a_cached_centralised_reference_with_a_nan_loss_is_run_again(tmp_path):
+    """A result whose recorded test loss is NaN (sealed by its manifest) is not served."""
+    acc = runner.centralised(_central(), 20, device="cpu", root=tmp_path)
+    (path,) = tmp_path.rglob("result.json")
+    result = json.loads(path.read_text())
+    result["losses"]["test_loss"] = float("nan")
+    path.write_text(json.dumps(result))
+    store.write_manifest(path.parent, runner.CENTRAL_FILES, 1)
+    with pytest.warns(UserWarning, match=r"holds a test loss of nan: it is run again"):
+        again = runner.centralised(_central(), 20, device="cpu", root=tmp_path)
+    assert again == acc and math.isfinite(json.loads(path.read_text())["losses"]["test_loss"])
+
+
+def test_the_layer_update_of_fig_1_stops_at_a_training_loss_that_is_not_finite():
+    """Notebook 01's one-epoch layer update (a figure, not cached): steps of 1e38 used to give
+    a figure of NaNs."""
+    from flkit.papers.stc_projection import study
+    from flkit.workbook import presets
+
+    preset = presets.load("01_stc_projection", "smoke", mnist_lr=1e38)
+    with pytest.raises(
+        FlkitError, match=r"training loss is (nan|inf) at the local epoch of client 0"
+    ):
+        study.layer_update(preset, device="cpu")
+
+
+def test_the_estimation_studies_trajectory_stops_at_a_nan_and_so_does_an_update():
+    """Notebook 05's Unstale trajectory (trained round by round in memory, for the estimation
+    studies) and its clients' updates: steps of 1e38 used to give NaN models and estimates."""
+    from flkit.papers.staleness import estimation
+    from flkit.workbook import presets
+
+    wild = presets.load("05_staleness", "smoke", lr=1e38)
+    with pytest.raises(
+        FlkitError, match=r"training loss is (nan|inf) at round 1 of the Unstale trajectory"
+    ):
+        estimation.Trajectory(wild, 0, rounds=2)
+    tr = estimation.Trajectory(presets.load("05_staleness", "smoke"), 0, rounds=1)
+    assert tr.diverged is None
+    blown = {n: v * 1e38 if v.is_floating_point() else v for n, v in tr.models[1].items()}
+    with pytest.raises(FlkitError, match=r"training loss is (nan|inf) at the update of client"):
+        tr.update(blown, tr.stale)
 
 
 # ------------------------------------------------------------------------------ inversion

@@ -159,6 +159,15 @@ def test_drift_vanishes_with_a_tiny_learning_rate(syn):
     assert d["dist_global"].max() < 1e-6 and d["dist_avg"].max() < 1e-6
 
 
+def test_drift_stops_at_a_training_loss_that_is_not_finite(syn):
+    """Steps of 1e38 overflow the logits: the drift used to come back as NaN distances."""
+    setup = _setup(syn, lr=1e38, steps=3, batch_size=8)
+    with pytest.raises(
+        FlkitError, match=r"training loss is (nan|inf) at the local round of client"
+    ):
+        primer.client_drift(setup, setup.model.state_dict(), [0, 1, 2])
+
+
 def test_drift_is_deterministic_and_accepts_a_method_state(syn):
     setup = _setup(syn, lr=0.05, steps=4, batch_size=8)
     state = ServerState(setup.model.state_dict())

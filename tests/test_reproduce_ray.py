@@ -1,28 +1,42 @@
-"""flkit reproduce / sweep with --executor ray on a local Ray instance of 2 CPUs bound to
-127.0.0.1: the same report as the local executor, a worker killed mid-run, a 2-point sweep and
-its resume, and the resource check before anything queues. Skipped when Ray is not installed
-(it is the optional extra flkit[ray])."""
+"""flkit reproduce / sweep with --executor ray on a local Ray instance of 1 CPU bound to
+127.0.0.1: the same report as the local executor, the same floats of a training run, a worker
+killed (at once, and mid-run: reported, its kernel ended, the run resumed to the same floats),
+the driver killed (nothing of the run left), a 2-point sweep and its resume, and the resource
+check before anything queues. Skipped when Ray is not installed (it is the optional extra
+flkit[ray])."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil  # a dependency of ipykernel, which every notebook run needs
 import pytest
 
 # a Ray instance started here binds to 127.0.0.1 only: Ray reads this when it is imported
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-ray = pytest.importorskip("ray", reason="Ray is the optional extra flkit[ray]; not installed")
+ray = pytest.importorskip(
+    "ray", reason="Ray is the optional extra flkit[ray] (pip install 'flkit[ray]'); not installed"
+)
 
 from flkit import reproduce as rp  # noqa: E402
+from flkit import store  # noqa: E402
+from flkit.reproduce.plan import run_threads  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NOTEBOOKS = FIXTURES / "notebooks"
 PRESET_PATH = os.pathsep.join([str(FIXTURES / "presets"), str(FIXTURES / "ray_presets")])
+#: the smallest object store Ray accepts is 75 MiB; the tasks here ship a notebook each
+OBJECT_STORE_BYTES = 100 * 2**20
+#: how long the processes of a killed worker get to end (they sleep for 600 s otherwise)
+SETTLE_S = 30
 pytestmark = pytest.mark.slow
 
 
@@ -40,14 +54,19 @@ def env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One local Ray (2 CPUs, 127.0.0.1) for the module; flkit uses a Ray already initialized
-    in the process as is and leaves it running."""
+    """One local Ray (1 CPU, a small object store, no dashboard, 127.0.0.1) for the module;
+    flkit uses a Ray already initialized in the process as is and leaves it running."""
     mp = pytest.MonkeyPatch()
     mp.setenv("FLKIT_PRESET_PATH", PRESET_PATH)  # the workers inherit it
     before = _raylets()
     for attempt in (1, 2):  # as flkit does: a busy machine can miss the raylet's start deadline
         try:
-            ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
+            ray.init(
+                num_cpus=1,
+                include_dashboard=False,
+                object_store_memory=OBJECT_STORE_BYTES,
+                _node_ip_address="127.0.0.1",
+            )
             break
         except Exception:
             ray.shutdown()
@@ -94,6 +113,172 @@ def test_two_notebooks_same_report_as_local(tmp_path):
         assert (tmp_path / "ray" / sub).stat().st_size > 0  # gathered through the driver
     err = json.loads((tmp_path / "ray/fixture_fail/seed0/run.json").read_text())["error"]
     assert "fails on purpose" in err["evalue"] and err["cell_source"].startswith("raise")
+
+
+#: Ray's own agents of a local instance whose driver was killed: they notice it and exit by
+#: themselves, within about two minutes (Ray's behaviour, not flkit's processes)
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def _cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
+def test_sigkill_of_reproduce_on_ray_leaves_no_run_behind(tmp_path):
+    """`kill -9` of `flkit reproduce --executor ray` while a notebook runs: the Ray instance it
+    started goes with it (Ray's fate sharing), and the run's watchdog ends the notebook's kernel
+    with the process the kernel started; nothing goes on writing into the run cache."""
+    env = {
+        **os.environ,
+        "FLKIT_PRESET_PATH": str(FIXTURES / "stop_presets"),
+        "FLKIT_RUNS": str(tmp_path / "cache"),
+        "FLKIT_RUNS_DIR": str(tmp_path / "runs"),
+    }
+    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "flkit", "reproduce", "--preset", "smoke", "-q"]
+    cmd += ["--executor", "ray", "--notebooks", str(FIXTURES / "stop_notebooks")]
+    log = tmp_path / "stderr.txt"  # a file: a pipe would stay open while any process is left
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [*cmd, "--out", str(tmp_path / "out")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    seen: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any("flkit-stop-fixture" in _cmdline(p) for p in seen):
+            assert proc.poll() is None, f"reproduce ended early: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "the fixture notebook never started its process"
+            time.sleep(0.2)
+            try:  # Ray's processes, the task's worker, its kernel and the kernel's process
+                seen = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                seen = []
+        assert any("ipykernel" in _cmdline(p) for p in seen)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        watched = [p for p in seen if not _cmdline(p).startswith(RAY_AGENTS)]
+        left, end = watched, time.monotonic() + SETTLE_S
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [p for p in left if _alive(p)]
+        assert not left, f"still running after SIGKILL of the driver: {[_cmdline(p) for p in left]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in seen:  # Ray's agents too, rather than wait for them to leave
+            if _alive(p):
+                p.kill()
+        proc.wait(timeout=10)
+
+
+def _notebooks(tmp_path: Path, *names: str) -> Path:
+    """A notebooks folder holding only the fixtures ``names`` (from notebooks/ or
+    ray_notebooks/)."""
+    nbs = tmp_path / "nbs"
+    nbs.mkdir(exist_ok=True)
+    for name in names:
+        found = [d / f"{name}.ipynb" for d in (NOTEBOOKS, FIXTURES / "ray_notebooks")]
+        shutil.copy(next(p for p in found if p.is_file()), nbs)
+    return nbs
+
+
+def _train(tmp_path: Path, out: str, executor: str, **overrides) -> tuple[dict, Path]:
+    """One run of the training fixture at smoke: (its info, its run folder)."""
+    _, (info,) = rp.reproduce_runs(
+        preset="smoke",
+        notebooks_dir=_notebooks(tmp_path, "fixture_train"),
+        out=tmp_path / out,
+        executor=executor,
+        overrides=overrides,
+        progress=False,
+    )
+    return info, tmp_path / out / "fixture_train" / "seed0"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> str:
+    """Every float of the training fixture's history as the local executor records it, and the
+    thread count it computed with (history.txt)."""
+    tmp = tmp_path_factory.mktemp("local")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLKIT_PRESET_PATH", PRESET_PATH)
+        info, folder = _train(tmp, "out", "local", cache_dir=str(tmp / "cache"))
+    assert info["status"] == "ok", info["error"]
+    return (folder / "history.txt").read_text()
+
+
+def test_a_training_run_records_the_same_floats_as_on_the_local_executor(
+    cluster, tmp_path, uninterrupted
+):
+    """The same notebook, preset and seed trained as a Ray task (a run cache of its own, so it
+    trains) records the repr of every float of the local executor's history, with the same
+    thread count: the driver's, not the task's one CPU (this run's floats change with it)."""
+    info, folder = _train(tmp_path, "ray", "ray", cache_dir=str(tmp_path / "cache"))
+    assert info["status"] == "ok", info["error"]
+    recorded = (folder / "history.txt").read_text()
+    assert recorded.splitlines()[0] == f"threads {run_threads()}"
+    assert recorded == uninterrupted
+
+
+def _left(pids: set[int], marker: str) -> list[psutil.Process]:
+    """The live processes among ``pids`` and those whose command line holds ``marker``."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            mine = p.pid in pids or marker in " ".join(p.cmdline())
+            if mine and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_a_worker_killed_mid_run_is_reported_ended_and_resumed_to_the_same_floats(
+    cluster, tmp_path, uninterrupted
+):
+    """At round 3 of 5 the kernel kills the Ray worker running it (checkpoints of rounds 1-2
+    written), starts a process of its own and waits, as a kernel training on unseen would. The
+    run is reported failed; the task's watchdog ends the kernel and its process; the run cache
+    holds the checkpoint, not a finished run; run again, the run resumes and records the floats
+    of the uninterrupted run."""
+    cache = tmp_path / "cache"
+    info, folder = _train(tmp_path, "killed", "ray", cache_dir=str(cache), kill_at=3)
+    assert info["status"] == "failed"
+    assert "Worker" in info["error"]["ename"] or "died" in info["error"]["evalue"].lower()
+    assert json.loads((folder / "run.json").read_text())["status"] == "failed"
+    assert not (folder / "history.txt").exists()
+    kernel = int((cache / "kernel.pid").read_text())
+    left, end = _left({kernel}, str(cache)), time.monotonic() + SETTLE_S
+    try:
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = _left({kernel}, str(cache))
+        assert not left, f"still running after the worker was killed: {left}"
+    finally:
+        for p in left:
+            p.kill()
+    (run,) = [p for p in cache.iterdir() if p.is_dir()]
+    assert not store.is_done(run)
+    assert json.loads((run / store.CHECKPOINT_SUM).read_text())["round"] == 2
+    info, folder = _train(tmp_path, "resumed", "ray", cache_dir=str(cache))
+    assert info["status"] == "ok", info["error"]
+    assert (folder / "history.txt").read_text() == uninterrupted
+    assert store.is_done(run) and not (run / store.CHECKPOINT).exists()
 
 
 def test_killed_task_is_failed_and_the_rest_complete(cluster, tmp_path):

@@ -5,7 +5,8 @@
   signal's number and a one-line message.
 - `kill -9` (which no handler can catch): the pool worker notices that its driver is gone and ends
   its notebook kernel, with what the kernel started, and then itself; nothing keeps writing into
-  the run cache unreported."""
+  the run cache unreported. Nor does `kill -9` of the worker running a notebook (a pool or Ray
+  worker): the run's watchdog ends the kernel's process group."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MARKER = "flkit-stop-fixture"  # on the command line of the process the fixture's kernel starts
 #: how long the processes of a stopped run get to end (the fixture's sleeps for 600 s otherwise)
 SETTLE_S = 30
+#: how long a kernel may take to start: minutes on a loaded 2-core machine (a bound, not a timing)
+START_S = 300
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -66,7 +69,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
 def _running(proc: subprocess.Popen, log: Path) -> list[psutil.Process]:
     """The run's processes once the fixture's kernel has started its process."""
     seen: list[psutil.Process] = []
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + START_S
     while not any(MARKER in _cmdline(p) for p in seen):
         assert proc.poll() is None, f"reproduce ended early: {log.read_text()}"
         assert time.monotonic() < deadline, "the fixture notebook never started its process"
@@ -128,3 +131,99 @@ def test_sigkill_of_reproduce_leaves_no_process(tmp_path):
         assert not left, f"still running after SIGKILL of the driver: {left}"
     finally:
         _clean_up(proc, seen)
+
+
+#: a worker running one notebook (a Ray task's, or a local pool worker's), with a stand-in for
+#: papermill that starts a "kernel" (the leader of a process group of its own, as jupyter_client
+#: starts one) which starts a process of its own; both would sleep far longer than the test
+WORKER = r"""
+import queue, subprocess, sys, time
+from pathlib import Path
+import papermill
+from flkit.reproduce import ray_executor, worker
+
+kind, marker, pid_file = sys.argv[1:4]
+kernel_code = (
+    "import subprocess, sys, time; "
+    f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}]); "
+    "time.sleep(600)"
+)
+
+def execute_notebook(input_path, output_path, kernel_manager_class=None, **kw):
+    kernel = subprocess.Popen([sys.executable, "-c", kernel_code, marker], start_new_session=True)
+    if hasattr(kernel_manager_class, "report"):  # as the kernel manager reports a kernel it starts
+        kernel_manager_class.report(kernel.pid)
+    Path(pid_file).write_text(str(kernel.pid))
+    time.sleep(600)
+
+papermill.execute_notebook = execute_notebook
+run = {"notebook": "nb", "seed": 0, "preset": "smoke", "parameters": {}, "kernel_name": "python3",
+       "timeout": None, "input": "/nowhere/nb.ipynb"}
+if kind == "ray":
+    ray_executor.run_task({**run, "notebook_source": b"{}"})
+else:
+    worker.init_worker(queue.Queue())
+    worker.run_one({**run, "run_dir": str(Path(pid_file).parent / "run")})
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
+@pytest.mark.parametrize("kind", ["ray", "pool"])
+def test_a_killed_worker_leaves_no_kernel_behind(tmp_path, kind):
+    """The worker running a notebook killed with SIGKILL (the out-of-memory killer; for Ray also
+    a lost node, or the end of a driver that took its Ray along): the run's watchdog ends the
+    kernel's process group, the kernel and what it started. Ray itself is not needed: the worker
+    here is a plain process running the Ray task function, or a pool worker's. (ipykernel would
+    end a real kernel whose parent is gone, but not what that kernel started.)"""
+    marker = f"flkit-worker-fixture {tmp_path}"
+    pid_file = tmp_path / "kernel.pid"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER, kind, marker, str(pid_file)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + START_S
+        while len(started) < 2:  # the kernel and the process it started
+            assert proc.poll() is None, "the worker ended before its kernel started"
+            assert time.monotonic() < deadline, "the kernel never started its process"
+            time.sleep(0.2)
+            started = [
+                p for p in psutil.process_iter() if marker in _cmdline(p) and p.pid != proc.pid
+            ]
+        assert pid_file.is_file() and int(pid_file.read_text()) in {p.pid for p in started}
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        left, end = started, time.monotonic() + SETTLE_S
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [p for p in left if _alive(p)]
+        assert not left, f"still running after SIGKILL of the worker: {[_cmdline(p) for p in left]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for p in started:
+            if _alive(p):
+                p.kill()
+
+
+def test_the_watchdog_leaves_a_released_group_alone(tmp_path):
+    """A run that ended normally releases its kernel's group before closing the watchdog: the
+    watchdog exits and ends nothing (the group's number may name another process by then)."""
+    from flkit.reproduce.stopping import GroupWatchdog
+
+    group = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    try:
+        watchdog = GroupWatchdog()
+        watchdog.watch(group.pid)
+        watchdog.close()
+        time.sleep(1.0)  # the watchdog has read the end of its pipe by now
+        assert group.poll() is None
+    finally:
+        group.kill()
+        group.wait(timeout=10)

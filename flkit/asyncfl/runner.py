@@ -2,12 +2,14 @@
 the configuration hash, a tqdm bar on simulated time), :func:`build_schedule` and
 :func:`centralised` (the pooled-data reference curve).
 
-:func:`run` trains under the divergence rule of :mod:`flkit.divergence`, per task and server
-update (the history's ``round``): a training loss (the mean local loss of the updates a server
-update aggregates) or test loss that is not finite stops the run with an error naming the task
-and round, and nothing is cached; a loss above the rule's limit marks the task diverged
-(``stats["diverged"]`` and ``"diverged": True`` in its history rows from that round on), and the
-run is returned with a DivergedWarning each time, trained or read from the cache."""
+Every one trains under the divergence rule of :mod:`flkit.divergence`. :func:`run` and
+:func:`build_schedule` watch each task per server update (the history's ``round``): a training
+loss (the mean local loss of the updates a server update aggregates) or test loss that is not
+finite stops the run with an error naming the task and round, and nothing is cached; a loss above
+the rule's limit marks the task diverged (``stats["diverged"]`` and ``"diverged": True`` in its
+history rows from that round on), and :func:`run` returns the run with a DivergedWarning each
+time, trained or read from the cache. :func:`centralised` is judged on its one training segment
+(:func:`judge_central`) the same way."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ __all__ = [
     "cached",
     "build_schedule",
     "centralised",
+    "judge_central",
     "cache_key",
     "run_folder",
     "data_used",
@@ -50,15 +53,23 @@ __all__ = [
 RUN_FILES = ("config.json", "data.json", "result.json")
 #: the file of a cached centralised reference
 CENTRAL_FILES = ("result.json",)
+#: the losses a centralised reference records, as the divergence rule names them
+CENTRAL_LOSSES = {
+    "start": "test loss of the untrained model",
+    "train_loss": "training loss",
+    "test_loss": "test loss",
+}
 
 #: part of every cache key: bump it when a change alters results, so old runs are not reused
 CACHE_VERSION = 3  # 3: Sync-ST weights in client units; Shakespeare fresh batches
 
 
 def build_schedule(config, seed: int = 0, device="auto", trainer: EngineTrainer | None = None):
-    """(scheduler, trainer) ready to ``.run()``: validated config, real trainer, no caching."""
+    """(scheduler, trainer) ready to ``.run()``: validated config, real trainer, no caching. The
+    default trainer is a :class:`WatchedTrainer`: a non-finite loss stops the schedule with the
+    task and round named, and ``trainer.diverged()`` says which tasks passed the limit."""
     cfg = FedASTRun.from_dict(config).validate()
-    trainer = trainer or EngineTrainer(cfg, seed=seed, device=device)
+    trainer = trainer or WatchedTrainer(cfg, seed=seed, device=device)
     sched = (SyncST if cfg.is_sync else FedAST)(cfg, trainer, seed=int(seed))
     return sched, trainer
 
@@ -356,7 +367,12 @@ def centralised(
     """Reference for Fig. 3: one model trained by plain SGD on the pooled data of all clients
     (the union of the partition, iid mini-batches of the task's batch size, the async client lr and
     weight decay) for ``steps`` steps; returns the full test accuracy. The paper does not say
-    how its centralised curve was trained; this is a cheap, clearly-labelled stand-in."""
+    how its centralised curve was trained; this is a cheap, clearly-labelled stand-in.
+
+    Under the divergence rule of :mod:`flkit.divergence` (:func:`judge_central`): a training or
+    test loss that is not finite stops it with an error and nothing is cached; a loss above the
+    rule's limit marks it diverged in its cached result (``"diverged"``) and warns
+    (DivergedWarning) each time it is returned, trained or read from the cache."""
     t = task if isinstance(task, TaskConfig) else TaskConfig(**task)
     check_range("steps", steps, 1)
     cfg = FedASTRun("fedast_d", (replace(t, target=None, max_rounds=1),), num_clients=1000)
@@ -373,11 +389,23 @@ def centralised(
     }
     folder = store.run_dir(root, key, prefix="centralised") if cache else None
     if verified(folder, CENTRAL_FILES):
-        return float(store.load_json(folder / "result.json")["accuracy"])
+        stored = store.load_json(folder / "result.json")
+        losses = stored.get("losses")
+        bad = [
+            f"{CENTRAL_LOSSES[c]} of {v}" for c, v in (losses or {}).items() if not math.isfinite(v)
+        ]
+        if not bad:
+            found = judge_central(losses, int(steps))
+            divergence.warn(f"the centralised reference {folder}", found)
+            return float(stored["accuracy"])
+        # cached before the rule stopped such a run: run again, now stopped where it fails
+        warnings.warn(f"cached run {folder} holds a {bad[0]}: it is run again", stacklevel=2)
+        store.discard_finished(folder, CENTRAL_FILES)
     tr = EngineTrainer(cfg, seed=seed, device=dev)
     st = tr.tasks[t.name]
     pooled = torch.unique(torch.cat(list(st.parts)))
     spec = replace(st.spec, epochs=None, steps=int(steps), drop_last=True)
+    losses = {"start": tr.measure(t.name)[1]}  # the untrained model's test loss
     res = train_clients(
         st.model,
         broadcast_state(st.versions[0], 1),
@@ -387,12 +415,50 @@ def centralised(
         spec,
         [derive_seed(seed, "centralised")],
     )
+    losses["train_loss"] = float(res.train_loss[0])
     st.versions[0] = {n: v[0] for n, v in res.state.items()}
-    acc = tr.evaluate_full(t.name)
+    acc, losses["test_loss"] = tr.measure(t.name)
+    found = judge_central(losses, int(steps))  # raises on a non-finite loss: nothing cached
     if folder is not None:
         store.save_json(
-            folder / "result.json", {"accuracy": acc, "key": key, "data": data_used(cfg)}
+            folder / "result.json",
+            {
+                "accuracy": acc,
+                "key": key,
+                "data": data_used(cfg),
+                "losses": losses,
+                "diverged": None if found is None else found.to_dict(),
+            },
         )
         store.mark_done(folder)
         store.write_manifest(folder, CENTRAL_FILES, 1)
+    divergence.warn(f"the centralised reference {folder or '(not cached)'}", found)
     return acc
+
+
+def judge_central(losses: dict | None, steps: int) -> divergence.Divergence | None:
+    """The divergence rule on the centralised reference's losses (``{"start", "train_loss",
+    "test_loss"}``): FlkitError when one is not finite, else where a loss passed the limit, or
+    None.
+
+    Its training is one call of ``steps`` steps, so each loss has one value after it: the
+    training loss (the mean over the steps) and the test loss of the trained model. Both are
+    compared with one start, the untrained model's test loss: before any step the model has seen
+    neither the pooled training data nor the test set, which come from one distribution, so its
+    loss on the test set is its loss on the training data up to sampling noise (far below the
+    rule's factor of 1e3), and it costs no pass over the pooled data. A result cached before the
+    rule records no losses (None): nothing is known to judge, and it is served as it is."""
+    if losses is None:
+        return None
+    advice = "a smaller learning rate usually keeps it finite"
+    start = divergence.check_finite(
+        losses["start"], CENTRAL_LOSSES["start"], "step 0 of the centralised reference", advice
+    )
+    found = []
+    for column in ("train_loss", "test_loss"):
+        watch = divergence.LossWatch(CENTRAL_LOSSES[column], "step", advice)
+        watch.see(0, start)
+        where = f"step {steps}" if column == "test_loss" else f"steps 1-{steps} (their mean)"
+        watch.see(steps, losses[column], f"{where} of the centralised reference")
+        found.append(watch.diverged)
+    return divergence.earliest(found)

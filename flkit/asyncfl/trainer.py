@@ -296,9 +296,6 @@ class EngineTrainer:
         st.eval_model.load_state_dict(st.versions[st.current])
         return evaluate(st.eval_model, None, x, y, batch_size=4096)
 
-    def _accuracy(self, st, x, y) -> float:
-        return self._evaluate(st, x, y)[0]
-
     def evaluate(self, task: str) -> tuple[float, dict]:
         """Test accuracy (and test loss, for the paper's Figs. 13/14) of the current model."""
         st = self._task(task)
@@ -314,8 +311,12 @@ class EngineTrainer:
         return acc, {"test_loss": loss}
 
     def evaluate_full(self, task: str) -> float:
+        return self.measure(task)[0]
+
+    def measure(self, task: str) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) of the task's current model on the full test set."""
         st = self._task(task)
-        return self._accuracy(st, st.data.x_test, st.data.y_test)
+        return self._evaluate(st, st.data.x_test, st.data.y_test)
 
     def dispersion(self, task: str, updates: Sequence[Update]) -> float:
         """sum_k ||u_k - mean||^2 / (K ||mean||^2) (bias tensors excluded for the official rule)."""

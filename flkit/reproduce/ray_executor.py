@@ -9,7 +9,10 @@ a temporary folder on its worker and returns every file of the run folder (execu
 results.json, figures, run.json), and the driver writes them into ``<out>`` where a local run
 would have put them, so the reports are the same. A task whose worker dies (killed, out of
 memory, node lost) is recorded as failed and the others go on; tasks are not retried, because a
-notebook that crashed its worker once would crash it again.
+notebook that crashed its worker once would crash it again. Its kernel, with whatever the kernel
+started, is ended by the run's watchdog (:class:`.stopping.GroupWatchdog`, started by
+:func:`.worker.run_one`), so no notebook goes on writing into the run cache unseen, and a run
+interrupted there resumes from its last checkpoint when it is run again.
 
 A task computes with the driver's torch thread count (:func:`.plan.run_threads`), not with
 the CPUs it asks for and not with a worker node's own ``FLKIT_THREADS``: the count changes a CPU

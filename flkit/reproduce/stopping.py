@@ -5,13 +5,26 @@ loses nothing it cached: its training resumes from the last checkpoint on the ne
 
 SIGKILL (``kill -9``, the out-of-memory killer) ends the driver with no handler run, so each
 local pool worker watches for it itself (:func:`end_with_parent`): once its driver is gone it ends
-its kernel's process group (the kernel and what it started) and exits."""
+its kernel's process group (the kernel and what it started) and exits.
+
+A worker can itself be what is killed: a pool worker or a Ray worker by the out-of-memory killer,
+a Ray worker with its node, or when the end of the driver takes its Ray instance or job along.
+The kernel leads a process group of its own, which Ray's clean-up of a worker does not reach, and
+ipykernel ends the kernel when its parent is gone but not what the kernel started. So each run
+(:func:`.worker.run_one`) starts a :class:`GroupWatchdog`, a small process outside the worker's
+process group that is told the kernel's group on a pipe and ends the groups not released when
+that pipe closes. The pipe closes the moment the worker is
+gone, however it ended: the system closes every file of a process that dies, SIGKILL included.
+The watchdog runs this file as a script, standard library only, so it starts in milliseconds
+(no torch import)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -23,6 +36,8 @@ __all__ = [
     "end_with_parent",
     "end_groups",
     "group_alive",
+    "GroupWatchdog",
+    "watch_groups",
 ]
 
 #: how often a worker looks whether its driver is still there (a cheap system call)
@@ -134,3 +149,69 @@ def end_with_parent(
     thread = threading.Thread(target=watch, name="flkit-parent-watch", daemon=True)
     thread.start()
     return thread
+
+
+# ------------------------------------------------------------------------------ the watchdog
+def watch_groups(lines: Iterable[str], grace_s: float = GROUP_GRACE_S) -> set[int]:
+    """The watchdog's loop over the lines of its pipe: ``+PGID`` watches a process group,
+    ``-PGID`` releases it; when the lines end (the pipe closed), the groups still watched are
+    ended (:func:`end_groups`) and returned."""
+    groups: set[int] = set()
+    for line in lines:
+        line = line.strip()
+        if line[:1] in ("+", "-") and line[1:].isdigit():
+            (groups.add if line[0] == "+" else groups.discard)(int(line[1:]))
+    end_groups(groups, grace_s)
+    return groups
+
+
+class GroupWatchdog:
+    """The process that ends the process groups it watches once its starter is gone (see the
+    module's docstring): :meth:`watch` a kernel's group when it starts, :meth:`close` when the
+    run ended and its kernel was shut down (the groups are released first, so nothing is
+    ended)."""
+
+    def __init__(self):
+        # -I: the standard library only, whatever PYTHONPATH holds; a session of its own, so a
+        # clean-up that ends the worker's process group leaves the watchdog to do its work
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", os.path.abspath(__file__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        self.watched: set[int] = set()
+
+    def _send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):  # the watchdog is gone: nothing to tell it
+            pass
+
+    def watch(self, pgid: int) -> None:
+        self.watched.add(int(pgid))
+        self._send(f"+{int(pgid)}")
+
+    def close(self, timeout: float = 10.0) -> None:
+        for pgid in sorted(self.watched):
+            self._send(f"-{pgid}")
+        self.watched.clear()
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()  # the detached watchdog reads the end and exits
+        try:
+            self.proc.wait(timeout)  # the process started, which exited once it forked
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+if __name__ == "__main__":  # the watchdog process (GroupWatchdog)
+    # detached: a fork whose parent exits at once, so that init adopts it. A worker that ends its
+    # children as it exits (a Ray worker whose raylet is gone does) would take it along, and the
+    # process group it watches, whose leader is such a child too, with it left running
+    if hasattr(os, "fork") and os.fork() > 0:
+        os._exit(0)
+    watch_groups(sys.stdin)

@@ -1,10 +1,11 @@
 """What runs on a worker, whatever the executor: :func:`run_one` executes one (notebook, seed)
 with papermill into its run folder, never raises, and reports each cell it starts through an
-``events`` queue so the driver can show "cell n of m" while a long notebook runs. In a local
-pool worker it also reports its kernel's process group (``("kernel", i, pgid)``), so a driver
-that is stopped can end the kernel, with whatever the kernel started, without waiting for it;
-and a pool worker whose driver is gone (killed with SIGKILL) ends its kernel and itself
-(:func:`init_worker`)."""
+``events`` queue so the driver can show "cell n of m" while a long notebook runs. A watchdog
+process ends the kernel, with whatever the kernel started, should the worker itself be killed
+(a Ray worker, a pool worker: :class:`.stopping.GroupWatchdog`). In a local pool worker it also
+reports its kernel's process group (``("kernel", i, pgid)``), so a driver that is stopped can end
+the kernel without waiting for it; and a pool worker whose driver is gone (killed with SIGKILL)
+ends its kernel and itself (:func:`init_worker`)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..data.provenance import ENV_ALLOW
 from ..store import save_text
 from ..workbook.results import RESULTS_FILE
 from .plan import RUN_FILE, SOURCE_ROOT, cell_source, notebook_cells
-from .stopping import end_groups, end_with_parent
+from .stopping import GroupWatchdog, end_groups, end_with_parent
 
 __all__ = [
     "run_one",
@@ -56,24 +58,37 @@ def init_worker(queue) -> None:
     end_with_parent(lambda: end_groups(list(_KERNELS)))
 
 
-def _reporting_kernel_manager(index: int, events):
-    """A kernel manager class that reports the kernel it starts as ``("kernel", index, pgid)``
-    (the kernel leads its own process group; its pid where there are no groups)."""
+def _reporting_kernel_manager(on_kernel: Callable[[int], None]):
+    """A kernel manager class that calls ``on_kernel(pgid)`` (its ``report``) with the process
+    group of each kernel it starts (the kernel leads its own process group; its pid where there
+    are no groups)."""
     from jupyter_client.manager import AsyncKernelManager
 
     class ReportingKernelManager(AsyncKernelManager):
+        report = staticmethod(on_kernel)
+
         async def start_kernel(self, **kw):
             await super().start_kernel(**kw)
             prov = self.provisioner
             pid = getattr(prov, "pgid", None) or getattr(prov, "pid", None)
             if pid:
-                _KERNELS.add(int(pid))
-                try:
-                    events.put(("kernel", index, int(pid)))
-                except Exception:  # a closed queue never fails a run
-                    pass
+                self.report(int(pid))
 
     return ReportingKernelManager
+
+
+def _pool_kernel(index: int, events) -> Callable[[int], None]:
+    """What a local pool worker does with a kernel it starts: remember it (for
+    :func:`init_worker`'s end) and report it to the driver as ``("kernel", index, pgid)``."""
+
+    def seen(pgid: int) -> None:
+        _KERNELS.add(pgid)
+        try:
+            events.put(("kernel", index, pgid))
+        except Exception:  # a closed queue never fails a run
+            pass
+
+    return seen
 
 
 def clean_run_dir(run_dir: Path, notebook: str) -> None:
@@ -112,7 +127,9 @@ def _cell_hook(index: int, total: int, t0: float, events):
 
 
 def run_one(run: dict, events=None) -> dict:
-    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded)."""
+    """Execute one (notebook, seed) with papermill; never raises (a failure is recorded). A
+    :class:`.stopping.GroupWatchdog` watches the kernel's process group meanwhile, so that the
+    kernel, with what it started, ends should this process be killed."""
     import logging
 
     import papermill as pm
@@ -149,8 +166,15 @@ def run_one(run: dict, events=None) -> dict:
     if events is not None:  # papermill injects one parameters cell
         total = _code_cells(run["input"]) + 1
         client["on_cell_start"] = _cell_hook(run.get("index", 0), total, t0, events)
-    if pool_worker:
-        client["kernel_manager_class"] = _reporting_kernel_manager(run.get("index", 0), events)
+    watchdog = GroupWatchdog()
+    report = _pool_kernel(run.get("index", 0), events) if pool_worker else None
+
+    def started(pgid: int) -> None:
+        watchdog.watch(pgid)
+        if report is not None:
+            report(pgid)
+
+    client["kernel_manager_class"] = _reporting_kernel_manager(started)
     try:
         pm.execute_notebook(
             run["input"],
@@ -173,6 +197,7 @@ def run_one(run: dict, events=None) -> dict:
             raise
     finally:  # papermill has shut the kernel down: its group number may soon name another
         _KERNELS.clear()
+        watchdog.close()
     info["wall_time_s"] = round(time.perf_counter() - t0, 3)
     info["results"] = RESULTS_FILE if (run_dir / RESULTS_FILE).is_file() else None
     try:

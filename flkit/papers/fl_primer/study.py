@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from flkit import data as data_mod
-from flkit import methods
+from flkit import divergence, methods
 from flkit.data import partition as part_mod
 from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder
 from flkit.methods import sample_clients
@@ -197,6 +197,13 @@ def client_drift(
     )
     m = methods.get(method)(ctx, **dict(method_params or {}))
     up = m.client_update(m.init_state(glob), list(int(c) for c in clients), rnd)
+    for c, loss in zip(clients, up.train_loss.tolist()):  # the divergence rule's first half
+        divergence.check_finite(
+            loss,
+            "training loss",
+            f"the local round of client {int(c)} in client_drift",
+            "a smaller learning rate usually keeps it finite",
+        )
     names = param_names(setup.model)
     local = flatten(up.state, names).double()  # [K, d]
     g = flatten({n: glob[n].unsqueeze(0) for n in names}, names).double()[0]  # [d]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import torch
 
-from ... import methods
+from ... import divergence, methods
 from ...data.partition import partition
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
 from ...methods.staleness import (
@@ -26,6 +26,9 @@ from ...state import model_state, stack_states
 from ...utils import derive_seed
 from . import numbers
 from .study import config, fresh_setup
+
+#: what a training loss past the divergence rule points to
+ADVICE = "a smaller learning rate usually keeps it finite"
 
 
 class Trajectory:
@@ -49,9 +52,15 @@ class Trajectory:
         self.method = methods.get("unstale")(ctx, **cfg.method_params)
         state = self.method.init_state(model_state(s.model))
         self.models = [state.model]
+        # the divergence rule of every training loop: a non-finite loss stops it, one past the
+        # limit is kept in `diverged` and said (every study here would read a diverged run)
+        watch = divergence.LossWatch("training loss", "round", ADVICE)
         for rnd in range(1, (rounds or preset["traj_rounds"]) + 1):
-            state, _ = self.method.round(state, self.method.select_clients(state, rnd), rnd)
+            state, log = self.method.round(state, self.method.select_clients(state, rnd), rnd)
+            watch.see(rnd, log.train_loss, f"round {rnd} of the Unstale trajectory")
             self.models.append(state.model)
+        self.diverged = watch.diverged
+        divergence.warn("the Unstale trajectory of the estimation studies", self.diverged)
         self.stale = sorted(self.method.stale)
         self.box = box_from_data(s.data.x_train)
         self.names = self.method.param_names
@@ -64,6 +73,8 @@ class Trajectory:
         res = m.train(stack_states([start] * len(clients)), clients, rnd)
         if parts is not None:
             m.ctx.parts = saved
+        for c, loss in zip(clients, res.train_loss.tolist()):
+            divergence.check_finite(loss, "training loss", f"the update of client {c}", ADVICE)
         return {n: res.state[n] - start[n] for n in self.names}
 
     def flat(self, d: dict) -> torch.Tensor:

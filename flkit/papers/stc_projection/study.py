@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from flkit import divergence
 from flkit.experiment import RunConfig, Setup, run, run_folder
 from flkit.preset_runs import distinct, from_preset, seeds_of
 from flkit.preset_runs import use_threads as use_threads  # the notebook pins its threads
@@ -237,6 +238,12 @@ def layer_update(
         cfg.local_spec(),
         [derive_seed(seed, "batches", 1, 0)],
         backend=cfg.backend,
+    )
+    divergence.check_finite(  # the divergence rule's first half: a figure of NaNs explains nothing
+        res.train_loss[0],
+        "training loss",
+        "the local epoch of client 0 in layer_update",
+        "a smaller learning rate usually keeps it finite",
     )
     names = param_names(su.model)
     name = max((n for n in names if start[n].dim() >= 2), key=lambda n: start[n][0].numel())
