@@ -307,5 +307,7 @@ def test_several_run_folders_give_each_notebook_from_the_first_that_holds_it(tmp
         "01_other": ("long", 0),
         "00_demo": ("cpu", 2),
     }
+    # the book lists them in notebook order, whichever folder each came from
+    assert list(found) == ["00_demo", "01_other"]
     with pytest.raises(FlkitError, match=r"runs=\[\]"):
         book.executed_notebooks([])
