@@ -20,6 +20,8 @@ nb_execution_mode = "off"
 nb_merge_streams = True
 
 myst_enable_extensions = ["dollarmath", "amsmath", "html_image"]
+# $$...$$ inside a paragraph is display math, as JupyterLab renders it (04's and 05's equations)
+myst_dmath_double_inline = True
 myst_heading_anchors = 3
 # The results page links to raw-HTML anchors (<a id="...">) that MyST cannot see; the book's own
 # link check (flkit.reproduce.book.check_site) checks every link and anchor in the built HTML.

@@ -58,8 +58,8 @@ def executed_notebooks(runs) -> dict[str, dict]:
     """``{notebook: {"path", "seed", "run"}}`` for every notebook that ``runs`` holds, its lowest
     seed; ``run`` is its run.json (``{}`` when there is none). ``runs``: one folder or several
     (the published runs of different presets, each from its own ``--out``): a notebook comes from
-    the first folder that holds it. FlkitError when none is found or a chosen run is recorded as
-    failed."""
+    the first folder that holds it; in notebook order either way. FlkitError when none is found
+    or a chosen run is recorded as failed."""
     if isinstance(runs, (list, tuple)):
         if not runs:
             raise FlkitError("runs=[]; accepted: one or more `flkit reproduce --out` folders")
@@ -67,7 +67,7 @@ def executed_notebooks(runs) -> dict[str, dict]:
         for folder in runs:
             for name, nb in executed_notebooks(folder).items():
                 found.setdefault(name, nb)
-        return found
+        return dict(sorted(found.items()))  # notebook order, not the order the folders came in
     runs = Path(runs)
     if not runs.is_dir():
         raise FlkitError(

@@ -1,6 +1,9 @@
 """What a built book must hold (:mod:`.book`): every page, every image a page shows, every local
-file and anchor a page links to, and on each notebook page as many figures as its notebook has
-PNG outputs. Sphinx only warns on most of these; a published book must not lose them."""
+file and anchor a page links to, on each notebook page as many figures as its notebook has PNG
+outputs, and no formula left as its dollar-sign source. Sphinx only warns on most of these, and
+not at all on a formula the Markdown parser did not take for math (JupyterLab renders ``$$...$$``
+inside a paragraph; MyST, unless told, leaves its dollars in the text); a published book must not
+lose them."""
 
 from __future__ import annotations
 
@@ -12,6 +15,9 @@ __all__ = ["Page", "read_page", "check_site"]
 
 # Sphinx's own folders: assets and copies of the sources, not pages
 _NOT_PAGES = ("_static", "_sources", "_images", "_downloads")
+# elements whose text is code or rendered math, where a dollar sign is no formula left behind
+_NOT_PROSE = ("script", "style", "code", "pre", "kbd", "samp", "math", "svg")
+_VOID = ("img", "br", "hr", "input", "link", "meta", "source", "wbr")
 #: where Sphinx puts the images of a page (notebook outputs included)
 IMAGES_DIR = "_images"
 
@@ -24,9 +30,15 @@ class Page(HTMLParser):
         self.ids: set[str] = set()
         self.images: list[str] = []
         self.links: list[str] = []  # <a href>, <link href>, <script src>
+        self.dollars: list[str] = []  # prose around a "$" left in the text: a formula not rendered
+        self._skip: list[str] = []  # the open elements whose text is not prose (code, math)
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if self._skip or tag in _NOT_PROSE or "math" in classes:
+            if tag not in _VOID:
+                self._skip.append(tag)
         if a.get("id"):
             self.ids.add(a["id"])
         if tag == "a" and a.get("name"):
@@ -37,6 +49,15 @@ class Page(HTMLParser):
             self.links.append(a["href"])
         elif tag == "script" and a.get("src"):
             self.links.append(a["src"])
+
+    def handle_endtag(self, tag):
+        if self._skip and self._skip[-1] == tag:
+            self._skip.pop()
+
+    def handle_data(self, data):
+        if not self._skip and "$" in data:
+            at = data.index("$")
+            self.dollars.append(" ".join(data[max(0, at - 30) : at + 30].split()))
 
 
 def read_page(path: Path) -> Page:
@@ -72,6 +93,7 @@ def check_site(html: Path, pages: list[str], figures: dict[str, int] | None = No
         if rel.parts[0] in _NOT_PAGES:
             continue
         page = page_at(path)
+        problems += [f"{rel}: a formula is not rendered: ...{t}..." for t in page.dollars]
         for src in page.images:
             local = _local(src)
             if local and not (path.parent / local[0]).is_file():
