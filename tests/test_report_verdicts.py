@@ -110,6 +110,8 @@ def test_rules_by_hand():
     assert verdict.at_least(0.75).check(0.75, None) and not verdict.at_least(0.75).check(0.74, None)
     assert verdict.at_most(3).check(3, None) and not verdict.at_most(3).check(3.1, None)
     assert verdict.above(0).check(1e-9, None) and not verdict.above(0).check(0.0, None)
+    assert verdict.below(1).check(0.99, None) and not verdict.below(1).check(1.0, None)
+    assert verdict.below(1).text() == "< 1"
     assert verdict.between(0.7, 0.9).check(0.8, None) and not verdict.between(0.7, 0.9).check(
         0.95, None
     )

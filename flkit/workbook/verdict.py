@@ -50,7 +50,7 @@ STYLE = {
     INCONCLUSIVE: ("#6E6E6E", "?"),
 }
 
-_OPS = ("at least", "at most", "above", "between", "within")
+_OPS = ("at least", "at most", "above", "below", "between", "within")
 
 #: where a threshold comes from: "paper: <section/table, the number quoted>", "computed: <how,
 #: from which stated setting of the paper>", "ours: <one sentence why>"
@@ -80,6 +80,7 @@ __all__ = [
     "at_least",
     "at_most",
     "above",
+    "below",
     "between",
     "within",
     "read",
@@ -115,7 +116,8 @@ def _fmt(v) -> str:
 class Rule:
     """Where an indicator must be for the paper's effect to be possible.
 
-    ``op`` is "at least" / "at most" / "above" (strictly; ``bound``), "between" (``bound`` =
+    ``op`` is "at least" / "at most" / "above" / "below" (the last two strictly; ``bound``),
+    "between" (``bound`` =
     (low, high)) or "within" (``bound`` = a relative tolerance around the paper's value, e.g. 0.2
     for ±20 %).
     ``missing`` says what an unmeasured indicator (``None``) means: "unknown" (the claim is
@@ -156,6 +158,8 @@ class Rule:
             return x <= self.bound
         if self.op == "above":
             return x > self.bound
+        if self.op == "below":
+            return x < self.bound
         if self.op == "between":
             return self.bound[0] <= x <= self.bound[1]
         p = _number(paper, "the paper's value of a 'within' rule")
@@ -169,6 +173,8 @@ class Rule:
             return f"≤ {_fmt(self.bound)}"
         if self.op == "above":
             return f"> {_fmt(self.bound)}"
+        if self.op == "below":
+            return f"< {_fmt(self.bound)}"
         if self.op == "between":
             return f"{_fmt(self.bound[0])}–{_fmt(self.bound[1])}"
         p = float(paper)
@@ -186,6 +192,10 @@ def at_most(bound, missing: str = "unknown") -> Rule:
 
 def above(bound, missing: str = "unknown") -> Rule:
     return Rule("above", bound, missing)
+
+
+def below(bound, missing: str = "unknown") -> Rule:
+    return Rule("below", bound, missing)
 
 
 def between(low, high, missing: str = "unknown") -> Rule:

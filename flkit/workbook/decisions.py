@@ -1,0 +1,586 @@
+"""Decisions as data: how a preset value was chosen, by a rule fixed before the runs that read it.
+
+A paper folder's ``decisions.toml`` holds one table per decision, ``decisions/<name>.csv`` its
+recorded table (one row per run or reading, written once by :func:`record`)::
+
+    [cpu_setting]
+    text = "the largest gap among the settings whose accuracy still rises ..."   # the rule
+    presets = ["cpu"]                    # the preset tables it sets
+    sets = ["lr", "tau"]                 # their keys ("key[i]": one element of a list), or
+                                         # {preset key = "column"} for a column named otherwise
+    candidates = [{lr = 0.05, tau = 40}, {lr = 0.02, tau = 40}]   # in the order the rule tries
+                                         # them, or a grid {lr = [0.05, 0.02], tau = [40]}
+    shape = "best"                       # "first": the first candidate, in order, that passes;
+    best = {column = "gap", aim = "max"} # "best": among those that pass, aim "max" or "min", or
+                                         # closest = <number>; ties go to the earlier candidate
+    pass = [{column = "gap", op = "at least", bound = 4.0}]
+    [cpu_setting.provenance]             # commit, date, machine, threads, preset, seeds, command
+
+Optional: ``rows`` ({column: value or [values]}: the rows of the table read), ``match`` (the
+columns a row is matched to a candidate on; default the candidates' own), a pass rule's ``where``
+(the rows of a candidate it applies to), ``fallback`` ("first" or "last": the candidate taken when
+none passes), ``fallback_pass`` (rules the fallback must meet too), ``without`` (what no choice
+means: "unset", the keys keep what other rules give them, or "absent", the presets named do not
+exist) and ``table`` (the CSV's name in ``decisions/``).
+
+A candidate passes when the table has rows for it and each pass rule holds on every row it
+applies to; an empty cell fails (nothing passes on what was not measured). The rules are
+:class:`~flkit.workbook.verdict.Rule`, the vocabulary of the regime indicators ("at least", "at
+most", "above", "below", "between"), so a threshold reads alike in a decision and in a claim's
+condition; "within" is refused: a decision has no paper value to be within.
+
+:func:`decide` reads the recorded table and gives the chosen values. They live only in
+``preset.toml``; :func:`check` compares the two (a test runs it on every decision of every
+paper). :func:`drive` runs the candidates, by a measure the paper's study gives, until the rule
+is met, and :func:`record` writes what it measured, once.
+
+This module is longer than the house's 500 lines: the file format, the rule, the driver, the
+check and the record are one vocabulary, read together.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import itertools
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import tomllib
+
+from ..utils import FlkitError
+from . import presets
+from .verdict import Rule
+
+__all__ = ["SHAPES", "PROVENANCE", "Pass", "Decision", "Outcome", "load", "read_table", "decide"]
+__all__ += ["drive", "check", "record", "provenance", "markdown", "quote_readme"]
+
+SHAPES = ("first", "best")
+#: what a decision's provenance names: where, when and how its table was measured
+PROVENANCE = ("commit", "date", "machine", "threads", "preset", "seeds", "command")
+_OPS = ("at least", "at most", "above", "below", "between")
+_FALLBACKS, _WITHOUT, _AIMS = ("first", "last"), ("unset", "absent"), ("max", "min")
+_REQUIRED = ("text", "presets", "sets", "candidates", "shape", "provenance")
+_OPTIONAL = ("best", "pass", "rows", "match", "fallback", "fallback_pass", "without", "table")
+_KEY = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
+PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _same(a, b) -> bool:
+    """Whether a candidate's value and a table cell are one value (1 and 1.0 are)."""
+    if isinstance(a, list) or isinstance(b, list):
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(map(_same, a, b))
+        )
+    return not _missing(a) and not _missing(b) and a == b
+
+
+def _selects(row: Mapping, where: Mapping) -> bool:
+    """Whether ``row`` has, in every column of ``where``, the value (or one of the values) given."""
+    return all(
+        any(_same(row.get(col), w) for w in (want if isinstance(want, list) else [want]))
+        for col, want in where.items()
+    )
+
+
+def _shown(v) -> str:
+    return "empty" if _missing(v) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass rule: ``column`` must meet ``rule`` on every row of the candidate that ``where``
+    selects ({column: value or [values]}; empty: every row)."""
+
+    column: str
+    rule: Rule
+    where: Mapping = field(default_factory=dict)
+
+    def text(self) -> str:
+        return f"{self.column} {self.rule.text()}" + "".join(
+            f" where {k} is {v}" for k, v in self.where.items()
+        )
+
+    def unmet(self, rows: Sequence[Mapping]) -> str | None:
+        """Why the candidate's ``rows`` fail this rule (None: they meet it)."""
+        read = [r for r in rows if _selects(r, self.where)]
+        bad = [
+            r.get(self.column)
+            for r in read
+            if self.rule.check(r.get(self.column), None) is not True
+        ]
+        if not read or bad:
+            return f"{self.text()}: " + (", ".join(map(_shown, bad)) if read else "no row")
+        return None
+
+
+def _unmet(passes, rows) -> list[str]:
+    return [u for p in passes if (u := p.unmet(rows)) is not None]
+
+
+def _passes(spec, where: str) -> tuple[Pass, ...]:
+    out = []
+    for p in spec if isinstance(spec, list) else [spec]:
+        keys = set(p) if isinstance(p, dict) else set()
+        if not {"column", "op", "bound"} <= keys <= {"column", "op", "bound", "where"}:
+            raise FlkitError(
+                f"{where} rule {p!r}; accepted: a table with column, op, bound and optionally where"
+            )
+        if p["op"] not in _OPS:
+            raise FlkitError(
+                f"{where} rule on {p['column']!r}: op {p['op']!r}; accepted: {list(_OPS)}"
+            )
+        out.append(Pass(p["column"], Rule(p["op"], p["bound"], "outside"), p.get("where", {})))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of a paper folder (the module's docstring gives each field's meaning)."""
+
+    name: str
+    folder: Path
+    text: str
+    presets: tuple
+    sets: dict  # {preset key: candidate column}
+    candidates: tuple
+    shape: str
+    provenance: dict
+    passes: tuple = ()
+    best: dict | None = None
+    rows: dict = field(default_factory=dict)
+    match: tuple | None = None
+    fallback: str | None = None
+    fallback_passes: tuple = ()
+    without: str = "unset"
+    table: str = ""
+
+    @property
+    def path(self) -> Path:
+        """The recorded table's file."""
+        return self.folder / "decisions" / (self.table or f"{self.name}.csv")
+
+    def values(self, candidate: Mapping) -> dict:
+        """{preset key: value} that ``candidate`` gives."""
+        return {key: candidate[col] for key, col in self.sets.items()}
+
+    def label(self, candidate: Mapping) -> str:
+        return ", ".join(
+            f"{k} {json.dumps(v) if isinstance(v, (list, str)) else v}"
+            for k, v in candidate.items()
+        )
+
+    @classmethod
+    def from_toml(cls, name: str, spec: Mapping, folder: Path) -> Decision:
+        """The decision ``name`` of ``folder``'s ``decisions.toml`` (its table ``spec``),
+        checked: FlkitError naming the decision, the bad value and the accepted ones."""
+        where = f"decision {name!r} ({folder.name}/decisions.toml)"
+
+        def need(ok, what):
+            if not ok:
+                raise FlkitError(f"{where}: {what}")
+
+        known = [*_REQUIRED, *_OPTIONAL]
+        unknown, lack = sorted(set(spec) - set(known)), [k for k in _REQUIRED if k not in spec]
+        need(not unknown, f"unknown keys {unknown}; accepted: {known}")
+        need(not lack, f"lacks {lack}; every decision names {list(_REQUIRED)}")
+        need(spec["shape"] in SHAPES, f"shape={spec['shape']!r}; accepted: {list(SHAPES)}")
+        sets = spec["sets"]
+        sets = {k: k for k in sets} if isinstance(sets, list) else dict(sets)
+        for key, col in sets.items():
+            need(
+                _KEY.match(key) and isinstance(col, str),
+                f"sets {key!r} = {col!r}; accepted: a preset key (or 'key[i]') and a column",
+            )
+        cands = spec["candidates"]
+        if isinstance(cands, dict):  # a grid: the product in order, its first column outermost
+            lists = [v if isinstance(v, list) else [v] for v in cands.values()]
+            cands = [dict(zip(cands, combo)) for combo in itertools.product(*lists)]
+        need(cands, "no candidates; accepted: at least one")
+        for c in cands:
+            lack = [col for col in sets.values() if col not in c]
+            need(not lack, f"candidate {c} has no {lack}; accepted: a value per key set")
+        best = spec.get("best")
+        if spec["shape"] == "best":
+            ok = isinstance(best, dict) and len(best) == 2 and "column" in best
+            ok = ok and (best.get("aim") in _AIMS or isinstance(best.get("closest"), (int, float)))
+            need(
+                ok,
+                f"best={best!r}; accepted: {{column, aim = 'max' or 'min' or closest = x}}",
+            )
+        need(
+            spec["shape"] == "best" or best is None, "best is for shape 'best'; this one is 'first'"
+        )
+        fallback, without = spec.get("fallback"), spec.get("without", "unset")
+        need(
+            fallback in (None, *_FALLBACKS), f"fallback={fallback!r}; accepted: {list(_FALLBACKS)}"
+        )
+        need(without in _WITHOUT, f"without={without!r}; accepted: {list(_WITHOUT)}")
+        prov = dict(spec["provenance"])
+        lack = [k for k in PROVENANCE if k not in prov]
+        need(not lack, f"provenance lacks {lack}; accepted: {list(PROVENANCE)}")
+        return cls(
+            name=name,
+            folder=folder,
+            text=" ".join(str(spec["text"]).split()),
+            presets=tuple(spec["presets"]),
+            sets=sets,
+            candidates=tuple(dict(c) for c in cands),
+            shape=spec["shape"],
+            provenance=prov,
+            passes=_passes(spec.get("pass", []), f"{where}: pass"),
+            best=best,
+            rows=dict(spec.get("rows", {})),
+            match=tuple(spec["match"]) if "match" in spec else None,
+            fallback=fallback,
+            fallback_passes=_passes(spec.get("fallback_pass", []), f"{where}: fallback_pass"),
+            without=without,
+            table=spec.get("table", ""),
+        )
+
+
+def _folder(paper) -> Path:
+    folder = Path(paper) if isinstance(paper, Path) or os.sep in str(paper) else PAPERS_DIR / paper
+    if not folder.is_dir():
+        names = sorted(p.name for p in PAPERS_DIR.iterdir() if (p / "preset.toml").is_file())
+        raise FlkitError(f"paper {str(paper)!r} has no folder; accepted: {names} or a folder path")
+    return folder
+
+
+def load(paper) -> dict[str, Decision]:
+    """Every decision of a paper folder (a slug such as "staleness", or a folder path), by name;
+    {} for a folder without ``decisions.toml``."""
+    folder = _folder(paper)
+    path = folder / "decisions.toml"
+    if not path.is_file():
+        return {}
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise FlkitError(f"{path} is not valid TOML: {e}") from None
+    return {name: Decision.from_toml(name, spec, folder) for name, spec in raw.items()}
+
+
+def _cell(text: str):
+    """A CSV cell as a value: empty -> None, true/false, a JSON list, an int, a float, or text."""
+    t = text.strip()
+    if t in ("", "true", "false"):
+        return None if t == "" else t == "true"
+    if t.startswith("["):
+        return json.loads(t)
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    return t
+
+
+def _cell_text(v) -> str:
+    if _missing(v):
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(list(v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def read_table(decision: Decision) -> list[dict]:
+    """The recorded rows of ``decision`` (its CSV), each {column: value}."""
+    if not decision.path.is_file():
+        raise FlkitError(
+            f"decision {decision.name!r} has no recorded table {decision.path}; accepted: the "
+            "table record() wrote for it"
+        )
+    with open(decision.path, newline="", encoding="utf-8") as fh:
+        return [{k: _cell(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a decision's rule gives on a table: ``chosen`` (the candidate, or None), ``values``
+    ({preset key: value}, or None), ``passed`` (chosen by its pass rules; False for the fallback
+    or nothing), ``candidates`` (one row per candidate: its values, ``rows`` read, ``passes``
+    (None: not measured), ``unmet`` (the rules it missed), ``chosen``) and ``rows`` (the rows
+    read, each with ``passes``, by the rules that apply to it, and ``chosen``)."""
+
+    decision: Decision
+    chosen: dict | None
+    values: dict | None
+    passed: bool
+    candidates: pd.DataFrame
+    rows: pd.DataFrame
+
+    def text(self) -> str:
+        """One sentence: what the rule chose, and how."""
+        d = self.decision
+        if self.chosen is None:
+            absent = f"so there is no {', '.join(f'`{p}`' for p in d.presets)} preset"
+            absent = absent if d.without == "absent" else "so it sets nothing"
+            return f"No candidate meets the rule, {absent}."
+        how = (
+            "meets the rule"
+            if self.passed
+            else f"is the fallback ({d.fallback}): none meets the rule"
+        )
+        return f"{d.label(self.chosen)} {how}."
+
+
+def _owners(decision: Decision, rows: list[dict]) -> list[int]:
+    """The candidate each row belongs to; FlkitError for a column the rules read that the table
+    lacks, or a row that no candidate (or two) matches."""
+    cands, where = decision.candidates, f"decision {decision.name!r}"
+    match = decision.match or tuple(dict.fromkeys(c for cand in cands for c in cand))
+    rules = decision.passes + decision.fallback_passes
+    needed = {*match, *(p.column for p in rules), *(c for p in rules for c in p.where)}
+    needed |= {decision.best["column"]} if decision.best else set()
+    columns = set().union(*(r.keys() for r in rows)) if rows else set()
+    if needed - columns:
+        raise FlkitError(
+            f"{where}: the table lacks columns {sorted(needed - columns)}; it has {sorted(columns)}"
+        )
+    owners = []
+    for r in rows:
+        hits = [
+            i for i, c in enumerate(cands) if all(_same(c[k], r.get(k)) for k in match if k in c)
+        ]
+        if len(hits) != 1:
+            raise FlkitError(
+                f"{where}: the row { ({k: r.get(k) for k in match}) } matches {len(hits)} "
+                "candidates; "
+                f"accepted: one candidate per row, of {[decision.label(c) for c in cands]}"
+            )
+        owners.append(hits[0])
+    return owners
+
+
+def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcome:
+    """The rule of ``decision`` on ``table`` (rows {column: value}; default its recorded table).
+
+    Shape "first" walks the candidates in order and takes the first that passes; a candidate
+    before it without rows is an error (the rule reads it before its answer), one after it may be
+    absent (the runs stopped there). Shape "best" needs one row per candidate and takes, among
+    those that pass, the best value of its column. With none passing: the fallback candidate when
+    it meets ``fallback_pass``, else nothing."""
+    rows = read_table(decision) if table is None else [dict(r) for r in table]
+    rows = [r for r in rows if _selects(r, decision.rows)]
+    owners = _owners(decision, rows)
+    per = [[r for r, o in zip(rows, owners) if o == i] for i in range(len(decision.candidates))]
+    unmet = [_unmet(decision.passes, rs) if rs else None for rs in per]
+    ok = [u == [] for u in unmet]
+    label = [f"candidate {decision.label(c)}" for c in decision.candidates]
+    pick = None
+    if decision.shape == "first":
+        for i, rs in enumerate(per):
+            if not rs:
+                raise FlkitError(
+                    f"decision {decision.name!r}: no row for {label[i]}, which the rule "
+                    "reads before its answer; accepted: the table of the runs in order"
+                )
+            if ok[i]:
+                pick = i
+                break
+    else:
+        bad = [f"{len(rs)} rows for {label[i]}" for i, rs in enumerate(per) if len(rs) != 1]
+        if bad:
+            raise FlkitError(
+                f"decision {decision.name!r}: {bad[0]}; accepted: one row per candidate"
+            )
+        col, aim = decision.best["column"], decision.best
+        score = [math.nan if _missing(rs[0][col]) else float(rs[0][col]) for rs in per]
+        if "closest" in aim:
+            score = [abs(v - float(aim["closest"])) for v in score]
+        elif aim["aim"] == "max":
+            score = [-v for v in score]
+        passing = [i for i in range(len(per)) if ok[i] and not math.isnan(score[i])]
+        pick = min(passing, key=lambda i: (score[i], i)) if passing else None
+    passed = pick is not None
+    if pick is None and decision.fallback is not None:
+        i = 0 if decision.fallback == "first" else len(per) - 1
+        pick = i if per[i] and not _unmet(decision.fallback_passes, per[i]) else None
+    summary = [
+        {
+            **c,
+            "rows": len(per[i]),
+            "passes": None if unmet[i] is None else ok[i],
+            "unmet": "; ".join(unmet[i] or []),
+            "chosen": i == pick,
+        }
+        for i, c in enumerate(decision.candidates)
+    ]
+    read = [
+        {
+            **r,
+            "passes": not _unmet([p for p in decision.passes if _selects(r, p.where)], [r]),
+            "chosen": o == pick,
+        }
+        for r, o in zip(rows, owners)
+    ]
+    chosen = None if pick is None else dict(decision.candidates[pick])
+    values = None if chosen is None else decision.values(chosen)
+    return Outcome(decision, chosen, values, passed, pd.DataFrame(summary), pd.DataFrame(read))
+
+
+def drive(
+    decision: Decision,
+    measure: Callable[[dict], Mapping | Sequence[Mapping]],
+    table: Sequence[Mapping] = (),
+) -> tuple[Outcome, list[dict]]:
+    """Run ``decision``'s candidates in order until its rule is met: ``measure(candidate)`` gives
+    the candidate's row (or rows), to which the candidate's values are added. Shape "first" stops
+    at the first candidate that passes; shape "best" measures every one. The candidates of rows
+    in ``table`` (an earlier, interrupted drive) are not measured again. Returns the outcome and
+    every row, for :func:`record`."""
+    rows = [dict(r) for r in table]
+    for cand in decision.candidates:
+        keys = decision.match or tuple(cand)
+        have = [r for r in rows if all(_same(cand[k], r.get(k)) for k in keys if k in cand)]
+        if not have:
+            got = measure(dict(cand))
+            have = [{**cand, **dict(r)} for r in ([got] if isinstance(got, Mapping) else got)]
+            if not have:
+                raise FlkitError(
+                    f"decision {decision.name!r}: measure gave no row for {decision.label(cand)}; "
+                    "accepted: a row (a mapping) or a list of rows"
+                )
+            rows.extend(have)
+        if decision.shape == "first" and not _unmet(decision.passes, have):
+            break
+    return decide(decision, rows), rows
+
+
+def check(decision: Decision) -> list[str]:
+    """Where the folder's ``preset.toml`` differs from what :func:`decide` gives on the recorded
+    table (empty: they agree). Without a choice, an "unset" decision checks nothing and an
+    "absent" one that its presets do not exist."""
+    tables = presets.validate_file(decision.folder / "preset.toml")["presets"]
+    out = decide(decision)
+    if out.values is None:
+        there = [p for p in decision.presets if p in tables and decision.without == "absent"]
+        return [f"[{p}] exists, but the rule chose nothing" for p in there]
+    problems = []
+    for name in decision.presets:
+        if name not in tables:
+            problems.append(f"[{name}] is missing; the rule chose {out.values}")
+            continue
+        for key, want in out.values.items():
+            base, index = _KEY.match(key).groups()
+            have = tables[name].get(base)
+            if index is not None:
+                have = (
+                    have[int(index)] if isinstance(have, list) and int(index) < len(have) else None
+                )
+            if not _same(want, have):
+                problems.append(f"[{name}] {key} = {have!r}; the rule chose {want!r}")
+    return problems
+
+
+def provenance(preset: str, seeds, command: str) -> dict:
+    """The provenance of a table measured now: the commit ("+changes" when the working tree
+    differs from it), the UTC date, the machine, torch's threads, the preset, seeds and command."""
+    import torch
+
+    def git(*args) -> str:
+        root = Path(__file__).resolve().parents[2]
+        try:
+            run = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return run.stdout.strip() if run.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=10", "HEAD") or "not a git checkout"
+    commit += "+changes" if git("status", "--porcelain", "--untracked-files=no") else ""
+    return {
+        "commit": commit,
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}",
+        "threads": torch.get_num_threads(),
+        "preset": preset,
+        "seeds": list(seeds),
+        "command": command,
+    }
+
+
+def record(decision: Decision, rows: Sequence[Mapping], provenance: Mapping) -> str:
+    """Write ``rows`` as the decision's recorded table, once (an existing table is never
+    replaced), and return its ``[<name>.provenance]`` block for ``decisions.toml``."""
+    if decision.path.exists():
+        raise FlkitError(
+            f"decision {decision.name!r} already has its recorded table {decision.path}; a "
+            "recorded table is written once: a new search is a new decision"
+        )
+    lack = [k for k in PROVENANCE if k not in provenance]
+    if lack:
+        raise FlkitError(f"provenance lacks {lack}; accepted: {list(PROVENANCE)}")
+    cols = list(dict.fromkeys(c for r in rows for c in r))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerows([cols, *([_cell_text(r.get(c)) for c in cols] for r in rows)])
+    decision.path.parent.mkdir(parents=True, exist_ok=True)
+    decision.path.write_text(buf.getvalue(), encoding="utf-8")
+    block = [
+        f"[{decision.name}.provenance]",
+        *(f"{k} = {json.dumps(provenance[k])}" for k in PROVENANCE),
+    ]
+    return "\n".join(block) + "\n"
+
+
+def _md(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list):
+        return ", ".join(map(_md, v))
+    return "" if _missing(v) else f"{v:g}" if isinstance(v, float) else str(v).replace("|", "\\|")
+
+
+def markdown(decision: Decision) -> str:
+    """The decision as a README quotes it: its rule in words, its recorded table with whether
+    each row passes and which is chosen, and the outcome."""
+    out = decide(decision)
+    cols = list(out.rows.columns)
+    lines = [f"Rule: {decision.text}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_md(r[c]) for c in cols) + " |" for _, r in out.rows.iterrows()]
+    return "\n".join([*lines, "", out.text()])
+
+
+_BLOCK = re.compile(r"(<!-- decision: (\w+) -->\n)(.*?)(\n<!-- /decision -->)", re.DOTALL)
+
+
+def quote_readme(paper, write: bool = False) -> list[str]:
+    """The decisions a paper's README quotes out of date: each block between
+    ``<!-- decision: <name> -->`` and ``<!-- /decision -->`` must be :func:`markdown` of that
+    decision; ``write=True`` rewrites them. FlkitError for a block naming no decision."""
+    folder = _folder(paper)
+    readme, known, stale = folder / "README.md", load(folder), []
+
+    def fill(m):
+        if m.group(2) not in known:
+            raise FlkitError(
+                f"{readme} quotes decision {m.group(2)!r}; accepted: {sorted(known) or 'none'}"
+            )
+        body = markdown(known[m.group(2)])
+        if m.group(3) != body:
+            stale.append(m.group(2))
+        return m.group(1) + body + m.group(4)
+
+    new = _BLOCK.sub(fill, readme.read_text(encoding="utf-8"))
+    if write and stale:
+        readme.write_text(new, encoding="utf-8")
+    return stale
