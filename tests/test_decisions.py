@@ -498,6 +498,20 @@ def test_quote_readme_finds_and_rewrites_a_stale_block(tmp_path):
         decisions.quote_readme(folder)
 
 
+def test_quote_readme_fills_an_empty_block_without_reaching_into_the_next(tmp_path):
+    folder = _paper(tmp_path)
+    empty_then_old = (
+        "<!-- decision: damping -->\n<!-- /decision -->\n\nbetween\n\n"
+        "<!-- decision: long_iters -->\nold\n<!-- /decision -->\n"
+    )
+    (folder / "README.md").write_text(empty_then_old)
+    assert decisions.quote_readme(folder, write=True) == ["damping", "long_iters"]
+    text = (folder / "README.md").read_text()
+    assert text.count("<!-- /decision -->") == 2 and "\nbetween\n" in text
+    assert "Rule: the damping" in text and "Rule: no long unless" in text
+    assert decisions.quote_readme(folder) == []
+
+
 def test_load_refuses_an_unknown_paper():
     with pytest.raises(FlkitError, match=r"paper 'nope' has no folder; accepted"):
         decisions.load("nope")

@@ -595,7 +595,10 @@ def markdown(decision: Decision) -> str:
     return "\n".join([*lines, "", out.text()])
 
 
-_BLOCK = re.compile(r"(<!-- decision: (\w+) -->\n)(.*?)(\n<!-- /decision -->)", re.DOTALL)
+# a block's body never holds a closing marker, and may be empty (a quote not yet written)
+_BLOCK = re.compile(
+    r"(<!-- decision: (\w+) -->\n)((?:(?!<!-- /decision -->).)*?)\n?(<!-- /decision -->)", re.DOTALL
+)
 
 
 def quote_readme(paper, write: bool = False) -> list[str]:
@@ -613,7 +616,7 @@ def quote_readme(paper, write: bool = False) -> list[str]:
         body = markdown(known[m.group(2)])
         if m.group(3) != body:
             stale.append(m.group(2))
-        return m.group(1) + body + m.group(4)
+        return m.group(1) + body + "\n" + m.group(4)
 
     new = _BLOCK.sub(fill, readme.read_text(encoding="utf-8"))
     if write and stale:
