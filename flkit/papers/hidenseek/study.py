@@ -27,6 +27,7 @@ from ...prune import (
     weight_fraction,
 )
 from ...utils import FlkitError, check_choice, derive_seed
+from .numbers import SETTINGS as PAPER_SETTINGS
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 
 LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
@@ -75,6 +76,24 @@ def options_of(preset, method: str) -> dict:
 def tasks(preset) -> list[str]:
     """Task names of Table 1: har, femnist, mnist_a<alpha>."""
     return ["har", "femnist"] + [f"mnist_a{a:g}" for a in preset["alphas"]]
+
+
+def describe(preset) -> str:
+    """Markdown: the clients, rounds, local epochs and seeds this preset runs, beside the
+    paper's."""
+    har, mnist, paper = PAPER_SETTINGS["har"], PAPER_SETTINGS["mnist"], PAPER_SETTINGS
+    return (
+        f"**Preset `{preset.name}`.** HAR: {preset['har_clients']} subjects, "
+        f"{preset['har_per_round']} per round, {preset['har_rounds']} rounds (paper "
+        f"{har['clients']}, {har['per_round']}, {har['rounds']}). MNIST: "
+        f"{preset['mnist_clients']} clients, {preset['mnist_per_round']} per round, "
+        f"{preset['mnist_rounds']} rounds, alpha in {preset['alphas']}, VGG9 width "
+        f"x{preset['vgg_width']} (paper {mnist['clients']}, {mnist['per_round']}, "
+        f"{mnist['rounds']}, x1). FEMNIST: {preset['femnist_clients']} writers (the data mirror "
+        f"holds 105; the paper uses 320). Local epochs E = {preset['har_epochs']} (HAR) / "
+        f"{preset['local_epochs']} (images), paper {paper['local_epochs']}; {preset['seeds']} "
+        f"seed(s) (paper {paper['seeds']})."
+    )
 
 
 def config(
