@@ -5,6 +5,7 @@ choice is worked out by hand in the comments."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -142,6 +143,46 @@ def test_rows_filter_reads_one_part_of_a_table(tmp_path):
         {"task": "mnist", "lr": 0.01, "above_chance": 20.0, "flip": 1.0},
     ]
     assert decisions.decide(d, table).values == {"lr": 0.01}
+
+
+def test_a_mean_rule_reads_the_mean_of_the_rows_it_applies_to(tmp_path):
+    """Each lr run with two seeds: every seed must flip, and the mean over the seeds must be at
+    least 20 points above chance. lr 1: (22.27 + 16.30) / 2 = 19.285, fails; lr 10: (25 + 16) / 2
+    = 20.5, passes although seed 1 alone is below 20 (a rule on every row would fail it)."""
+
+    def decision(of):
+        return _decision(
+            tmp_path,
+            sets=["lr"],
+            candidates={"lr": [1.0, 10.0]},
+            shape="first",
+            match=["lr"],
+            **{
+                "pass": [
+                    {"column": "flip", "op": "above", "bound": 0},
+                    {"column": "above_chance", "op": "at least", "bound": 20, "of": of},
+                ]
+            },
+        )
+
+    rows = [
+        {"lr": 1.0, "seed": 0, "above_chance": 22.27, "flip": 1e-5},
+        {"lr": 1.0, "seed": 1, "above_chance": 16.30, "flip": 2e-5},
+        {"lr": 10.0, "seed": 0, "above_chance": 25.0, "flip": 1e-5},
+        {"lr": 10.0, "seed": 1, "above_chance": 16.0, "flip": 1e-5},
+    ]
+    out = decisions.decide(decision("mean"), rows)
+    assert out.values == {"lr": 10.0}
+    assert out.candidates["unmet"][0] == "mean above_chance ≥ 20: 19.285"
+    # a row is judged by the mean it enters: both of lr 10's rows pass, both of lr 1's fail
+    assert out.rows["passes"].tolist() == [False, False, True, True]
+    assert decisions.decide(decision("every"), rows).values is None
+    # an empty cell makes the mean empty, and that fails
+    gap = [dict(rows[0]), dict(rows[1]), dict(rows[2]), dict(rows[3], above_chance=None)]
+    out = decisions.decide(decision("mean"), gap)
+    assert out.values is None and out.candidates["unmet"][1] == "mean above_chance ≥ 20: empty"
+    with pytest.raises(FlkitError, match=r"of 'median'; accepted: \['every', 'mean'\]"):
+        decision("median")
 
 
 # ------------------------------------------------------------------------------ best among passing
@@ -438,6 +479,50 @@ def test_check_agrees_with_the_preset_and_fails_on_a_hand_edit(tmp_path):
     assert decisions.check(with_long["long_iters"]) == ["[long] exists, but the rule chose nothing"]
 
 
+def _chain(tmp_path, preset_lr: float, later_rows: str) -> dict:
+    """Two decisions on one key, in this order: ``first_lr`` chooses 0.1 (the larger passes
+    first), ``later_lr`` starts from it and chooses 1.0 when its table lets it."""
+    folder = tmp_path / "chain"
+    (folder / "decisions").mkdir(parents=True)
+    (folder / "preset.toml").write_text(
+        f'[meta]\nnotebook = "99_x.ipynb"\n[smoke]\nlr = {preset_lr}\n'
+        f"[cpu]\nlr = {preset_lr}\n[paper]\nlr = {preset_lr}\n"
+    )
+    prov = "\n".join(f"{k} = {json.dumps(v)}" for k, v in PROV.items())
+    spec = """
+        [{name}]
+        text = "t"
+        presets = ["cpu"]
+        sets = ["lr"]
+        candidates = {{lr = {lrs}}}
+        shape = "first"
+        pass = [{{column = "ok", op = "above", bound = 0}}]
+        [{name}.provenance]
+        """
+    text = "".join(
+        textwrap.dedent(spec.format(name=n, lrs=lrs)) + prov + "\n"
+        for n, lrs in (("first_lr", "[0.1]"), ("later_lr", "[0.1, 1.0]"))
+    )
+    (folder / "decisions.toml").write_text(text)
+    (folder / "decisions" / "first_lr.csv").write_text("lr,ok\n0.1,1\n")
+    (folder / "decisions" / "later_lr.csv").write_text(later_rows)
+    return decisions.load(folder)
+
+
+def test_check_leaves_a_key_to_the_later_decision_that_chose_it_again(tmp_path):
+    moved = "lr,ok\n0.1,0\n1.0,1\n"  # 0.1 fails here, 1.0 passes: the later choice is 1.0
+    ds = _chain(tmp_path / "a", 1.0, moved)
+    assert decisions.check(ds["first_lr"]) == [] and decisions.check(ds["later_lr"]) == []
+    # the earlier choice (0.1) edited into the preset is the later decision's error, once
+    ds = _chain(tmp_path / "b", 0.1, moved)
+    assert decisions.check(ds["first_lr"]) == []
+    assert decisions.check(ds["later_lr"]) == ["[cpu] lr = 0.1; the rule chose 1.0"]
+    # a later decision that chooses nothing replaces nothing: the earlier one is checked
+    ds = _chain(tmp_path / "c", 1.0, "lr,ok\n0.1,0\n1.0,0\n")
+    assert decisions.check(ds["first_lr"]) == ["[cpu] lr = 1.0; the rule chose 0.1"]
+    assert decisions.check(ds["later_lr"]) == []
+
+
 def test_quote_readme_fills_each_block_and_keeps_the_text_between(tmp_path):
     folder = _paper(tmp_path)
     readme = folder / "README.md"
@@ -459,6 +544,20 @@ def test_quote_readme_fills_each_block_and_keeps_the_text_between(tmp_path):
     readme.write_text("<!-- decision: nope -->\nx\n<!-- /decision -->\n")
     with pytest.raises(FlkitError, match=r"quotes decision 'nope'; accepted"):
         decisions.quote_readme(folder)
+
+
+def test_quote_readme_fills_an_empty_block_without_reaching_into_the_next(tmp_path):
+    folder = _paper(tmp_path)
+    empty_then_old = (
+        "<!-- decision: damping -->\n<!-- /decision -->\n\nbetween\n\n"
+        "<!-- decision: long_iters -->\nold\n<!-- /decision -->\n"
+    )
+    (folder / "README.md").write_text(empty_then_old)
+    assert decisions.quote_readme(folder, write=True) == ["damping", "long_iters"]
+    text = (folder / "README.md").read_text()
+    assert text.count("<!-- /decision -->") == 2 and "\nbetween\n" in text
+    assert "Rule: the damping" in text and "Rule: no long unless" in text
+    assert decisions.quote_readme(folder) == []
 
 
 def test_load_refuses_an_unknown_paper():

@@ -1,13 +1,12 @@
 """Notebook 04's regime (papers/hidenseek/regime.py) and each claim's verdict on hand-built
-tables, the per-method table, and the searches' rules (score learning rate, `long` rounds) that
-read their own pass test."""
+tables, the per-method table and the plateau reading."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from flkit.papers.hidenseek import record, regime, searches
+from flkit.papers.hidenseek import record, regime
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 from flkit.workbook.report import Report
@@ -268,21 +267,6 @@ def test_per_method_table():
     assert math.isclose(len(tab), len(TASKS) * len(regime.SUPERMASK))
 
 
-def test_score_lr_is_the_smallest_that_keeps_learning():
-    grid = pd.DataFrame(
-        {
-            "method": ["fedmask"] * 4 + ["bnnavg"] * 2,
-            "lr": [0.001, 0.1, 10.0, 100.0, 0.01, 1.0],
-            "flip_share": [0.0, 0.0, 0.001, 0.01, 0.0, 0.0],
-            # lr 100 ends higher, but lr 10 already meets both rules: 10 is chosen
-            "above_chance": [-5.0, 1.0, 30.0, 60.0, 50.0, 2.0],
-        }
-    )
-    assert searches.choose_score_lr(grid) == {"bnnavg": None, "fedmask": 10.0}
-    with pytest.raises(FlkitError, match="accepted: at least"):
-        searches.choose_score_lr(grid.drop(columns=["flip_share"]))
-
-
 def test_plateau_rise_is_the_fitted_rise_over_the_last_rounds():
     rounds = list(range(2, 42, 2))
     # a straight line of 0.3 points per round: 5 rounds rise 1.5 points, whatever came before
@@ -297,123 +281,7 @@ def test_plateau_rise_is_the_fitted_rise_over_the_last_rounds():
         regime.plateau_rise([2, 4, 6], [1.0, 2.0])
 
 
-def _search(rows):
-    cols = ("method", "rounds", "above_chance", "flip_share", "rise5")
-    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
-
-
-def test_long_rounds_are_the_fewest_in_regime_not_the_best_scoring():
-    good = [("HideNseek", 25.0, 1e-3), ("FedMask", 21.0, 1e-4), ("Signed", 20.0, 1e-5)]
-    rows = [("FedAvg", 30, 60.0, None, 3.0), ("FedAvg", 60, 70.0, None, 0.9)]
-    rows += [("FedAvg", 90, 75.0, None, 0.2)]
-    for r in (30, 60, 90):
-        # every method ends higher at 90, but 60 already meets the rule
-        rows += [(m, r, a + r / 10, f, None) for m, a, f in good]
-        rows += [("BNNAvg", r, 22.0, 1e-4, None)]
-    out = searches.choose_long_rounds(_search(rows))
-    assert out["rounds"] == 60 and out["meets_rule"]
-    assert out["unmet"][30] == ["FedAvg rise5"]  # 3 points over 5 rounds: still climbing
-    # Signed stops flipping from 60 on, BNNAvg is below 20 points everywhere: nothing qualifies
-    bad = _search(rows).copy()
-    bad.loc[(bad.method == "Signed") & (bad.rounds >= 60), "flip_share"] = 0.0
-    bad.loc[bad.method == "BNNAvg", "above_chance"] = 15.0
-    out = searches.choose_long_rounds(bad)
-    assert out["rounds"] == 90 and not out["meets_rule"]
-    assert out["unmet"][60] == ["Signed flip_share", "BNNAvg above_chance"]
-    # a supermask method missing from the table cannot be in regime
-    out = searches.choose_long_rounds(_search(rows)[lambda t: t.method != "FedMask"])
-    assert not out["meets_rule"] and "FedMask above_chance" in out["unmet"][60]
-    with pytest.raises(FlkitError, match="accepted: at least"):
-        searches.choose_long_rounds(_search(rows).drop(columns=["rise5"]))
-
-
-def test_long_preset_is_cpu_with_the_rounds_the_search_chose():
-    from flkit.workbook import presets
-
-    assert "long" in presets.available("04_hidenseek")
+def test_long_preset_is_cpu_with_more_mnist_rounds():
     cpu, long = (presets.load("04_hidenseek", n) for n in ("cpu", "long"))
     assert {k for k in cpu if cpu[k] != long[k]} == {"mnist_rounds"}
-    chosen = searches.choose_long_rounds()  # the recorded search
-    assert (
-        long["mnist_rounds"] == chosen["rounds"] and chosen["rounds"] in searches.LONG_ROUNDS_GRID
-    )
-    assert {r["rounds"] for r in searches.LONG_SEARCH} == set(searches.LONG_ROUNDS_GRID)
-
-
-def test_rounds_search_refuses_a_round_that_is_never_evaluated():
-    from flkit.papers.hidenseek import study
-    from flkit.workbook import presets
-
-    cpu = presets.load("04_hidenseek", "cpu")  # eval_every = 2: round 31 has no evaluation
-    with pytest.raises(FlkitError, match=r"rounds \[31\].*eval_every=2"):
-        study.rounds_search(cpu, grid=(31, 90))
-
-
-def _lr_search(rows):
-    cols = ("method", "lr", "rounds", "above_chance", "flip_share")
-    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
-
-
-def test_task_score_lr_keeps_a_passing_current_lr_else_the_smallest_passing_one():
-    rows = [
-        # HideNseek: the current lr 10 passes at 60 (it fails at 90: not read)
-        ("HideNseek", 10.0, 60, 36.8, 7.8e-4),
-        ("HideNseek", 10.0, 90, 11.8, 0.0),
-        # FedMask: current 100 fails (12.6 points); 1 and 10 pass: the smaller, 1, is taken
-        ("FedMask", 0.1, 60, 25.0, 0.0),
-        ("FedMask", 1.0, 60, 21.0, 1e-5),
-        ("FedMask", 10.0, 60, 40.0, 1e-3),
-        ("FedMask", 100.0, 60, 12.6, 4.9e-5),
-        # Signed: high enough at 1 but frozen (no flip in some round), nothing passes
-        ("Signed", 1.0, 60, 22.8, 0.0),
-        ("Signed", 10.0, 60, 14.1, 0.0),
-    ]
-    current = {"HideNseek": 10.0, "FedMask": 100.0, "Signed": 10.0, "BNNAvg": 1.0}
-    out = searches.choose_task_score_lr(_lr_search(rows), current)
-    assert out == {
-        "HideNseek": {"lr": 10.0, "passes": True},
-        "FedMask": {"lr": 1.0, "passes": True},
-        "Signed": {"lr": 10.0, "passes": False},
-        "BNNAvg": {"lr": 1.0, "passes": False},  # never searched: keeps its lr, out of regime
-    }
-    # read at 90 instead, HideNseek's only row fails there
-    assert not searches.choose_task_score_lr(_lr_search(rows), current, rounds=90)["HideNseek"][
-        "passes"
-    ]
-    with pytest.raises(FlkitError, match=r"rounds=45.*accepted: \[60, 90\]"):
-        searches.choose_task_score_lr(_lr_search(rows), current, rounds=45)
-    with pytest.raises(FlkitError, match="accepted: at least"):
-        searches.choose_task_score_lr(_lr_search(rows).drop(columns=["lr"]), current)
-
-
-def test_mnist_runs_take_the_score_lr_the_recorded_search_chose():
-    from flkit.papers.hidenseek import settings, study
-    from flkit.workbook import presets
-
-    cpu = presets.load("04_hidenseek", "cpu")
-    table = pd.DataFrame(searches.MNIST_LR_SEARCH)
-    # the lrs the searches ran with, before the baseline levers (settings.PRE_LEVER)
-    pre = settings.PRE_LEVER
-    current = {study.LABELS[m]: pre.lr[m] for m in ("hidenseek", "fedmask", "signed", "bnnavg")}
-    chosen = searches.choose_task_score_lr(table, current)
-    # by hand: the search found no passing lr for the three baselines and HideNseek's passes, so
-    # the searches' MNIST runs are at the HAR lrs (and FedAvg at the paper's 0.001)
-    har = {
-        "fedavg_split": 0.001,
-        "hidenseek": 10.0,
-        "fedmask": 100.0,
-        "signed": 10.0,
-        "bnnavg": 1.0,
-    }
-    for method, lr in har.items():
-        assert study.config(cpu, "mnist_a1", method, 0, settings=pre).lr == lr
-        assert study.config(cpu, "har", method, 0, settings=pre).lr == lr
-    for method, label in study.LABELS.items():
-        if label in chosen:  # and the searches' MNIST runs follow the rule, not a copy of it
-            assert settings.PRE_LEVER_MNIST_LR[method] == chosen[label]["lr"]
-    # the recorded finding: no lr of the grid gives FedMask, Signed or BNNAvg both 20 points above
-    # chance and a flip in every round on MNIST at 60 rounds; HideNseek's passes
-    assert {k for k, v in chosen.items() if v["passes"]} == {"HideNseek"}
-    searched = {(r["method"], r["lr"]) for r in searches.MNIST_LR_SEARCH if r["rounds"] == 60}
-    for label in ("FedMask", "Signed", "BNNAvg"):
-        assert {lr for m, lr in searched if m == label} == set(searches.SCORE_LR_GRID)
+    assert (cpu["mnist_rounds"], long["mnist_rounds"]) == (15, 90)

@@ -155,7 +155,7 @@ def test_intro_links_every_graded_exercise(path):
 
 def test_the_check_catches_what_it_should():
     for text in (
-        "see `baseline_levers.choose_vote_weights`",
+        "see `decisions.decide`",
         "applied in `settings.py`",
         "`flkit/papers/stc_projection/regime.py`",
         "compares with `flkit.compress.stc`",

@@ -3,10 +3,10 @@ toy task that a random network with the right mask separates, each ends well abo
 global mask still changes in every round after round 2, and some of those changes are entries
 the previous round's clients had voted for unanimously. A method whose server writes unanimous
 votes back where the straight-through gradient vanishes (only split votes can still move), or
-whose local updates are too small to flip a latent, fails here. Learning rates and options: those
-the notebook's searches ran with (``settings.PRE_LEVER_LR``, the methods' defaults), and for
-FedMask and Signed also the notebook's own (``settings.NOTEBOOK``: the adopted vote weights);
-E = 5 local epochs as in the paper."""
+whose local updates are too small to flip a latent, fails here. Learning rates and options: the
+HAR score learning rates the notebook's searches ran with (the choices of its HAR decisions,
+with the methods' default options), and for FedMask and Signed also the notebook's own (the
+preset's, with the adopted vote weights); E = 5 local epochs as in the paper."""
 
 import pytest
 import torch
@@ -16,9 +16,10 @@ from flkit.engine import LocalSpec
 from flkit.methods import RunContext
 from flkit.methods.fedmask import FedMask, Signed
 from flkit.methods.hidenseek import BNNAvg, HideNseek
-from flkit.papers.hidenseek import settings
+from flkit.papers.hidenseek import study
 from flkit.prune import hard_sign
 from flkit.state import model_state
+from flkit.workbook import decisions, presets
 
 CLASSES, DIM, CLIENTS, PER_CLIENT, ROUNDS = 4, 16, 6, 60, 5
 EPOCHS, BATCH = 5, 8
@@ -73,8 +74,9 @@ def _unanimous(updates) -> torch.Tensor:
     return torch.cat(out)
 
 
-_PRE = settings.PRE_LEVER_LR
-_NOTEBOOK = settings.NOTEBOOK
+_HAR = decisions.load("hidenseek")
+_PRE = {m: decisions.decide(_HAR[f"har_score_lr_{m}"]).values[f"{m}_lr"] for m in study.OPTIONS}
+_CPU = presets.load("04_hidenseek", "cpu")
 
 
 @pytest.mark.parametrize(
@@ -84,12 +86,12 @@ _NOTEBOOK = settings.NOTEBOOK
         (FedMask, "fedmask", _PRE["fedmask"], {}),
         (Signed, "signed", _PRE["signed"], {}),
         (BNNAvg, "bnnavg", _PRE["bnnavg"], {}),
-        (FedMask, "fedmask", _NOTEBOOK.lr["fedmask"], _NOTEBOOK.params_of("fedmask")),
+        (FedMask, "fedmask", _CPU["fedmask_lr"], study.options_of(_CPU, "fedmask")),
         pytest.param(
             Signed,
             "signed",
-            _NOTEBOOK.lr["signed"],
-            _NOTEBOOK.params_of("signed"),
+            _CPU["signed_lr"],
+            study.options_of(_CPU, "signed"),
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="at its adopted lr, Signed's global signs on this toy stop flipping "

@@ -13,7 +13,7 @@ from flkit.engine import LocalSpec
 from flkit.methods.base import RunContext
 from flkit.methods.hidenseek import BNNAvg
 from flkit.models.binary import SignActivation, binarize_activations
-from flkit.papers.hidenseek import settings, study
+from flkit.papers.hidenseek import study
 from flkit.state import model_state
 from flkit.utils import FlkitError
 from flkit.workbook import presets
@@ -137,11 +137,6 @@ def test_bnnavg_on_the_before_norm_vgg9_same_forward_on_both_engines_and_latents
 
 
 def test_the_notebook_builds_only_bnnavgs_vgg9_in_the_binary_order():
-    assert settings.NOTEBOOK.vgg_kwargs_of("bnnavg") == {"pool_position": "before_norm"}
-    for m in ("fedavg_split", "fedmask", "signed", "hidenseek"):
-        assert settings.NOTEBOOK.vgg_kwargs_of(m) == {}
-    # the searches ran in the model's own order: their configs (and cached runs) stay as they were
-    assert all(settings.PRE_LEVER.vgg_kwargs_of(m) == {} for m in settings.LABELS)
     p = presets.load("04_hidenseek", "cpu")
     width = float(p["vgg_width"])
     for task in ("mnist_a1", "femnist"):
@@ -149,14 +144,9 @@ def test_the_notebook_builds_only_bnnavgs_vgg9_in_the_binary_order():
             "width": width,
             "pool_position": "before_norm",
         }
-        assert study.config(p, task, "fedmask", 0).model_kwargs == {"width": width}
-        pre = study.config(p, task, "bnnavg", 0, settings=settings.PRE_LEVER)
-        assert pre.model_kwargs == {"width": width}
+        for m in ("fedavg_split", "fedmask", "signed", "hidenseek"):
+            assert study.config(p, task, m, 0).model_kwargs == {"width": width}
     assert study.config(p, "har", "bnnavg", 0).model_kwargs == {}  # an MLP: nothing to move
-    # a lever applied after the layout keeps it
-    keep = {"adopt": False, "lr_har": None, "lr_mnist": None, "reason": ""}
-    both = settings.with_levers(settings.with_bnn_layout(settings.PRE_LEVER), {}, keep)
-    assert both.vgg_kwargs_of("bnnavg") == {"pool_position": "before_norm"}
 
 
 def test_unknown_pool_position_is_refused_naming_the_accepted_ones():

@@ -19,23 +19,29 @@ recorded table (one row per run or reading, written once by
 
 Optional: ``rows`` ({column: value or [values]}: the rows of the table read), ``match`` (the
 columns a row is matched to a candidate on; default the candidates' own), a pass rule's ``where``
-(the rows of a candidate it applies to), ``fallback`` ("first" or "last": the candidate taken when
-none passes), ``fallback_pass`` (rules the fallback must meet too), ``without`` (what no choice
-means: "unset", the keys keep what other rules give them, or "absent", the presets named do not
-exist), ``table`` (the CSV's name in ``decisions/``) and ``per`` (a column of the candidates: one
-choice per value of it, on the rows with that value; ``{i}`` in a key is the value's place, in
-the candidates' order, e.g. ``"targets[{i}]"`` for one list element per task).
+(the rows of a candidate it applies to) and ``of`` ("every", the default: each of those rows must
+meet it; "mean": their mean must, e.g. the mean over seeds), ``fallback`` ("first" or "last": the
+candidate taken when none passes), ``fallback_pass`` (rules the fallback must meet too),
+``without`` (what no choice means: "unset", the keys keep what other rules give them, or
+"absent", the presets named do not exist), ``table`` (the CSV's name in ``decisions/``) and
+``per`` (a column of the candidates: one choice per value of it, on the rows with that value;
+``{i}`` in a key is the value's place, in the candidates' order, e.g. ``"targets[{i}]"`` for one
+list element per task).
 
 A candidate passes when the table has rows for it and each pass rule holds on every row it
-applies to; an empty cell fails (nothing passes on what was not measured). The rules are
-:class:`~flkit.workbook.verdict.Rule`, the vocabulary of the regime indicators ("at least", "at
-most", "above", "below", "between"), so a threshold reads alike in a decision and in a claim's
-condition; "within" is refused: a decision has no paper value to be within.
+applies to (or on their mean); an empty cell fails (nothing passes on what was not measured).
+The rules are :class:`~flkit.workbook.verdict.Rule`, the vocabulary of the regime indicators ("at
+least", "at most", "above", "below", "between"), so a threshold reads alike in a decision and in
+a claim's condition; "within" is refused: a decision has no paper value to be within.
 
 :func:`decide` reads the recorded table and gives the chosen values. They live only in
 ``preset.toml``; :func:`check` compares the two (a test runs it on every decision of every
-paper). Measuring a table (running the candidates until the rule is met, writing it once with
-its provenance) is :mod:`flkit.workbook.decision_runs`.
+paper). Decisions apply in the order of ``decisions.toml``: a later decision that chooses a value
+for the same key of the same preset replaces the earlier one's, whose choice then lives only in
+its table (a later decision may start from it: its first candidate). A step that sets no preset
+value itself, only the candidates of a later decision, has ``presets = []`` and ``sets = []``.
+Measuring a table (running the candidates until the rule is met, writing it once with its
+provenance) is :mod:`flkit.workbook.decision_runs`.
 
 This module is longer than the house's 500 lines: a decision's file format, its pass rules and
 reading its recorded table are one idea, and each needs the others to be read.
@@ -72,6 +78,7 @@ SHAPES = ("first", "best")
 PROVENANCE = ("commit", "date", "machine", "threads", "preset", "seeds", "command")
 _OPS = ("at least", "at most", "above", "below", "between")
 _FALLBACKS, _WITHOUT, _AIMS = ("first", "last"), ("unset", "absent"), ("max", "min")
+_OF = ("every", "mean")
 _REQUIRED = ("text", "presets", "sets", "candidates", "shape", "provenance")
 _OPTIONAL = (
     "best",
@@ -119,25 +126,27 @@ def _shown(v) -> str:
 @dataclass(frozen=True)
 class Pass:
     """One pass rule: ``column`` must meet ``rule`` on every row of the candidate that ``where``
-    selects ({column: value or [values]}; empty: every row)."""
+    selects ({column: value or [values]}; empty: every row), or, with ``of="mean"``, their mean
+    must (an empty cell among them fails)."""
 
     column: str
     rule: Rule
     where: Mapping = field(default_factory=dict)
+    of: str = "every"
 
     def text(self) -> str:
-        return f"{self.column} {self.rule.text()}" + "".join(
+        what = f"mean {self.column}" if self.of == "mean" else self.column
+        return f"{what} {self.rule.text()}" + "".join(
             f" where {k} is {v}" for k, v in self.where.items()
         )
 
     def unmet(self, rows: Sequence[Mapping]) -> str | None:
         """Why the candidate's ``rows`` fail this rule (None: they meet it)."""
         read = [r for r in rows if _selects(r, self.where)]
-        bad = [
-            r.get(self.column)
-            for r in read
-            if self.rule.check(r.get(self.column), None) is not True
-        ]
+        values = [r.get(self.column) for r in read]
+        if self.of == "mean" and read:
+            values = [None if any(map(_missing, values)) else sum(values) / len(values)]
+        bad = [v for v in values if self.rule.check(v, None) is not True]
         if not read or bad:
             return f"{self.text()}: " + (", ".join(map(_shown, bad)) if read else "no row")
         return None
@@ -152,15 +161,20 @@ def _passes(spec, where: str) -> tuple[Pass, ...]:
     out = []
     for p in spec if isinstance(spec, list) else [spec]:
         keys = set(p) if isinstance(p, dict) else set()
-        if not {"column", "op", "bound"} <= keys <= {"column", "op", "bound", "where"}:
+        if not {"column", "op", "bound"} <= keys <= {"column", "op", "bound", "where", "of"}:
             raise FlkitError(
-                f"{where} rule {p!r}; accepted: a table with column, op, bound and optionally where"
+                f"{where} rule {p!r}; accepted: a table with column, op, bound and optionally "
+                "where and of"
             )
         if p["op"] not in _OPS:
             raise FlkitError(
                 f"{where} rule on {p['column']!r}: op {p['op']!r}; accepted: {list(_OPS)}"
             )
-        out.append(Pass(p["column"], Rule(p["op"], p["bound"], "outside"), p.get("where", {})))
+        of = p.get("of", "every")
+        if of not in _OF:
+            raise FlkitError(f"{where} rule on {p['column']!r}: of {of!r}; accepted: {list(_OF)}")
+        rule = Rule(p["op"], p["bound"], "outside")
+        out.append(Pass(p["column"], rule, p.get("where", {}), of))
     return tuple(out)
 
 
@@ -413,6 +427,15 @@ def _owners(decision: Decision, rows: list[dict]) -> list[int]:
     return owners
 
 
+def _row_passes(decision: Decision, row: Mapping, candidate_rows: list) -> bool:
+    """Whether ``row`` meets the rules that apply to it: a rule on every row by its own value, a
+    rule on the mean by the mean of its candidate's rows that it enters."""
+    rules = [p for p in decision.passes if _selects(row, p.where)]
+    every = [p for p in rules if p.of == "every"]
+    mean = [p for p in rules if p.of == "mean"]
+    return not rules_unmet(every, [row]) and not rules_unmet(mean, candidate_rows)
+
+
 def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcome:
     """The rule of ``decision`` on ``table`` (rows {column: value}; default its recorded table).
 
@@ -480,11 +503,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
         for i, c in enumerate(decision.candidates)
     ]
     read = [
-        {
-            **r,
-            "passes": not rules_unmet([p for p in decision.passes if _selects(r, p.where)], [r]),
-            "chosen": o == pick,
-        }
+        {**r, "passes": _row_passes(decision, r, per[o]), "chosen": o == pick}
         for r, o in zip(rows, owners)
     ]
     chosen = None if pick is None else dict(decision.candidates[pick])
@@ -492,12 +511,27 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     return Outcome(decision, chosen, values, passes, pd.DataFrame(summary), pd.DataFrame(read))
 
 
+def _replaced(decision: Decision) -> set[tuple[str, str]]:
+    """The (preset, key) pairs of ``decision`` that a later decision of its folder chose again."""
+    every = list(load(decision.folder).values())
+    names = [d.name for d in every]
+    later = every[names.index(decision.name) + 1 :] if decision.name in names else []
+    return {
+        (p, key)
+        for d in later
+        if (values := decide(d).values) is not None
+        for p in d.presets
+        for key in values
+    }
+
+
 def check(decision: Decision) -> list[str]:
     """Where the folder's ``preset.toml`` differs from what :func:`decide` gives on the recorded
-    table (empty: they agree). Without a choice, an "unset" decision checks nothing and an
-    "absent" one that its presets do not exist."""
+    table (empty: they agree); a key a later decision chose again is that decision's to check.
+    Without a choice, an "unset" decision checks nothing and an "absent" one that its presets do
+    not exist."""
     tables = presets.validate_file(decision.folder / "preset.toml")["presets"]
-    out = decide(decision)
+    out, replaced = decide(decision), _replaced(decision)
     if out.values is None:
         there = [p for p in decision.presets if p in tables and decision.without == "absent"]
         return [f"[{p}] exists, but the rule chose nothing" for p in there]
@@ -507,6 +541,8 @@ def check(decision: Decision) -> list[str]:
             problems.append(f"[{name}] is missing; the rule chose {out.values}")
             continue
         for key, want in out.values.items():
+            if (name, key) in replaced:
+                continue
             base, index = _KEY.match(key).groups()
             have = tables[name].get(base)
             if index is not None:

@@ -25,9 +25,9 @@ A diagnostic, shown and never gating: ``fedmask_gap``, the largest HideNseek - F
 accuracy over the claim's tasks against the largest lead the paper reports (40.6 points): it is
 the claims' own comparison, so it cannot decide whether they are in the regime.
 
-The searches that chose the notebook's open settings (``searches``, ``long_lr``) read their own
-pass test (``MIN_ABOVE_CHANCE`` points above chance and a flip in every round); those rules are
-records of how the settings were chosen and are not the claims' regime.
+The rules that chose the notebook's open settings (``decisions.toml``) read their own pass test
+(20 points above chance and a flip in every round); they record how the settings were chosen and
+are not the claims' regime.
 
 An indicator the runs do not record is None: the claims that read it are then inconclusive
 ("regime not measured"), never judged as if in the paper's regime.
@@ -51,9 +51,6 @@ SUPERMASK = ("HideNseek", "FedMask", "Signed", "BNNAvg")
 GLOBAL_MODEL = ("FedAvg", "BNNAvg")
 #: accuracy (%) of guessing, per task: HAR has 6 activities, MNIST 10 digits, FEMNIST 62 classes
 CHANCE = {"har": 100 / 6, "femnist": 100 / 62, "mnist": 10.0}
-#: the searches' pass test (``searches.passing``, ``long_lr``): at least this many points above
-#: chance; not a regime rule of the claims
-MIN_ABOVE_CHANCE = 20.0
 #: the first round whose flips count (round 1 moves every score from its initial value)
 FIRST_FLIP_ROUND = 3
 #: the largest HideNseek - FedMask gap the paper reports (points)

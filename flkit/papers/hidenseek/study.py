@@ -14,8 +14,6 @@ the sum over rounds of the measured local-training seconds (one-shot pruning epo
 
 from __future__ import annotations
 
-from numbers import Integral
-
 import pandas as pd
 import torch
 
@@ -29,25 +27,73 @@ from ...prune import (
     weight_fraction,
 )
 from ...utils import FlkitError, check_choice, derive_seed
+from .numbers import SETTINGS as PAPER_SETTINGS
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
-from .searches import LONG_ROUNDS_GRID, MNIST_LR_ROUNDS, SCORE_LR_GRID
-
-# the learning rates and options each method runs with (README, "Decisions"): ``NOTEBOOK`` for the
-# notebook's runs, ``PRE_LEVER`` for the searches whose recorded tables ran with it (the long-lr
-# search's, ``PRE_LONG_LR``, are in ``long_lr_runs``); LR, MNIST_LR and SUPERMASK_PARAMS are
-# NOTEBOOK's, kept under study's names
-from .settings import LABELS, NOTEBOOK, PRE_LEVER, Settings
-from .settings import LR as LR
-from .settings import MNIST_LR as MNIST_LR
-from .settings import SUPERMASK_PARAMS as SUPERMASK_PARAMS
 
 LOCAL_TEST = {"har": 0.25, "femnist": 0.1, "mnist": 0.2}
 MIB = 2**20
+LABELS = {
+    "fedavg_split": "FedAvg",
+    "bnnavg": "BNNAvg",
+    "fedmask": "FedMask",
+    "signed": "Signed",
+    "hidenseek": "HideNseek",
+}
+#: the Params options each method runs with, decided where the paper is silent (README,
+#: "Decisions"), passed explicitly so that a run cached before a default changed is never served;
+#: FedMask's and Signed's ``normalize`` and BNNAvg's ``real_lr`` are preset values, set by rules
+#: (``<method>_normalize``, ``bnnavg_real_lr``)
+OPTIONS = {
+    "hidenseek": {"normalize": "all", "writeback": "inverse", "score_clients": "trained"},
+    "fedmask": {"writeback": "linear", "score_clients": "trained"},
+    "signed": {"writeback": "linear", "score_clients": "trained"},
+    "bnnavg": {"normalize": "all"},
+}
+#: BNNAvg's VGG9 in the binary networks' block order, each max-pool before its block's BatchNorm
+#: and sign (``deep.build_vgg9``'s ``pool_position``); the other methods keep the model's order
+BNNAVG_VGG = {"pool_position": "before_norm"}
+
+
+def lr_of(preset, method: str, task: str) -> float:
+    """The learning rate of ``method`` on ``task`` (har, femnist, mnist_a<alpha>): the preset's
+    ``<method>_mnist_lr`` on MNIST, ``<method>_lr`` on HAR and FEMNIST."""
+    check_choice("method", method, tuple(LABELS))
+    mnist = task.split("_")[0] == "mnist"
+    return float(preset[f"{method}_mnist_lr" if mnist else f"{method}_lr"])
+
+
+def options_of(preset, method: str) -> dict:
+    """The Params options of ``method``'s runs: :data:`OPTIONS` and those the preset sets."""
+    check_choice("method", method, tuple(LABELS))
+    out = dict(OPTIONS.get(method, {}))
+    if method in ("fedmask", "signed"):
+        out["normalize"] = preset[f"{method}_normalize"]
+    if method == "bnnavg" and preset["bnnavg_real_lr"]:
+        out["real_lr"] = float(preset["bnnavg_real_lr"])
+    return out
 
 
 def tasks(preset) -> list[str]:
     """Task names of Table 1: har, femnist, mnist_a<alpha>."""
     return ["har", "femnist"] + [f"mnist_a{a:g}" for a in preset["alphas"]]
+
+
+def describe(preset) -> str:
+    """Markdown: the clients, rounds, local epochs and seeds this preset runs, beside the
+    paper's."""
+    har, mnist, paper = PAPER_SETTINGS["har"], PAPER_SETTINGS["mnist"], PAPER_SETTINGS
+    return (
+        f"**Preset `{preset.name}`.** HAR: {preset['har_clients']} subjects, "
+        f"{preset['har_per_round']} per round, {preset['har_rounds']} rounds (paper "
+        f"{har['clients']}, {har['per_round']}, {har['rounds']}). MNIST: "
+        f"{preset['mnist_clients']} clients, {preset['mnist_per_round']} per round, "
+        f"{preset['mnist_rounds']} rounds, alpha in {preset['alphas']}, VGG9 width "
+        f"x{preset['vgg_width']} (paper {mnist['clients']}, {mnist['per_round']}, "
+        f"{mnist['rounds']}, x1). FEMNIST: {preset['femnist_clients']} writers (the data mirror "
+        f"holds 105; the paper uses 320). Local epochs E = {preset['har_epochs']} (HAR) / "
+        f"{preset['local_epochs']} (images), paper {paper['local_epochs']}; {preset['seeds']} "
+        f"seed(s) (paper {paper['seeds']})."
+    )
 
 
 def config(
@@ -57,19 +103,11 @@ def config(
     seed: int,
     device: str = "auto",
     clients_per_round=None,
-    settings: Settings | None = None,
     **method_over,
 ) -> RunConfig:
-    """The RunConfig of one method on one task at the preset's scale, with the learning rate and
-    options of ``settings`` (default ``settings.NOTEBOOK``, the notebook's; ``PRE_LEVER`` for the
-    searches' runs); ``method_over`` (``lr`` and Params options) over them."""
-    if settings is None:
-        settings = NOTEBOOK
-    if not isinstance(settings, Settings):
-        raise FlkitError(
-            f"settings {settings!r}; accepted: a settings.Settings (settings.NOTEBOOK, "
-            "settings.PRE_LEVER)"
-        )
+    """The RunConfig of one method on one task at the preset's scale, with the preset's learning
+    rate (:func:`lr_of`) and options (:func:`options_of`) of the method; ``method_over`` (``lr``
+    and Params options) over them."""
     check_choice("method", method, tuple(LABELS))
     family = task.split("_")[0]
     check_choice("task", family, tuple(LOCAL_TEST))
@@ -78,11 +116,10 @@ def config(
         mp["local_split"] = "writer"
     if method in ("hidenseek", "fedmask", "signed"):
         mp.update(keep_ratio=float(preset["keep_ratio"]), eps=float(preset["eps"]))
-    # passed explicitly, so that a run cached before a default changed is never served
-    mp.update(settings.params_of(method))
+    mp.update(options_of(preset, method))
     if method == "hidenseek":
         mp.update(prune_iterations=int(preset["prune_iterations"]))
-    lr = float(method_over.pop("lr", settings.lr_of(method, task)))
+    lr = float(method_over.pop("lr", lr_of(preset, method, task)))
     mp.update(method_over)
     common = dict(method=method, lr=lr, momentum=0.9, seed=seed, device=device, method_params=mp)
     if clients_per_round:
@@ -90,7 +127,7 @@ def config(
     if family == "har":
         common.update(dataset_kwargs={"flatten": True, "split": "pooled"}, model="mlp_har")
     else:
-        vgg = {"width": float(preset["vgg_width"]), **settings.vgg_kwargs_of(method)}
+        vgg = {"width": float(preset["vgg_width"]), **(BNNAVG_VGG if method == "bnnavg" else {})}
         common.update(model="vgg9", model_kwargs=vgg)
     if family == "mnist":
         split = {"alpha": float(task.split("_a")[1]), "min_samples": 20}
@@ -297,119 +334,52 @@ def one_time_costs(preset, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def score_lr_grid(
+def decision_rows(
     preset,
-    methods=("fedmask", "signed", "bnnavg"),
-    grid=SCORE_LR_GRID,
-    seed: int = 0,
-    device="auto",
-    progress=False,
-    out_dir=None,
-    method_params=None,
-    settings: Settings = PRE_LEVER,
-) -> pd.DataFrame:
-    """The cheap runs that choose each supermask method's score learning rate: HAR at the
-    preset's scale, one seed, every lr of ``grid``; one row per (method, lr) with the regime
-    indicators ``searches.choose_score_lr`` reads (smallest flip share per round from round 3,
-    final accuracy above chance in points). ``method_params``: options of every method's Params
-    over those of ``settings`` (e.g. {"normalize": "all"}); ``settings``: the methods' options
-    (default ``PRE_LEVER``, those the recorded search ran with); every config is checked before
-    any run."""
-    over = _overrides(method_params)
-    cfgs = [
-        (m, lr, config(preset, "har", m, seed, device, settings=settings, lr=lr, **over))
-        for m in methods
-        for lr in grid
-    ]
-    rows = []
-    for method, lr, cfg in cfgs:
-        h = run(cfg, out_dir=out_dir, progress=progress).history
-        late = h.loc[h["round"] >= FIRST_FLIP_ROUND, "flip_share"]
-        acc = h.dropna(subset=["test_accuracy"]).test_accuracy.iloc[-1] * 100
-        rows.append(
-            {
-                "method": method,
-                "lr": float(lr),
-                "flip_share": float(late.min()),
-                "above_chance": float(acc - chance("har")),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _overrides(method_params) -> dict:
-    """The Params options a search sets over the notebook's; the learning rate has its own
-    argument, and every option is checked by the method's Params when its config is built."""
-    over = dict(method_params or {})
-    if "lr" in over:
-        raise FlkitError(
-            f"method_params {over} sets 'lr'; accepted: options of the method's Params only "
-            "(the learning rate is the search's lr / grid argument)"
-        )
-    return over
-
-
-def rounds_search(
-    preset,
-    grid=LONG_ROUNDS_GRID,
-    methods=None,
     task: str = "mnist_a1",
-    seed: int = 0,
+    methods=None,
+    rounds=None,
+    seeds=(0,),
     device="auto",
     progress=False,
     out_dir=None,
-    lr=None,
-    clients_per_round=None,
-    method_params=None,
-    settings: Settings = PRE_LEVER,
 ) -> pd.DataFrame:
-    """The runs that choose the `long` preset's rounds: each method once on ``task`` for
-    max(``grid``) rounds at the preset's other settings, read at every R of ``grid`` (the first R
-    rounds of a longer run are the R-round run: the learning rate is constant and nothing depends
-    on the total). One row per (method, R): accuracy at round R (%), above chance (points), the
-    smallest flip share in rounds 3..R (None for a method without a mask), the rise over the last
-    5 rounds read from the fit over the last 20 (``regime.plateau_rise``), and the local-training
-    seconds up to R. ``lr``: one learning rate for every method instead of each one's own (the
-    score-lr search on MNIST); the rows then carry it. ``clients_per_round``: instead of the
-    preset's (the MNIST clients search); every row carries the run's value. ``method_params``:
-    options of every method's Params over those of ``settings`` (e.g. {"real_lr": 1.0}); the rows
-    carry them. ``settings``: the methods' learning rates and options (default ``PRE_LEVER``,
-    those the recorded searches ran with; ``NOTEBOOK`` for the notebook's). Every config is
-    checked before any run."""
+    """The rows a decision's table holds for one candidate, the measure that
+    ``flkit.workbook.decision_runs.drive`` runs: each method of ``methods`` (default the
+    preset's) on ``task`` at the preset's settings (a candidate's over them), one run per seed of
+    max(``rounds``) rounds (default: the preset's rounds of the task), read at every R of
+    ``rounds`` (the first R rounds of a longer run are the R-round run: the learning rate is
+    constant and nothing depends on the total). One row per (method, seed, R): accuracy at round R
+    (%), above chance (points), the smallest flip share in rounds 3..R (None for a method without
+    a mask), the rise over the last 5 rounds read from the fit over the last 20
+    (``regime.plateau_rise``), the local-training seconds up to R, and the run's lr and clients
+    per round. Every config is built (and so checked) before any run::
+
+        d = decisions.load("hidenseek")["long_mnist_lr_hidenseek"]
+        long = presets.load("04_hidenseek", "long")
+        outcome, rows = decision_runs.drive(d, lambda c: decision_rows(
+            {**long, **d.values(c)}, methods=["hidenseek"], seeds=(0, 1)).to_dict("records"))
+    """
     family = task.split("_")[0]
-    longest = max(grid)
+    grid = sorted(rounds or (int(preset[f"{family}_rounds"]),))
+    longest = grid[-1]
     bad = [r for r in grid if r % int(preset["eval_every"]) and r != longest]
     if bad:
         raise FlkitError(
-            f"rounds {bad} of the grid are never evaluated; accepted: multiples of "
+            f"rounds {bad} are never evaluated; accepted: multiples of "
             f"eval_every={preset['eval_every']} or the largest, {longest}"
         )
     longer = {**preset, f"{family}_rounds": longest}
-    over = _overrides(method_params)
-    extra = dict(over)
-    if lr is not None:
-        over["lr"] = float(lr)
     cfgs = [
-        (
-            m,
-            config(
-                longer,
-                task,
-                m,
-                seed,
-                device,
-                clients_per_round=clients_per_round,
-                settings=settings,
-                **over,
-            ),
-        )
+        (m, s, config(longer, task, m, s, device))
         for m in methods or preset["methods"]
+        for s in seeds
     ]
     rows = []
-    for method, cfg in cfgs:
+    for method, seed, cfg in cfgs:
         res = run(cfg, out_dir=out_dir, progress=progress)
         h = res.history
-        for r in sorted(grid):
+        for r in grid:
             upto = h[h["round"] <= r]
             ev = upto.dropna(subset=["test_accuracy"])
             acc = float(ev.test_accuracy.iloc[-1] * 100)
@@ -423,64 +393,15 @@ def rounds_search(
                 {
                     "task": task,
                     "method": LABELS[method],
+                    "seed": seed,
                     "rounds": r,
+                    "lr": float(res.config.lr),
+                    "clients_per_round": int(res.config.clients_per_round),
                     "accuracy": acc,
                     "above_chance": acc - chance(task),
                     "flip_share": flips,
                     "rise5": plateau_rise(ev["round"], ev.test_accuracy * 100),
                     "train_s": float(upto.train_seconds.sum()),
-                    "lr": float(res.config.lr),
-                    "clients_per_round": int(res.config.clients_per_round),
-                    **extra,
                 }
             )
     return pd.DataFrame(rows)
-
-
-#: the supermask methods the MNIST clients search runs (dense FedAvg is scored with the global
-#: model, and its plateau was settled by the rounds search)
-SUPERMASK_METHODS = ("hidenseek", "fedmask", "signed", "bnnavg")
-
-
-def clients_search(
-    preset,
-    grid=(8, 16),
-    seed: int = 0,
-    device="auto",
-    progress=False,
-    out_dir=None,
-    settings: Settings = PRE_LEVER,
-) -> pd.DataFrame:
-    """The runs of the MNIST clients-per-round rule (``searches.choose_mnist_clients``): each
-    supermask method once on MNIST alpha = 1 at its MNIST score lr, ``searches.MNIST_LR_ROUNDS``
-    rounds, for every m of ``grid`` clients per round (the preset's other settings), read at the
-    last round; the rows of ``rounds_search`` for every m, one table. The m = 4 rows are recorded
-    (``searches.mnist_clients_rows_at_4``), so the default grid runs only 8 and 16. ``settings``:
-    the methods' learning rates and options (default ``PRE_LEVER``, those the recorded search
-    ran with)."""
-    grid = tuple(grid)
-    most = int(preset["mnist_clients"])
-    bad = [
-        m for m in grid if isinstance(m, bool) or not isinstance(m, Integral) or not 1 <= m <= most
-    ]
-    if bad or not grid:
-        raise FlkitError(
-            f"clients per round {bad or list(grid)} for the MNIST clients search; accepted: "
-            f"a non-empty list of integers from 1 to the preset's mnist_clients={most}"
-        )
-    frames = [
-        rounds_search(
-            preset,
-            grid=(MNIST_LR_ROUNDS,),
-            methods=SUPERMASK_METHODS,
-            task="mnist_a1",
-            seed=seed,
-            device=device,
-            progress=progress,
-            out_dir=out_dir,
-            clients_per_round=m,
-            settings=settings,
-        )
-        for m in grid
-    ]
-    return pd.concat(frames, ignore_index=True)
