@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import torch
 
-from ... import divergence, methods
+from ... import divergence, methods, rng_state
 from ...data.partition import partition
 from ...inversion import InversionSpec, box_from_data, init_data, invert, unroll
 from ...methods.staleness import (
@@ -32,7 +32,12 @@ ADVICE = "a smaller learning rate usually keeps it finite"
 
 
 class Trajectory:
-    """Global models w^0..w^T of an Unstale run (kept in memory) and what re-training needs."""
+    """Global models w^0..w^T of an Unstale run (kept in memory) and what re-training needs.
+
+    The clients' re-training (:meth:`update`) draws its dropout masks from a stream of its own,
+    never from the global generator as the kernel left it: how many runs the notebook trained
+    before, or read from the run cache, changes the global generator's state, and must not change
+    the estimation studies' numbers."""
 
     def __init__(self, preset, seed: int, rounds: int | None = None, progress: bool = False):
         cfg = config(preset, "unstale", seed)
@@ -65,12 +70,21 @@ class Trajectory:
         self.box = box_from_data(s.data.x_train)
         self.names = self.method.param_names
 
-    def update(self, start: dict, clients: list[int], rnd: int = 0, parts=None) -> dict:
-        """The clients' updates (trainable tensors) from one global model."""
-        m = self.method
+    def update(self, at: int, clients: list[int], rnd: int = 0, parts=None) -> dict:
+        """The clients' updates (trainable tensors) from the global model of round ``at``.
+
+        ``rnd`` names the batch-order stream; the dropout masks come from the stream named by
+        (seed, at, rnd, clients), drawn with the global generators saved and put back around
+        it: the same call gives the same update whatever ran before, and two trainings of the
+        same clients from the same model differ by their dropout draws when ``rnd`` differs."""
+        m, start = self.method, self.models[at]
         if parts is not None:
             saved, m.ctx.parts = m.ctx.parts, parts
-        res = m.train(stack_states([start] * len(clients)), clients, rnd)
+        with rng_state.untouched(self.setup.device):
+            torch.manual_seed(
+                derive_seed(m.ctx.seed, "estimation dropout", at, rnd, *map(int, clients))
+            )
+            res = m.train(stack_states([start] * len(clients)), clients, rnd)
         if parts is not None:
             m.ctx.parts = saved
         for c, loss in zip(clients, res.train_loss.tolist()):
@@ -156,12 +170,12 @@ def estimation_error(preset, tr: Trajectory) -> pd.DataFrame:
     draws can go below."""
     t = len(tr.models) - 1
     now, clients = tr.models[t], tr.stale[: preset["est_clients"]]
-    true = tr.update(now, clients)
-    floor = _errors(tr, tr.update(now, clients, rnd=1), true)
+    true = tr.update(t, clients)
+    floor = _errors(tr, tr.update(t, clients, rnd=1), true)
     rows = []
     for tau in [x for x in preset["est_taus"] if x <= t]:
         then = tr.models[t - tau]
-        stale = tr.update(then, clients)
+        stale = tr.update(t - tau, clients)
         fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
         res = tr.invert(then, stale, preset["est_size"], preset["est_iters"], preset["gi_topk"])
         gi = tr.estimate(now, res)
@@ -195,7 +209,7 @@ def sparsification(preset, tr: Trajectory) -> pd.DataFrame:
     t = len(tr.models) - 1
     tau = min(int(preset["tau"]), t)
     now, then, clients = tr.models[t], tr.models[t - tau], tr.stale[: preset["est_clients"]]
-    true, stale = tr.update(now, clients), tr.update(then, clients)
+    true, stale = tr.update(t, clients), tr.update(t - tau, clients)
     nc, fracs = len(clients), list(preset["topk_fracs"])
     res = tr.invert(
         then,
@@ -257,7 +271,7 @@ def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
         preset["stop_tol"],
         preset["stop_window"],
     )
-    first = tr.invert(tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients), *stop)
+    first = tr.invert(tr.models[t1 - tau], tr.update(t1 - tau, clients), *stop)
     n_train = len(tr.setup.data.y_train)
     then = tr.models[t - tau]
     targets, xs, ys = [], [], []
@@ -270,7 +284,7 @@ def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
             pos = torch.randperm(len(ix), generator=g)[:k]
             ix[pos] = torch.randint(0, n_train, (k,), generator=g).to(ix.device)
             parts[c] = ix
-        stale = tr.update(then, clients, parts=parts)
+        stale = tr.update(t - tau, clients, parts=parts)
         x0, y0 = cold_start(tr, clients, preset["est_size"])
         targets += [stale, stale]
         xs += [x0, first.x]
@@ -335,10 +349,10 @@ def efficiency(preset, tr: Trajectory, slack: float | None = None) -> pd.DataFra
     nc, iters = len(clients), int(preset["stop_iters"])
     frac = min(f for f in preset["topk_fracs"] if f < 1) if min(preset["topk_fracs"]) < 1 else 1
     slack = (numbers.TABLE4[0.95][1] - numbers.TABLE4[0.0][1]) if slack is None else slack
-    true, stale = tr.update(now, clients), tr.update(then, clients)
+    true, stale = tr.update(t, clients), tr.update(t - tau, clients)
     t1 = t - gap
     first = tr.invert(
-        tr.models[t1 - tau], tr.update(tr.models[t1 - tau], clients), preset["est_size"], iters, 1.0
+        tr.models[t1 - tau], tr.update(t1 - tau, clients), preset["est_size"], iters, 1.0
     )
     x0, y0 = cold_start(tr, clients, preset["est_size"])
     res = tr.invert(
@@ -406,7 +420,7 @@ def demo(preset, tr: Trajectory, client_pos: int, tau: int):
     tau = max(1, min(int(tau), t))
     c = tr.stale[client_pos % len(tr.stale)]
     now, then = tr.models[t], tr.models[t - tau]
-    true, stale = tr.update(now, [c]), tr.update(then, [c])
+    true, stale = tr.update(t, [c]), tr.update(t - tau, [c])
     res = tr.invert(then, stale, preset["demo_size"], preset["demo_iters"], preset["gi_topk"])
     fo = {n: first_order(stale[n], now[n], then[n]) for n in tr.names}
     errors = {
@@ -431,7 +445,7 @@ def uniqueness_detection(preset, tr: Trajectory, rounds=None, seed: int = 0) -> 
     everyone = list(range(n))
     rows = []
     for t in rounds or range(0, len(tr.models), max(1, (len(tr.models) - 1) // 4)):
-        upd = tr.flat(tr.update(tr.models[t], everyone, rnd=t, parts=parts))
+        upd = tr.flat(tr.update(t, everyone, rnd=t, parts=parts))
         block = round_robin(n, m, t + 1)
         theta = uniqueness_threshold(upd[block])
         others = [i for i in everyone if i not in block]
