@@ -18,6 +18,10 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 nb_execution_mode = "off"
 # The papermill cell that sets preset and seed is shown: it says what the outputs were made at.
 nb_merge_streams = True
+# A cell's Markdown output (display(Markdown(...))) is read as the notebook's own Markdown cells
+# are, tables and formulas included, as JupyterLab shows it; MyST-NB's default, plain CommonMark,
+# has no tables: 01's settings table would show as lines of pipes.
+nb_render_markdown_format = "myst"
 
 myst_enable_extensions = ["dollarmath", "amsmath", "html_image"]
 # $$...$$ inside a paragraph is display math, as JupyterLab renders it (04's and 05's equations)

@@ -13,7 +13,7 @@ paper READMEs as one static site, rendered by Sphinx with MyST-NB (docs/book/REA
    ``flkit/papers/<slug>/README.md``, with the local files they show), so the links between them
    work in the book as in the checkout;
 4. runs Sphinx with execution off, then checks the site (:mod:`.book_site`): every page, every
-   image and every local link and anchor exists.
+   image and every local link and anchor exists, and no formula or table is left as source.
 """
 
 from __future__ import annotations
