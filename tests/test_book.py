@@ -233,6 +233,9 @@ def test_book_builds_every_page_and_figure_from_stored_outputs(stand_in, tmp_pat
     cells = re.findall(r"<table\b.*?</table>", demo, flags=re.DOTALL)
     assert any(re.search(r"<td[^>]*>\s*(?:<p>)?rounds", t) for t in cells), cells
     assert "| rounds |" not in demo
+    # the book's own styles are on every page
+    assert (html / "_static" / "book.css").is_file()
+    assert "_static/book.css" in demo
 
 
 def test_publishable_drops_widgets_and_keeps_figures_as_png():

@@ -45,6 +45,8 @@ html_show_sourcelink = False
 # MathJax from the site itself (_static/mathjax, copied from jupyter-server-mathjax), so that the
 # book renders its formulas offline, as in a classroom without internet.
 html_static_path = ["_static"]
+# the book's own styles (book.css, copied from docs/book beside MathJax)
+html_css_files = ["book.css"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 # MyST-NB marks each notebook section tex2jax_ignore (its $...$ is already parsed into math
 # spans); MathJax 2 then typesets the spans of class "math" alone, as Sphinx documents for it.

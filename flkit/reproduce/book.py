@@ -254,6 +254,7 @@ def assemble(runs, src: Path, root: Path = SOURCE_ROOT) -> tuple[dict, dict[str,
     config = root / "docs" / "book"
     shutil.copy2(config / "conf.py", src / "conf.py")
     shutil.copytree(_mathjax_dir(), src / "_static" / "mathjax")
+    shutil.copy2(config / "book.css", src / "_static" / "book.css")
 
     results = root / "docs" / "RESULTS.md"
     results = [results] if results.is_file() else []
