@@ -218,7 +218,7 @@ def _provenance(runs, chosen: dict[str, dict]) -> str:
             + (" (with uncommitted changes)" if summary.get("dirty") else "")
             + "."
         )
-    lines += ["", "| notebook | preset | seed | run time |", "|---|---|---|---|"]
+    lines += ["", "| notebook | preset | seed | executed in |", "|---|---|---|---|"]
     presets = set()
     for name, item in chosen.items():
         run = item["run"]
@@ -230,6 +230,14 @@ def _provenance(runs, chosen: dict[str, dict]) -> str:
             + (f"{wall:.0f} s" if isinstance(wall, (int, float)) else "—")
             + " |"
         )
+    # a run reads back every training its run cache holds: its wall time can be a few seconds
+    lines += [
+        "",
+        "*Executed in* is the notebook's wall time in that run. A training found in the run cache "
+        "(the same configuration, trained by an earlier run) is read back, not repeated, so a few "
+        "seconds mean reused trainings, not a cheap preset; each notebook's introduction says "
+        "what its preset costs from scratch.",
+    ]
     if "smoke" in presets:
         lines += [
             "",
