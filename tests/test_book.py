@@ -52,7 +52,7 @@ PAPER_FIGURE = png(2, 2, (30, 160, 30))
 
 def notebook(title: str, text: str, figure: bytes) -> dict:
     """An executed notebook: a title and formula, a parameters cell, a progress-bar widget
-    view, a figure, a printed line."""
+    view, a figure, a printed line, a Markdown output with a table."""
     widget = {"version_major": 2, "version_minor": 0, "model_id": "abc"}
     return {
         "nbformat": 4,
@@ -98,6 +98,25 @@ def notebook(title: str, text: str, figure: bytes) -> dict:
                         },
                     },
                     {"output_type": "stream", "name": "stdout", "text": f"{text} printed\n"},
+                ],
+            },
+            {
+                "cell_type": "code",
+                "id": "c2",
+                "metadata": {},
+                "execution_count": 2,
+                "source": "display(Markdown(describe()))",
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "metadata": {},
+                        # a settings table, as 01's describe() prints it: JupyterLab renders it
+                        "data": {
+                            "text/markdown": "**Preset `smoke`**\n\n| setting | here |\n"
+                            "|---|---|\n| rounds | 4 |\n",
+                            "text/plain": "<IPython.core.display.Markdown object>",
+                        },
+                    }
                 ],
             },
         ],
@@ -210,6 +229,13 @@ def test_book_builds_every_page_and_figure_from_stored_outputs(stand_in, tmp_pat
     # formulas render from the site's own MathJax
     assert (html / "_static" / "mathjax" / "MathJax.js").is_file()
     assert "_static/mathjax/MathJax.js" in demo
+    # a cell's Markdown output shows its table as a table, not as lines of pipes
+    cells = re.findall(r"<table\b.*?</table>", demo, flags=re.DOTALL)
+    assert any(re.search(r"<td[^>]*>\s*(?:<p>)?rounds", t) for t in cells), cells
+    assert "| rounds |" not in demo
+    # the book's own styles are on every page
+    assert (html / "_static" / "book.css").is_file()
+    assert "_static/book.css" in demo
 
 
 def test_publishable_drops_widgets_and_keeps_figures_as_png():
@@ -275,6 +301,7 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
         '<a href="c.html">c</a><a href="https://example.org/#x">web</a>'
         '<p>cost: <code>$HOME</code> <span class="math">\\(w\\)</span> and <div class="math">'
         "<p>\\[w\\]</p></div></p><p>left as source: $w_k$</p>"
+        "<p>| a | b | |\u2014|\u2014|</p><pre>| code | keeps |\n|---|---|</pre>"
     )
     (html / "b.html").write_text('<p id="elsewhere">B</p>')
 
@@ -289,13 +316,18 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
             "a.html: link c.html points to a missing file",
             "a.html shows 2 figure(s); its notebook has 3 PNG output(s)",
             "a.html: a formula is not rendered: ...left as source: $w_k$...",
+            "a.html: a Markdown table is not rendered: ...| a | b | |\u2014|\u2014|...",
         ]
     )
     (html / "_images" / "gone.png").write_bytes(RED)
     (html / "c.html").write_text('<p id="there">C</p>')
     (html / "b.html").write_text('<p id="there">B</p>')
     (html / "a.html").write_text(
-        (html / "a.html").read_text().replace('href="#nowhere"', 'href="#top"').replace("$w_k$", "")
+        (html / "a.html")
+        .read_text()
+        .replace('href="#nowhere"', 'href="#top"')
+        .replace("$w_k$", "")
+        .replace("|\u2014|\u2014|", "")
     )
     assert check_site(html, ["a", "b"], figures={"a": 2}) == []
 

@@ -159,6 +159,18 @@ def test_readme_has_the_fixed_sections(folder):
 
 
 @pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
+def test_readme_title_names_its_notebook_as_the_template_does(folder):
+    # the titles are the book's sidebar under "The papers in our words": one form for all
+    notebook = presets.validate_file(folder / "preset.toml")["meta"]["notebook"]
+    title = _readme(folder).splitlines()[0]
+    suffix = f" (notebook `{notebook.removesuffix('.ipynb')}`)"
+    assert title.startswith("# ") and title.endswith(suffix) and len(title) > len(suffix) + 2, (
+        f"flkit/papers/{folder.name}/README.md is titled {title!r}; expected "
+        f"'# <the paper in a few words>{suffix}', as flkit/papers/_template/README.md"
+    )
+
+
+@pytest.mark.parametrize("folder", FOLDERS + [PAPERS / "_template"], ids=lambda p: p.name)
 def test_readme_holds_no_lab_log(folder):
     # the verdicts block is generated from recorded runs and names their date on purpose
     text = re.sub(r"<!-- verdicts:.*?<!-- /verdicts -->", "", _readme(folder), flags=re.DOTALL)

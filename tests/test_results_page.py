@@ -107,7 +107,7 @@ notebook [`01_stc.ipynb`](../notebooks/01_stc.ipynb) · `cpu`: 1 of 2 hold, 1 ou
 
 | condition | paper | rule | source | ours `cpu` |
 |---|---|---|---|---|
-| FedAvg share | 0.985 | ≥ 0.75 | not recorded | 0.55 (runs 0.3, 0.8) (**not met**) |
+| FedAvg share | 0.985 | ≥\u00a00.75 | not recorded | 0.55 (runs 0.3, 0.8) (**not met**) |
 
 <a id="01_stc-cpu"></a>
 
@@ -362,6 +362,38 @@ def test_the_page_answers_first_with_one_row_per_paper_and_one_conditions_table(
     assert "◇ outside regime: Unstale minus Unweighted: ours 1 points" in claim_rows[0]
     assert long_reason.strip() in page  # the whole reason is kept, folded
     assert page.count("<details>") == 2
+
+
+def test_conditions_sharing_a_source_tell_it_once_and_a_figure_names_its_preset():
+    """Indicators that share one reasoning (03 has eight, each 60 words) state it in the first
+    row only; a row with another source states its own. The alt text of an image is not shown,
+    so a visible caption says which preset's run drew the main claim's figure."""
+    shared = "ours: within 20 % of the paper setting's value, " + " ".join(["as reasoned"] * 10)
+    rows = [
+        dict(_gap_row(5.0, True), key="a", indicator="round length", source=shared),
+        dict(_gap_row(5.0, True), key="b", indicator="staleness", source=shared),
+        dict(_gap_row(5.0, True), key="c", indicator="gap"),
+        dict(_gap_row(5.0, True), key="d", indicator="share", source=shared),
+    ]
+    entry = _entry(
+        "cpu", [_claim("GI beats Unweighted on the affected class", "holds", regime=rows)]
+    )
+    entry["figure"] = "figures/05_staleness-cpu.png"
+    section = rp.render([entry]).split('<a id="05_staleness"></a>')[1]
+    conditions = section.split("### Conditions")[1].split("<details>")[0]
+    sources = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[3]
+        for line in conditions.splitlines()
+        if line.startswith("| ") and not line.startswith("| condition")
+    }
+    assert sources == {
+        "round length": shared,
+        "staleness": "as the row above",
+        "gap": "paper: Table 10",
+        "share": shared,  # not the row above: it names its source again
+    }
+    figure = "![Our run at `cpu`: the main claim's figure](../docs/figures/05_staleness-cpu.png)"
+    assert f"{figure}\n\n*The main claim's figure, from our run at `cpu`.*\n" in section
 
 
 def test_a_changed_verdict_shows_the_previous_one():

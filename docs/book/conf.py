@@ -18,6 +18,10 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 nb_execution_mode = "off"
 # The papermill cell that sets preset and seed is shown: it says what the outputs were made at.
 nb_merge_streams = True
+# A cell's Markdown output (display(Markdown(...))) is read as the notebook's own Markdown cells
+# are, tables and formulas included, as JupyterLab shows it; MyST-NB's default, plain CommonMark,
+# has no tables: 01's settings table would show as lines of pipes.
+nb_render_markdown_format = "myst"
 
 myst_enable_extensions = ["dollarmath", "amsmath", "html_image"]
 # $$...$$ inside a paragraph is display math, as JupyterLab renders it (04's and 05's equations)
@@ -41,6 +45,8 @@ html_show_sourcelink = False
 # MathJax from the site itself (_static/mathjax, copied from jupyter-server-mathjax), so that the
 # book renders its formulas offline, as in a classroom without internet.
 html_static_path = ["_static"]
+# the book's own styles (book.css, copied from docs/book beside MathJax)
+html_css_files = ["book.css"]
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
 # MyST-NB marks each notebook section tex2jax_ignore (its $...$ is already parsed into math
 # spans); MathJax 2 then typesets the spans of class "math" alone, as Sphinx documents for it.

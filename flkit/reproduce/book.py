@@ -13,7 +13,7 @@ paper READMEs as one static site, rendered by Sphinx with MyST-NB (docs/book/REA
    ``flkit/papers/<slug>/README.md``, with the local files they show), so the links between them
    work in the book as in the checkout;
 4. runs Sphinx with execution off, then checks the site (:mod:`.book_site`): every page, every
-   image and every local link and anchor exists.
+   image and every local link and anchor exists, and no formula or table is left as source.
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def _provenance(runs, chosen: dict[str, dict]) -> str:
             + (" (with uncommitted changes)" if summary.get("dirty") else "")
             + "."
         )
-    lines += ["", "| notebook | preset | seed | run time |", "|---|---|---|---|"]
+    lines += ["", "| notebook | preset | seed | executed in |", "|---|---|---|---|"]
     presets = set()
     for name, item in chosen.items():
         run = item["run"]
@@ -230,6 +230,14 @@ def _provenance(runs, chosen: dict[str, dict]) -> str:
             + (f"{wall:.0f} s" if isinstance(wall, (int, float)) else "—")
             + " |"
         )
+    # a run reads back every training its run cache holds: its wall time can be a few seconds
+    lines += [
+        "",
+        "*Executed in* is the notebook's wall time in that run. A training found in the run cache "
+        "(the same configuration, trained by an earlier run) is read back, not repeated, so a few "
+        "seconds mean reused trainings, not a cheap preset; each notebook's introduction says "
+        "what its preset costs from scratch.",
+    ]
     if "smoke" in presets:
         lines += [
             "",
@@ -254,6 +262,7 @@ def assemble(runs, src: Path, root: Path = SOURCE_ROOT) -> tuple[dict, dict[str,
     config = root / "docs" / "book"
     shutil.copy2(config / "conf.py", src / "conf.py")
     shutil.copytree(_mathjax_dir(), src / "_static" / "mathjax")
+    shutil.copy2(config / "book.css", src / "_static" / "book.css")
 
     results = root / "docs" / "RESULTS.md"
     results = [results] if results.is_file() else []

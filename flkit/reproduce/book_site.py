@@ -1,12 +1,13 @@
 """What a built book must hold (:mod:`.book`): every page, every image a page shows, every local
 file and anchor a page links to, on each notebook page as many figures as its notebook has PNG
-outputs, and no formula left as its dollar-sign source. Sphinx only warns on most of these, and
-not at all on a formula the Markdown parser did not take for math (JupyterLab renders ``$$...$$``
-inside a paragraph; MyST, unless told, leaves its dollars in the text); a published book must not
-lose them."""
+outputs, and no formula or Markdown table left as its source. Sphinx only warns on most of these,
+and not at all on source the Markdown parser did not take for math or a table (JupyterLab renders
+``$$...$$`` inside a paragraph and the tables of a cell's Markdown output; MyST, unless told,
+leaves the dollars and the pipes in the text); a published book must not lose them."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -18,6 +19,9 @@ _NOT_PAGES = ("_static", "_sources", "_images", "_downloads")
 # elements whose text is code or rendered math, where a dollar sign is no formula left behind
 _NOT_PROSE = ("script", "style", "code", "pre", "kbd", "samp", "math", "svg")
 _VOID = ("img", "br", "hr", "input", "link", "meta", "source", "wbr")
+# a Markdown table's delimiter row left in the text, its dashes as typed or as the typographic
+# dashes the HTML builder makes of them ("|---|" becomes "|—|")
+_TABLE_ROW = re.compile(r"\|\s*:?[-\u2013\u2014]+:?\s*\|")
 #: where Sphinx puts the images of a page (notebook outputs included)
 IMAGES_DIR = "_images"
 
@@ -31,6 +35,7 @@ class Page(HTMLParser):
         self.images: list[str] = []
         self.links: list[str] = []  # <a href>, <link href>, <script src>
         self.dollars: list[str] = []  # prose around a "$" left in the text: a formula not rendered
+        self.tables: list[str] = []  # prose around a table's delimiter row: a table not rendered
         self._skip: list[str] = []  # the open elements whose text is not prose (code, math)
 
     def handle_starttag(self, tag, attrs):
@@ -55,9 +60,14 @@ class Page(HTMLParser):
             self._skip.pop()
 
     def handle_data(self, data):
-        if not self._skip and "$" in data:
+        if self._skip:
+            return
+        if "$" in data:
             at = data.index("$")
             self.dollars.append(" ".join(data[max(0, at - 30) : at + 30].split()))
+        if m := _TABLE_ROW.search(data):
+            at = m.start()
+            self.tables.append(" ".join(data[max(0, at - 30) : at + 30].split()))
 
 
 def read_page(path: Path) -> Page:
@@ -94,6 +104,7 @@ def check_site(html: Path, pages: list[str], figures: dict[str, int] | None = No
             continue
         page = page_at(path)
         problems += [f"{rel}: a formula is not rendered: ...{t}..." for t in page.dollars]
+        problems += [f"{rel}: a Markdown table is not rendered: ...{t}..." for t in page.tables]
         for src in page.images:
             local = _local(src)
             if local and not (path.parent / local[0]).is_file():

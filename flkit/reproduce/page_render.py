@@ -7,9 +7,10 @@ Rendered from the published entries (``docs/results.json``, :mod:`.results_page`
 2. one row per paper: its title, venue and link, the main claim (the paper's ``[meta] headline``),
    its verdict at the largest preset run, one line of why, links to the section and the notebook;
 3. per paper: the claims, one row each with a column per preset (``cpu``, ``long``, ...) holding
-   the verdict's symbol and word and one short reason; the conditions once, one row per indicator
-   with the paper's value, the rule, the rule's source and ours per preset; then the full
-   evidence, the data and the runs folded away (``<details>``).
+   the verdict's symbol and word and one short reason; the main claim's figure of each preset,
+   its caption naming the preset; the conditions once, one row per indicator with the paper's
+   value, the rule, the rule's source (a row sharing the one above says so) and ours per preset;
+   then the full evidence, the data and the runs folded away (``<details>``).
 
 Rows stay short: a reason is cut at a clause boundary to :data:`REASON_CHARS`; the whole text
 stays in the folded evidence.
@@ -71,6 +72,11 @@ _GLOSSARY = [
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _rule(text) -> str:
+    # "≥ 0.75" kept on one line: in a narrow column the comparison otherwise stands above its bound
+    return re.sub(r"([<>=≤≥≈]) (?=\S)", "\\1\u00a0", _cell(text))
 
 
 def anchor(notebook: str, preset: str | None = None) -> str:
@@ -296,7 +302,13 @@ def paper_section(
     for p in order:
         fig = by_preset[p].get("figure")
         if fig:
-            md += [f"![Our run at `{p}`: the main claim's figure]({root}docs/{fig})", ""]
+            # an image's alt text is not shown: the caption says which preset drew it
+            md += [
+                f"![Our run at `{p}`: the main claim's figure]({root}docs/{fig})",
+                "",
+                f"*The main claim's figure, from our run at `{p}`.*",
+                "",
+            ]
     md += _conditions(entries, order, h)
     for p in order:
         md += _details(by_preset[p])
@@ -320,8 +332,13 @@ def _conditions(entries: list[dict], order: list[str], h: str) -> list[str]:
         "| condition | paper | rule | source | " + " | ".join(f"ours `{p}`" for p in order) + " |",
         "|---|---|---|---|" + "---|" * len(order),
     ]
+    previous_source = None
     for row in rows.values():
         r = row["r"]
+        # a paper's indicators often share one reasoning: told once, it no longer fills the table
+        source = r.get("source") or "not recorded"
+        shown = "as the row above" if source == previous_source else _cell(source)
+        previous_source = source
         unit = r.get("unit", "")
         name = _cell(r["indicator"]) + (" *(diagnostic)*" if r.get("diagnostic") else "")
         paper = _cell(_value(r.get("paper"), unit if not isinstance(r.get("paper"), str) else ""))
@@ -334,8 +351,8 @@ def _conditions(entries: list[dict], order: list[str], h: str) -> list[str]:
             mark = {True: "met", False: "**not met**", None: "unmeasured"}[got[0].get("inside")]
             ours.append(f"{_cell(_ours(got[0]['ours'], unit))} ({mark})")
         md.append(
-            f"| {name} | {paper} | {_cell(r.get('rule', ''))} | "
-            f"{_cell(r.get('source') or 'not recorded')} | " + " | ".join(ours) + " |"
+            f"| {name} | {paper} | {_rule(r.get('rule', ''))} | "
+            f"{shown} | " + " | ".join(ours) + " |"
         )
     return md + [""]
 
