@@ -306,3 +306,20 @@ def test_counts_over_seeds():
         "outside regime": 0,
         "inconclusive": 2,
     }
+
+
+def test_a_long_table_shows_every_row_in_a_notebook(tmp_path):
+    """pandas shows a frame of more than ``display.max_rows`` rows (60) as its first and last
+    five; a notebook's table has one row per claim and per number, and must show them all."""
+    import pandas as pd
+
+    r = Report("fixture_ok", "cpu", 0, out_dir=tmp_path)
+    for i in range(70):
+        r.number(f"number {i:02d}", float(i))
+    df = r.table()
+    assert len(df) == 70 and pd.get_option("display.max_rows") < 70
+    html = df._repr_html_()
+    assert all(f"number {i:02d}" in html for i in range(70))
+    # still a DataFrame for code: selections keep the whole display
+    assert isinstance(df, pd.DataFrame)
+    assert "number 69" in df[df["we measured"] != ""]._repr_html_()

@@ -1,12 +1,13 @@
 """Reading and summarising ``results.json`` files (what :class:`flkit.workbook.report.Report`
 writes): ``load_results``, ``summarize`` (one or several seeds into "paper reports / we measured /
-verdict" rows), ``results_frame`` (those rows as a DataFrame), ``claim_counts`` (how many
-claims have each verdict of :mod:`flkit.workbook.verdict`) and the one number format for people:
-``readable`` (3 significant digits), ``readable_text`` (every long decimal in a sentence rounded
-the same way) and ``format_value``."""
+verdict" rows), ``results_frame`` (those rows as a DataFrame Jupyter shows whole),
+``claim_counts`` (how many claims have each verdict of :mod:`flkit.workbook.verdict`) and the
+one number format for people: ``readable`` (3 significant digits), ``readable_text`` (every long
+decimal in a sentence rounded the same way) and ``format_value``."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -131,11 +132,30 @@ def summarize(results: list[dict]) -> list[dict]:
     return rows
 
 
-def results_frame(rows: list[dict]):
-    """Rows of :func:`summarize` as a DataFrame with the columns ``COLUMNS``."""
+@functools.cache
+def _whole_frame():
+    """The DataFrame class of a results table (made on first use: pandas loads only then)."""
     import pandas as pd
 
-    df = pd.DataFrame(
+    class WholeFrame(pd.DataFrame):
+        """A DataFrame that Jupyter shows with every row: pandas cuts a frame of more than
+        ``display.max_rows`` rows to its first and last five, and a notebook's results table
+        (one row per claim and per number, 60 and more) would hide most of its claims."""
+
+        @property
+        def _constructor(self):
+            return WholeFrame
+
+        def _repr_html_(self):
+            return self.to_html()
+
+    return WholeFrame
+
+
+def results_frame(rows: list[dict]):
+    """Rows of :func:`summarize` as a DataFrame with the columns ``COLUMNS``, shown whole in a
+    notebook however many rows it has."""
+    df = _whole_frame()(
         [[r["paper"], r["measured"], r["holds"]] for r in rows],
         columns=list(COLUMNS),
         index=[r["item"] for r in rows],

@@ -100,7 +100,7 @@ def _close(a, b, tol=1e-4):
 
 def _verdict(ok: bool, msg: str, quiet: bool) -> bool:
     if not quiet:
-        print(("✅ right: " if ok else "❌ wrong: ") + msg)
+        print(("right: " if ok else "wrong: ") + msg)
     return ok
 
 
