@@ -31,8 +31,15 @@ from .study import config, fresh_setup
 class Trajectory:
     """Global models w^0..w^T of an Unstale run (kept in memory) and what re-training needs."""
 
-    def __init__(self, preset, seed: int, rounds: int | None = None, progress: bool = False):
-        cfg = config(preset, "unstale", seed)
+    def __init__(
+        self,
+        preset,
+        seed: int,
+        rounds: int | None = None,
+        progress: bool = False,
+        device: str = "auto",
+    ):
+        cfg = config(preset, "unstale", seed, device=device)
         self.P, self.setup = preset, fresh_setup(cfg)
         s = self.setup
         ctx = methods.RunContext(
