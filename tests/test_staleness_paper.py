@@ -230,3 +230,35 @@ def test_gi_gain_is_read_per_seed():
     assert claims.gi_beats_unweighted(acc)[0]  # the mean alone: +10 points
     holds, ev = claims.gi_beats_unweighted(acc, hist=hist)
     assert not holds and "per seed +30.0, -10.0 points" in ev  # one seed loses
+
+
+def test_with_paper_by_method_and_by_setting():
+    acc = _acc(unweighted=(60.04, 130.0), gi_staleness=(66.0, 100.0), w_pred=(59.0, 101.0))
+    out = study.with_paper(acc, {"unweighted": (39.2, 150.0), "gi_staleness": 57.6})
+    assert out.index.tolist() == ["Unweighted", "Ours (GI)", "W-Pred"]
+    assert out["acc"].tolist() == [60.0, 66.0, 59.0]
+    assert out["paper acc"].tolist()[:2] == [39.2, 57.6]
+    assert math.isnan(out["paper acc"].iloc[2])
+    assert out["paper time"].iloc[0] == 150.0 and out["paper time"].iloc[1:].isna().all()
+    # by a setting column: keys compared to 2 decimals, the index kept
+    sparse = pd.DataFrame({"sparsification": [0.9000001, 0.5], "error": [0.12345, 0.2]})
+    table4 = {0.9: (0.68, 0.29), 0.95: (0.80, 0.31)}
+    out = study.with_paper(sparse, table4, "sparsification", ("reduction", "err"), digits=3)
+    assert out.index.tolist() == [0, 1]
+    assert out["error"].tolist() == [0.123, 0.2]
+    assert out.loc[0, ["reduction", "err"]].tolist() == [0.68, 0.29]
+    assert out.loc[1, ["reduction", "err"]].isna().all()
+
+
+def test_config_takes_the_device():
+    """The device reaches the config; naming the device "auto" picks leaves the run's key as it
+    is (finished runs stay found)."""
+    from flkit.utils import FlkitError, resolve_device
+
+    pre = presets.load("05_staleness", "smoke")
+    assert study.config(pre, "unstale", 0, device="cpu").device == "cpu"
+    picked = str(resolve_device("auto"))
+    named = study.config(pre, "unstale", 0, device=picked)
+    assert study.config(pre, "unstale", 0).key() == named.key()
+    with pytest.raises(FlkitError, match="'tpu'.*accepted"):
+        study.config(pre, "unstale", 0, device="tpu")

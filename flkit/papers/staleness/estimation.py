@@ -39,8 +39,15 @@ class Trajectory:
     before, or read from the run cache, changes the global generator's state, and must not change
     the estimation studies' numbers."""
 
-    def __init__(self, preset, seed: int, rounds: int | None = None, progress: bool = False):
-        cfg = config(preset, "unstale", seed)
+    def __init__(
+        self,
+        preset,
+        seed: int,
+        rounds: int | None = None,
+        progress: bool = False,
+        device: str = "auto",
+    ):
+        cfg = config(preset, "unstale", seed, device=device)
         self.P, self.setup = preset, fresh_setup(cfg)
         s = self.setup
         ctx = methods.RunContext(

@@ -20,6 +20,19 @@ def _pixels(x, meta):
     return (x * s + m).clamp(0, 1)
 
 
+def _predict(model, state: dict, x: torch.Tensor) -> torch.Tensor:
+    """Classes `model` with the weights `state` predicts for `x`, in eval mode (no dropout).
+    The module's own parameters are the run's initial weights (training works on copies), so
+    the trained model is the state, not the module."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return torch.func.functional_call(model, state, (x,)).argmax(1)
+    finally:
+        model.train(was_training)
+
+
 def recovery(
     preset, tr, fracs=None, noise_var: float = 0.0, seed: int = 0
 ) -> tuple[pd.DataFrame, dict]:
@@ -65,10 +78,7 @@ def recovery(
         rx, ry = res.x[j * n : (j + 1) * n, 0], res.y[j * n : (j + 1) * n, 0]
         rec = _pixels(rx, data.meta)
         mse = ((rec - truth) ** 2).flatten(1).mean(1)
-        with torch.no_grad():
-            model.eval()
-            pred = model(rx).argmax(1)
-            model.train()
+        pred = _predict(model, now, rx)
         rows.append(
             {
                 "sparsification": frac,

@@ -12,7 +12,7 @@ from ...experiment import RunConfig, Setup, run
 from ...methods.staleness import WPred, stale_clients
 from ...preset_runs import distinct, from_preset
 from ...state import model_state
-from ...utils import FlkitError, derive_seed
+from ...utils import FlkitError, derive_seed, resolve_device
 
 #: how the clients' data is drawn: Dirichlet label proportions (the paper's tables) or one class
 #: per client (the official one-class script)
@@ -31,9 +31,17 @@ _SETUPS: dict = {}
 
 
 def config(
-    preset, method: str, seed: int, alpha: float | None = None, tau: int | None = None, **extra
+    preset,
+    method: str,
+    seed: int,
+    alpha: float | None = None,
+    tau: int | None = None,
+    *,
+    device: str = "auto",
+    **extra,
 ) -> RunConfig:
-    """The RunConfig of one method at the preset's setting (alpha, tau overridable)."""
+    """The RunConfig of one method at the preset's setting (alpha, tau overridable) on
+    `device`; `extra` joins the method's parameters."""
     mp = {
         "tau": int(preset["tau"] if tau is None else tau),
         "affected_class": preset["affected_class"],
@@ -78,14 +86,24 @@ def config(
         batch_size=preset["samples_per_client"] + 50,
         method_params=mp,
         seed=seed,
+        device=device,
     )
 
 
 def fresh_setup(cfg: RunConfig) -> Setup:
-    """The Setup of a config, built once per (seed, partition, data) and reset to its init."""
-    key = (cfg.seed, repr(cfg.partition_kwargs), cfg.dataset, repr(cfg.dataset_kwargs), cfg.model)
+    """The Setup of a config, built once per (seed, partition, device, data) and reset to its
+    init; the data tensors are shared by the setups of one device."""
+    device = str(resolve_device(cfg.device))
+    key = (
+        cfg.seed,
+        repr(cfg.partition_kwargs),
+        device,
+        cfg.dataset,
+        repr(cfg.dataset_kwargs),
+        cfg.model,
+    )
     if key not in _SETUPS:
-        data = next((s.data for k, s in _SETUPS.items() if k[2:4] == key[2:4]), None)
+        data = next((s.data for k, s in _SETUPS.items() if k[2:5] == key[2:5]), None)
         s = Setup.build(cfg, data)
         s.init_state = model_state(s.model)
         _SETUPS[key] = s
@@ -104,11 +122,17 @@ def train(cfg: RunConfig, **run_kwargs):
 
 
 def compare_configs(
-    preset, seed: int, alpha=None, tau=None, seeds: int | None = None, names=None
+    preset,
+    seed: int,
+    alpha=None,
+    tau=None,
+    seeds: int | None = None,
+    names=None,
+    device: str = "auto",
 ) -> list[RunConfig]:
     """The configs of :func:`compare`, seed by seed."""
     return [
-        config(preset, m, s, alpha, tau)
+        config(preset, m, s, alpha, tau, device=device)
         for s in range(seed, seed + (seeds or preset["seeds"]))
         for m in names or preset["methods"]
     ]
@@ -122,10 +146,11 @@ def compare(
     seeds: int | None = None,
     names=None,
     progress: bool = True,
+    device: str = "auto",
 ) -> pd.DataFrame:
-    """Histories of every method over `seeds` consecutive seeds, one long frame."""
+    """Histories of every method over `seeds` consecutive seeds on `device`, one long frame."""
     frames = []
-    for cfg in compare_configs(preset, seed, alpha, tau, seeds, names):
+    for cfg in compare_configs(preset, seed, alpha, tau, seeds, names, device):
         h = train(cfg, progress=progress).history.copy()
         h["method"], h["seed"] = cfg.method, cfg.seed
         h["alpha"] = cfg.partition_kwargs.get("alpha", float("nan"))
@@ -180,13 +205,17 @@ def sweep_values(preset, which: str) -> list:
     return sorted({int(preset["tau"]), *map(int, preset["sweep_taus"])})
 
 
-def sweep(preset, seed: int, which: str, progress: bool = True) -> pd.DataFrame:
+def sweep(
+    preset, seed: int, which: str, progress: bool = True, device: str = "auto"
+) -> pd.DataFrame:
     """Tables 10/11: accuracy and Time for each alpha (at the main tau) or tau (main alpha)."""
     parts = []
     for v in sweep_values(preset, which):
         kw = {"alpha": v} if which == "alpha" else {"tau": v}
         t = accuracy_table(
-            compare(preset, seed, seeds=preset["sweep_seeds"], progress=progress, **kw)
+            compare(
+                preset, seed, seeds=preset["sweep_seeds"], progress=progress, device=device, **kw
+            )
         )
         t.columns = pd.MultiIndex.from_product([[f"{which}={v:g}"], t.columns])
         parts.append(t)
@@ -210,23 +239,23 @@ def runs(preset, seeds) -> list[RunConfig]:
     return distinct(out)
 
 
-def affected_share(preset, seed: int) -> float:
+def affected_share(preset, seed: int, device: str = "auto") -> float:
     """Share of the affected class's training samples held by the stale clients, mean over the
     preset's seeds (regime indicator ``affected_share``)."""
     from . import regime  # here: listing or training the runs needs no claim rule
 
     out = []
     for s in range(seed, seed + preset["seeds"]):
-        setup = fresh_setup(config(preset, "unstale", s))
+        setup = fresh_setup(config(preset, "unstale", s, device=device))
         y = setup.data.y_train
         stale = stale_clients(setup.parts, y, preset["affected_class"], preset["num_stale"])
         out.append(regime.affected_share(setup.parts, y, stale, preset["affected_class"]))
     return float(sum(out) / len(out))
 
 
-def dirichlet_counts(preset, seed: int) -> dict:
+def dirichlet_counts(preset, seed: int, device: str = "auto") -> dict:
     """Fig. 10: clients x classes sample counts of the Dirichlet partition for each alpha."""
-    y = fresh_setup(config(preset, "unstale", seed)).data.y_train
+    y = fresh_setup(config(preset, "unstale", seed, device=device)).data.y_train
     out = {}
     for a in preset["heat_alphas"]:
         parts = partition(
@@ -242,11 +271,25 @@ def dirichlet_counts(preset, seed: int) -> dict:
     return out
 
 
-def with_paper(acc: pd.DataFrame, paper: dict) -> pd.DataFrame:
-    """Our accuracy/Time table beside the paper's (paper values: (acc, time) or acc)."""
-    out = acc.copy()
-    out.index = [NAMES.get(m, m) for m in acc.index]
-    vals = [paper.get(m) for m in acc.index]
-    out["paper acc"] = [v[0] if isinstance(v, tuple) else v for v in vals]
-    out["paper time"] = [v[1] if isinstance(v, tuple) else None for v in vals]
-    return out.round(1)
+def with_paper(
+    table: pd.DataFrame,
+    paper: dict,
+    on: str | None = None,
+    columns: tuple = ("paper acc", "paper time"),
+    digits: int = 1,
+) -> pd.DataFrame:
+    """Our table beside the paper's, rounded to `digits`: one column per name in `columns`.
+    Each row's paper entry is looked up in `paper` by the row's method (the index, shown by its
+    name; ``on=None``) or by its value in column `on`, rounded to 2 decimals as the paper's
+    settings are; an entry is a tuple filling the columns in order, or one value for the
+    first. A row the paper has no entry for gets empty paper columns."""
+    out = table.copy()
+    if on is None:
+        keys = list(table.index)
+        out.index = [NAMES.get(m, m) for m in keys]
+    else:
+        keys = [round(float(v), 2) for v in table[on]]
+    vals = [paper.get(k) for k in keys]
+    for i, name in enumerate(columns):
+        out[name] = [v[i] if isinstance(v, tuple) else (v if i == 0 else None) for v in vals]
+    return out.round(digits)
