@@ -22,7 +22,7 @@ import torch
 from flkit import data as data_mod
 from flkit import methods
 from flkit.data import partition as part_mod
-from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder
+from flkit.experiment import RunConfig, RunResult, Setup, is_cached, run
 from flkit.methods import sample_clients
 from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
@@ -118,13 +118,11 @@ def run_all(
     """`flkit.experiment.run` for every config (a cached run loads from disk, no setup is built)."""
     from tqdm.auto import tqdm
 
-    from flkit import store
-
     results = {}
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
     for label, cfg in bar:
         bar.set_postfix_str(label)
-        cached = store.is_done(run_folder(cfg, out_dir))
+        cached = is_cached(cfg, out_dir)
         setup = None if cached else setup_for(cfg, ds)
         results[label] = run(cfg, out_dir=out_dir, progress=progress, setup=setup)
     return results

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from flkit.experiment import RunConfig, Setup, run, run_folder
+from flkit.experiment import RunConfig, Setup, is_cached, run
 from flkit.utils import FlkitError, check_choice
 
 from .numbers import NUMBERS as PAPER
@@ -144,16 +144,10 @@ def run_comparison(
         su = None
         for m in methods:
             cfg = config(preset, part, m, seed, device)
-            if su is None and not _cached(cfg, out_dir):
+            if su is None and not is_cached(cfg, out_dir):
                 su = Setup.build(cfg)
             out[(m, seed)] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     return out
-
-
-def _cached(cfg: RunConfig, out_dir) -> bool:
-    from flkit import store
-
-    return store.is_done(run_folder(cfg, out_dir))
 
 
 # --------------------------------------------------------------------------- ablation
@@ -178,7 +172,7 @@ def ablation(
             over = {} if method == "stc" else {"alpha": a, "tau": t}
             cfg = config(preset, "mnist", method, seed, device, **over)
             cfg = cfg.replace(rounds=int(preset["ablation_rounds"]))
-            if su is None and not _cached(cfg, out_dir):
+            if su is None and not is_cached(cfg, out_dir):
                 su = Setup.build(cfg)
             r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
             h = r.history
@@ -403,7 +397,7 @@ def link_ablation(
         for label, method, links in LINK_VARIANTS:
             over = {} if links is None else {"links": links}
             cfg = config(preset, "mnist", method, seed, device, **over)
-            if su is None and not _cached(cfg, out_dir):
+            if su is None and not is_cached(cfg, out_dir):
                 su = Setup.build(cfg)
             r = run(cfg, out_dir=out_dir, progress=progress, setup=su)
             results[(label, int(seed))] = r
