@@ -199,6 +199,8 @@ def run(
     setup = setup or Setup.build(config)
     method = _method(config, setup)
     start = _start(setup, method, folder, key.get("threads"))
+    if folder is not None:
+        folder.begin()  # an unwritable cache fails here, before any round
     t0, rounds_started_unix = time.perf_counter(), time.time()  # start-up: less process start
     state, rows, client_acc, watches = _rounds(config, setup, method, start, folder, due, progress)
     import pandas as pd

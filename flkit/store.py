@@ -4,10 +4,11 @@ atomically, checked before they are served; the checkpoint an interrupted run re
 A :class:`RunFolder` is everything a runner does with its folder: is a run finished here
 (:attr:`~RunFolder.finished`), is it whole or damaged, and where (:meth:`~RunFolder.damage`: the
 file and why), serve it (:meth:`~RunFolder.serve`), resume from its checkpoint
-(:meth:`~RunFolder.resume`), write one (:meth:`~RunFolder.checkpoint`), and commit the finished
-run (:meth:`~RunFolder.commit`). While it runs, a folder holds checkpoint.pt with its checksum in
-checkpoint.json; once finished, its identity (config.json, the key the runner records), its
-result files, DONE and MANIFEST.json.
+(:meth:`~RunFolder.resume`), begin a run (:meth:`~RunFolder.begin`), write a checkpoint
+(:meth:`~RunFolder.checkpoint`), and commit the finished run (:meth:`~RunFolder.commit`). While
+it runs, a folder holds its identity (config.json, the key the runner records) and checkpoint.pt
+with its checksum in checkpoint.json; once finished, its identity, its result files, DONE and
+MANIFEST.json.
 
 The manifest is written last, atomically: the number of history rows, the folder's run (its
 name) and a SHA-256 checksum of every file of the finished run. A folder is compared with it
@@ -367,6 +368,13 @@ class RunFolder:
         """Remove a damaged finished run's files (not its checkpoint) so that it trains again."""
         for name in (MANIFEST, DONE, *self.files):
             (self.path / name).unlink(missing_ok=True)
+
+    def begin(self) -> None:
+        """Before the run's work: its identity (config.json) written, so that a folder that
+        cannot be written fails now, not after the run, and an unfinished folder says whose it
+        is."""
+        if self.identity is not None:
+            save_json(self.path / IDENTITY, self.identity)
 
     def commit(self, contents: Mapping[str, Any], rows: int) -> None:
         """Write the finished run: its identity (config.json), each of ``contents`` ({file name:

@@ -362,6 +362,15 @@ def test_a_fedast_folder_copied_to_another_seeds_name_is_not_served(simulated, t
     assert got.history == own.history and got.history != first.history
 
 
+def test_a_fedast_run_under_a_file_fails_before_simulating(tmp_path, monkeypatch):
+    """An unwritable run cache is found before the simulation, not after it."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setattr(runner, "WatchedTrainer", lambda *a, **k: pytest.fail("simulated"))
+    with pytest.raises(FlkitError, match=rf"cannot write {blocker}/.*config.json \(a file stands"):
+        runner.run(FEDAST, 0, progress=False, root=blocker / "cache", device="cpu")
+
+
 def test_run_config_is_importable_where_notebooks_import_it():
     from flkit import experiment, run_config
 

@@ -23,6 +23,7 @@ from .. import data as _data
 from .. import divergence, store
 from ..data.provenance import cache_key as _data_key
 from ..engine import train_clients
+from ..progress import bar as new_bar
 from ..progress import finish
 from ..state import broadcast_state
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
@@ -281,12 +282,12 @@ def run(
     served = folder.serve(_load) if folder is not None else None
     if served is not None:
         return served
+    if folder is not None:
+        folder.begin()  # an unwritable cache fails here, before any simulation
     t0 = time.perf_counter()
     sched, trainer = build_schedule(cfg, seed, dev, WatchedTrainer(cfg, seed=seed, device=dev))
     bar = None
     if progress:
-        from ..progress import bar as new_bar
-
         total = cfg.max_time if cfg.max_time is not None else None
         label = METHOD_LABELS[cfg.method]
         bar = new_bar(
@@ -350,8 +351,9 @@ def centralised(
         "v": CACHE_VERSION,
         "data": [_data_key(d) for d in data_used(cfg)],
     }
-    folder = store.RunFolder(store.run_dir(root, key, prefix="centralised"), CENTRAL_FILES)
-    served = folder.serve(_accuracy) if cache else None
+    path = store.run_dir(root, key, prefix="centralised")
+    folder = store.RunFolder(path, CENTRAL_FILES) if cache else None
+    served = folder.serve(_accuracy) if folder is not None else None
     if served is not None:
         return served
     tr = EngineTrainer(cfg, seed=seed, device=dev)
@@ -369,7 +371,7 @@ def centralised(
     )
     st.versions[0] = {n: v[0] for n, v in res.state.items()}
     acc = tr.evaluate_full(t.name)
-    if cache:
+    if folder is not None:
         folder.commit({"result.json": {"accuracy": acc, "key": key, "data": data_used(cfg)}}, 1)
     return acc
 
