@@ -358,7 +358,7 @@ class RunFolder:
 
     def _report(self, found: Damage, action: str) -> None:
         said = f"run folder {self.path} is damaged: {found.reason}; {action}"
-        warnings.warn(DamagedRunWarning(said, found), stacklevel=5)  # the runner's caller
+        warnings.warn(DamagedRunWarning(said, found), stacklevel=5)  # near the call of the runner
 
     def damaged(self, name: str, reason: str) -> DamagedRunError:
         """The error a reader raises for file ``name`` of this folder (``reason`` names it)."""
