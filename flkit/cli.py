@@ -232,8 +232,8 @@ def add_run_parser(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from . import data, methods, models, store
-    from .experiment import RUN_FILES, RunConfig, resolve_backend, run, run_folder
+    from . import data, methods, models
+    from .experiment import RunConfig, is_cached, resolve_backend, run, run_folder
     from .store import save_frame, save_json
 
     if args.list or not args.method:
@@ -290,9 +290,9 @@ def cmd_run(args) -> int:
     # The folder experiment.run reads, named by the config with "auto" resolved to the backend
     # that will run: a finished run there is loaded, not trained.
     resolved, setup, _ = resolve_backend(cfg, args.cache)
-    folder = run_folder(resolved, args.cache)
-    cached = store.is_done(folder) and not store.check_finished(folder, resolved.rounds, RUN_FILES)
+    cached = is_cached(resolved, args.cache)
     if cached:
+        folder = run_folder(resolved, args.cache)
         print(f"loaded from cache (folder {folder}); delete the folder to train again")
     result = run(
         cfg,

@@ -15,188 +15,49 @@ a run never stopped, and a measured backend choice trains like a remembered or p
 A CPU run's identity (key, folder name) holds its torch thread count: a run at 1 thread is never
 served to a process at 2, and a checkpoint resumes only under its own count.
 
-A finished run folder is served only when its files match their manifest (:mod:`flkit.store`);
-a damaged one is reported with its path and trained again, a damaged checkpoint is never resumed
-from, and divergence follows :mod:`flkit.divergence` (trained or served, a run is marked diverged).
+A run goes through its folder (:class:`flkit.store.RunFolder`), then builds its setup, trains
+its rounds and commits the folder. A finished folder is served only when its files match their
+manifest; a damaged one is reported with the file and why and trained again, a damaged
+checkpoint is never resumed from, and divergence follows :mod:`flkit.divergence` (trained or
+served, a run is marked diverged). The config, :class:`RunConfig`, is :mod:`flkit.run_config`'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from . import divergence, methods, metrics, rng_state, store
-from .engine import BACKENDS, LocalSpec
 from .methods.hyperparameters import check_value
+from .progress import bar as progress_bar
+from .progress import finish
+from .run_config import RunConfig, config_of
 from .state import model_state
-from .utils import FlkitError, check_choice, derive_seed, resolve_device
-from .workbook.progress import finish
+from .utils import FlkitError, derive_seed, resolve_device
 
 if TYPE_CHECKING:  # imported when the history is built: a run needs pandas only at its end
     import pandas as pd
 
-#: what each number of a RunConfig accepts (the methods' shared check: whole numbers, finite
-#: reals, ranges); checked before any data is loaded
-_FIELD_RULES = {
-    **{
-        name: {"kind": "integer", "low": 1}
-        for name in ("num_clients", "clients_per_round", "batch_size", "rounds", "eval_every")
-    },
-    "local_epochs": {"kind": "integer", "low": 1, "optional": True},
-    "local_steps": {"kind": "integer", "low": 1, "optional": True},
-    "seed": {"kind": "integer"},
-    "lr": {"kind": "real", "low": 0, "low_open": True},
-    "momentum": {"kind": "real", "low": 0, "high": 1, "high_open": True},
-    "weight_decay": {"kind": "real", "low": 0},
-}
+__all__ = [
+    "RunConfig",
+    "RunResult",
+    "Setup",
+    "config_of",
+    "is_cached",
+    "load",
+    "resolve_backend",
+    "run",
+    "run_folder",
+]
+
 #: the files of a finished run, checked against its manifest before it is served
 RUN_FILES = ("config.json", "history.csv", "final_state.pt", "meta.json")
 #: the history's losses the divergence rule watches, with their names in messages
 LOSSES = {"train_loss": "training loss", "test_loss": "test loss"}
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    method: str = "fedavg"
-    dataset: str = "synthetic"
-    model: str = "mlp_mnist"
-    num_clients: int = 100
-    partition: str = "iid"
-    partition_kwargs: dict = field(default_factory=dict)
-    clients_per_round: int = 10
-    local_epochs: int | None = 1
-    local_steps: int | None = None
-    batch_size: int = 50
-    lr: float = 0.05
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    rounds: int = 20
-    eval_every: int = 1
-    per_client_eval: bool = False
-    method_params: dict = field(default_factory=dict)
-    dataset_kwargs: dict = field(default_factory=dict)
-    model_kwargs: dict = field(default_factory=dict)
-    seed: int = 0
-    device: str = "auto"
-    backend: str = "auto"
-
-    def __post_init__(self):
-        from . import data, models
-
-        check_choice("method", self.method, methods.names())
-        # each hyperparameter alone, before any data is loaded (the config keeps the dict as given)
-        methods.get(self.method).Params.build(self.method, self.method_params)
-        check_choice("dataset", self.dataset, data.DATASETS)
-        check_choice("model", self.model, models.MODELS)
-        check_choice("partition", self.partition, data.partition.SCHEMES)
-        if self.partition == "natural" and self.dataset not in data.GROUPED:
-            raise FlkitError(
-                f"dataset {self.dataset!r} has no natural groups (client ids), so "
-                f"partition='natural' cannot split it; datasets with groups: "
-                f"{', '.join(data.GROUPED)}; or use 'dirichlet', 'iid', 'shards'"
-            )
-        check_choice("backend", self.backend, BACKENDS)
-        for name, rule in _FIELD_RULES.items():
-            value = getattr(self, name)
-            value = int(value) if isinstance(value, np.integer) else value
-            checked = check_value(name, value, rule)
-            if rule["kind"] == "integer":  # 20.0 runs as 20; reals stay as given (the cache key)
-                object.__setattr__(self, name, checked)
-        self._check_against_rounds()
-        if self.clients_per_round > self.num_clients:
-            raise FlkitError(
-                f"clients_per_round={self.clients_per_round} is more than num_clients="
-                f"{self.num_clients}; accepted: 1..{self.num_clients}"
-            )
-        if "alpha" in self.partition_kwargs:
-            alpha = {"kind": "real", "low": 0, "low_open": True}
-            check_value("partition_kwargs.alpha", self.partition_kwargs["alpha"], alpha)
-        if self.device != "auto":
-            resolve_device(self.device)
-        self.local_spec()  # validates lr, momentum, epochs/steps
-
-    def _check_against_rounds(self) -> None:
-        """Method parameters that only mean something within the run's rounds."""
-        cls = methods.get(self.method)
-        given = self.method_params
-        if getattr(cls, "stale_enabled", False):
-            tau = given.get("tau", cls.Params().tau)
-            if isinstance(tau, (int, float)) and 0 < tau >= self.rounds:
-                raise FlkitError(
-                    f"tau={tau} never lets a client be stale within rounds={self.rounds} (a stale "
-                    f"client trains from the model of round t - tau, first at round tau + 1); "
-                    f"accepted: tau in 1..{self.rounds - 1}, or more rounds"
-                )
-        horizon = given.get("horizon")
-        if isinstance(horizon, (int, float)) and horizon < self.rounds:
-            raise FlkitError(
-                f"horizon={horizon} is shorter than rounds={self.rounds}: the schedule ends "
-                f"before the run does; accepted: horizon >= {self.rounds}"
-            )
-
-    def local_spec(self) -> LocalSpec:
-        return LocalSpec(
-            lr=self.lr,
-            batch_size=self.batch_size,
-            epochs=self.local_epochs,
-            steps=self.local_steps,
-            momentum=self.momentum,
-            weight_decay=self.weight_decay,
-        )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def key(self) -> dict:
-        """What identifies the results: the config with the device choice 'auto' resolved and, on
-        the CPU, ``threads`` (``torch.get_num_threads()``): other thread counts sum in another
-        order, so results differ (a GPU run's float work does not depend on them)."""
-        d = self.to_dict()
-        d["device"] = str(resolve_device(self.device)).split(":")[0]
-        if d["device"] == "cpu":
-            d["threads"] = torch.get_num_threads()
-        return d
-
-    def data_identity(self) -> dict:
-        """The data copy this config reads, checked (:func:`flkit.data.identity`)."""
-        from . import data
-
-        return data.identity(self.dataset, **self.dataset_kwargs)
-
-    def cache_key(self) -> dict:
-        """:meth:`key` and the data copy's sizes and label checksum: a run on a reduced copy is
-        never served for the full dataset."""
-        from .data.provenance import cache_key
-
-        return {**self.key(), "data": cache_key(self.data_identity())}
-
-    def replace(self, **changes) -> RunConfig:
-        return dataclasses.replace(self, **changes)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> RunConfig:
-        """The config of a field dict; a :meth:`key` is read with :func:`config_of`."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise FlkitError(f"unknown RunConfig field(s) {unknown}; accepted: {sorted(names)}")
-        return cls(**d)
-
-
-#: what a :meth:`RunConfig.key` holds beside the config's fields
-KEY_ONLY = ("threads",)
-
-
-def config_of(key: dict) -> RunConfig:
-    """The config a :meth:`RunConfig.key` (a run's config.json) was made from."""
-    return RunConfig.from_dict({k: v for k, v in key.items() if k not in KEY_ONLY})
 
 
 @dataclass
@@ -298,6 +159,13 @@ def run_folder(config: RunConfig, out_dir: str | Path | None = None) -> Path:
     return store.run_dir(out_dir, config.cache_key(), prefix=config.method)
 
 
+def is_cached(config: RunConfig, out_dir: str | Path | None = None) -> bool:
+    """Whether :func:`run` would load ``config`` (backend resolved) from ``out_dir`` instead of
+    training it: a whole finished run in its folder. Nothing is changed."""
+    folder = store.RunFolder(run_folder(config, out_dir), RUN_FILES, config.key())
+    return folder.whole(config.rounds, repair=False)
+
+
 def run(
     config: RunConfig,
     out_dir: str | Path | None = None,
@@ -310,34 +178,81 @@ def run(
     """Train `config.rounds` rounds; return the history with its config.
 
     out_dir: the cache root (default $FLKIT_RUNS or runs/cache); the run lives in ``run_folder``
-    (its meta.json records the data copy used). A finished run is loaded; an interrupted one
-    resumes.
+    (its meta.json records the data copy used). A finished run is loaded; a damaged one is
+    reported (the folder, the file, why) and trained again; an interrupted one resumes.
     backend "auto" is first resolved by measurement (`resolve_backend`): the result's config, the
     run's config.json and its cache key hold the backend that ran.
     A checkpoint (the method's state, the history so far and every global random state) is
     written every `checkpoint_every` rounds when given, else whenever `checkpoint_seconds` of
     training have passed since the last one (a resume then repeats at most that much work, and a
     short run writes none); the CLI's --checkpoint-every / --checkpoint-seconds.
-    A finished folder whose files do not match its manifest is reported (a warning naming the
-    folder) and trained again. A non-finite loss raises FlkitError naming the round; one past the
-    limit of :mod:`flkit.divergence` marks the run diverged (history, result, a warning)."""
-    if checkpoint_every is not None:
-        check_value("checkpoint_every", checkpoint_every, {"kind": "integer", "low": 1})
-    check_value("checkpoint_seconds", checkpoint_seconds, {"kind": "real", "low": 0})
+    A non-finite loss raises FlkitError naming the round; one past the limit of
+    :mod:`flkit.divergence` marks the run diverged (history, result, a warning)."""
+    due = _CheckpointClock(checkpoint_every, checkpoint_seconds)
     config, setup, choice = resolve_backend(config, out_dir, cache, setup)
     key = config.key()  # the thread count the run computes with, for its folder and records
     data_used = config.data_identity()  # refuses a reduced copy at `paper` before any work
-    folder = run_folder(config, out_dir) if cache else None
-    if folder is not None and store.is_done(folder):
-        problem = store.check_finished(folder, config.rounds, RUN_FILES)
-        if not problem:
-            try:
-                return load(folder)
-            except FlkitError as e:  # unreadable, or a non-finite loss cached before the rule
-                problem = str(e)
-        _damaged(folder, problem, "it is trained again")
-        store.discard_finished(folder, RUN_FILES)
+    folder = store.RunFolder(run_folder(config, out_dir), RUN_FILES, key) if cache else None
+    served = folder.serve(_read, config.rounds) if folder else None
+    if served is not None:
+        return served
     setup = setup or Setup.build(config)
+    method = _method(config, setup)
+    start = _start(setup, method, folder, key.get("threads"))
+    if folder is not None:
+        folder.begin()  # an unwritable cache fails here, before any round
+    t0, rounds_started_unix = time.perf_counter(), time.time()  # start-up: less process start
+    state, rows, client_acc, watches = _rounds(config, setup, method, start, folder, due, progress)
+    import pandas as pd
+
+    history = _with_attrs(pd.DataFrame(rows), key, time.perf_counter() - t0, data_used)
+    diverged = divergence.conclude(history, watches)
+    if folder is not None:
+        meta = _meta(history, rounds_started_unix, setup, config.backend, choice, data_used)
+        final = {"state": state.model, "client_accuracy": client_acc}
+        folder.commit(
+            {"history.csv": history, "final_state.pt": final, "meta.json": meta}, len(history)
+        )
+    where = folder.path if folder else None
+    divergence.warn(f"run {config.method} ({where or 'not cached'})", diverged)
+    return RunResult(config, history, state, where, client_acc, diverged)
+
+
+class _CheckpointClock:
+    """When a run writes a checkpoint: every ``every`` rounds when given, else once ``seconds``
+    have passed since the last one (the clock starts with the rounds, :meth:`start`)."""
+
+    def __init__(self, every: int | None = None, seconds: float = 60.0):
+        if every is not None:
+            check_value("checkpoint_every", every, {"kind": "integer", "low": 1})
+        check_value("checkpoint_seconds", seconds, {"kind": "real", "low": 0})
+        self.every, self.seconds, self.last = every, seconds, time.perf_counter()
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+
+    def due(self, rnd: int) -> bool:
+        if self.every:
+            return rnd % self.every == 0
+        return time.perf_counter() - self.last >= self.seconds
+
+    def written(self) -> None:
+        self.last = time.perf_counter()
+
+
+def _start(setup: Setup, method, folder: store.RunFolder | None, threads) -> store.Checkpoint:
+    """Where the rounds start: the folder's checkpoint, its random states restored, else round
+    0 with the method's initial state (computed either way, as a fresh process would)."""
+    fresh = store.Checkpoint(method.init_state(model_state(setup.model)), [], 0, threads=threads)
+    saved = folder.resume(setup.device, threads) if folder is not None else None
+    if saved is None:
+        return fresh
+    if saved.rng is not None:
+        rng_state.restore(saved.rng, setup.device)
+    return saved
+
+
+def _method(config: RunConfig, setup: Setup) -> methods.Method:
     ctx = methods.RunContext(
         setup.model,
         setup.data.x_train,
@@ -349,29 +264,27 @@ def run(
         config.backend,
         config.clients_per_round,
     )
-    method = methods.get(config.method)(ctx, **config.method_params)
-    state = method.init_state(model_state(setup.model))
-    rows, start_round = [], 1
-    saved, problem = store.load_checkpoint(folder, setup.device) if folder else (None, "")
-    if problem:
-        _damaged(folder, problem, "training starts again from round 1")
-        store.remove_checkpoint(folder)
-    if saved is not None:
-        store.check_checkpoint_threads(folder, saved, key.get("threads"))
-        state, rows, start_round = saved["state"], saved["rows"], saved["round"] + 1
-        if "rng" in saved:
-            rng_state.restore(saved["rng"], setup.device)
-    if folder is not None:
-        store.save_json(folder / "config.json", key)
-    client_acc = None
+    return methods.get(config.method)(ctx, **config.method_params)
+
+
+def _rounds(
+    config, setup, method, start: store.Checkpoint, folder, due: _CheckpointClock, progress
+):
+    """Rounds ``start.round + 1 .. config.rounds`` from ``start``: one history row each, under
+    the divergence rule, a checkpoint in ``folder`` whenever ``due``. Returns (the last server
+    state, the rows, the per-client accuracy of the last evaluation, the loss watches)."""
+    state, rows, client_acc = start.state, start.rows, None
     said = f"method {config.method!r}, lr={config.lr}, method_params={config.method_params}"
     watches = divergence.watch_rows(LOSSES, rows, said + ": a smaller lr usually keeps it finite")
-    bar = _progress(config.rounds, start_round - 1, config.method, progress)
-    t0 = last_ckpt = time.perf_counter()
-    rounds_started_unix = time.time()  # start-up = this less the process's start
+    bar = (
+        progress_bar(config.rounds, config.method, "round", initial=start.round)
+        if progress
+        else None
+    )
     cum_up = rows[-1]["cum_bytes_up"] if rows else 0
     cum_down = rows[-1]["cum_bytes_down"] if rows else 0
-    for rnd in range(start_round, config.rounds + 1):
+    due.start()
+    for rnd in range(start.round + 1, config.rounds + 1):
         clients = method.select_clients(state, rnd)
         state, log = method.round(state, clients, rnd)
         watches["train_loss"].see(rnd, log.train_loss)
@@ -402,87 +315,61 @@ def run(
             bar.update(1)
             if row["test_accuracy"] == row["test_accuracy"]:
                 bar.set_postfix(acc=f"{row['test_accuracy']:.3f}")
-        due = (
-            rnd % checkpoint_every == 0
-            if checkpoint_every
-            else time.perf_counter() - last_ckpt >= checkpoint_seconds
-        )
-        if folder is not None and due and rnd < config.rounds:
-            saved = {
-                "state": state,
-                "rows": rows,
-                "round": rnd,
-                "rng": rng_state.capture(setup.device),
-                "threads": key.get("threads"),
-            }
-            store.save_checkpoint(folder, saved, rnd)
-            last_ckpt = time.perf_counter()
+        if folder is not None and due.due(rnd) and rnd < config.rounds:
+            rng = rng_state.capture(setup.device)
+            folder.checkpoint(replace(start, state=state, rows=rows, round=rnd, rng=rng))
+            due.written()
     finish(bar)
-    import pandas as pd
-
-    history = _with_attrs(pd.DataFrame(rows), key, time.perf_counter() - t0, data_used)
-    diverged = divergence.conclude(history, watches)
-    result = RunResult(config, history, state, folder, client_acc, diverged)
-    if folder is not None:
-        store.save_frame(folder / "history.csv", history)
-        store.save_torch(
-            folder / "final_state.pt", {"state": state.model, "client_accuracy": client_acc}
-        )
-        store.save_json(
-            folder / "meta.json",
-            {
-                "wall_seconds": history.attrs["wall_seconds"],
-                "rounds_started_unix": rounds_started_unix,
-                "device": str(setup.device),
-                "torch": torch.__version__,
-                "threads": torch.get_num_threads(),
-                "backend": config.backend,
-                "backend_choice": choice,
-                "data": data_used,
-            },
-        )
-        store.mark_done(folder)
-        store.write_manifest(folder, RUN_FILES, len(history))  # last: the run is whole
-        store.remove_checkpoint(folder)
-    divergence.warn(f"run {config.method} ({folder or 'not cached'})", diverged)
-    return result
+    return state, rows, client_acc, watches
 
 
 def load(folder: str | Path) -> RunResult:
-    """A finished run from its folder (history, config, final model state, divergence mark)."""
-    folder = Path(folder)
-    if not store.is_done(folder):
+    """A finished run from its folder (history, config, final model state, divergence mark);
+    FlkitError naming the folder when it holds none or a damaged one (the file and why)."""
+    found = store.RunFolder(folder, RUN_FILES)
+    if not found.finished:
         raise FlkitError(
             f"{folder} holds no finished run (no DONE marker); run it or resume it with run()"
         )
-    problem = store.check_finished(folder, None, RUN_FILES)
-    try:
-        if problem:
-            raise ValueError(problem)
-        key = store.load_json(folder / "config.json")
+    found.verify()
+    return _read(found)
+
+
+def _read(folder: store.RunFolder) -> RunResult:
+    """The run in ``folder``, verified against its manifest; a file that does not read, or a
+    history that is not its config's (rows, a non-finite loss), is a DamagedRunError naming it."""
+    with folder.reading("config.json") as path:
+        key = store.load_json(path)
         cfg = config_of(key)
-        problem = store.check_finished(folder, cfg.rounds, RUN_FILES)
-        if problem:
-            raise ValueError(problem)
+    with folder.reading("history.csv") as path:
         import pandas as pd
 
-        history = pd.read_csv(folder / "history.csv")
+        history = pd.read_csv(path)
+        if len(history) != cfg.rounds:
+            raise ValueError(f"it holds {len(history)} rows, its config {cfg.rounds} rounds")
         diverged = divergence.stored_history(history, LOSSES, cfg.eval_every, cfg.rounds)
-        meta = store.load_json(folder / "meta.json")
-        final = store.load_torch(folder / "final_state.pt")
-    except Exception as e:  # noqa: BLE001 - whatever failed to read, the folder is damaged
-        raise FlkitError(
-            f"run folder {folder} is damaged ({e}); it is not loaded: delete it, or run its "
-            "config again with run() (which trains it again)"
-        ) from e
+    with folder.reading("meta.json") as path:
+        meta = store.load_json(path)
+    with folder.reading("final_state.pt") as path:
+        final = store.load_torch(path)
+        final_state = methods.ServerState(model=final["state"])
     history = _with_attrs(history, key, meta.get("wall_seconds"), meta.get("data"))
-    final_state = methods.ServerState(model=final["state"])
-    divergence.warn(f"cached run {folder}", diverged)
-    return RunResult(cfg, history, final_state, folder, final.get("client_accuracy"), diverged)
+    divergence.warn(f"cached run {folder.path}", diverged)
+    return RunResult(cfg, history, final_state, folder.path, final.get("client_accuracy"), diverged)
 
 
-def _damaged(folder: Path, problem: str, action: str) -> None:
-    warnings.warn(f"run folder {folder} is damaged: {problem}; {action}", stacklevel=3)
+def _meta(history, rounds_started_unix, setup, backend, choice, data_used) -> dict:
+    """What meta.json records beside the history: wall time, machine, backend, data copy."""
+    return {
+        "wall_seconds": history.attrs["wall_seconds"],
+        "rounds_started_unix": rounds_started_unix,
+        "device": str(setup.device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "backend": backend,
+        "backend_choice": choice,
+        "data": data_used,
+    }
 
 
 def _with_attrs(history: pd.DataFrame, key: dict, wall_seconds, data) -> pd.DataFrame:
@@ -490,11 +377,3 @@ def _with_attrs(history: pd.DataFrame, key: dict, wall_seconds, data) -> pd.Data
     computed with), the training wall time, the backend that ran and the data copy read."""
     history.attrs.update(config=key, wall_seconds=wall_seconds, backend=key["backend"], data=data)
     return history
-
-
-def _progress(total: int, done: int, desc: str, enabled: bool):
-    if not enabled:
-        return None
-    from .workbook.progress import bar
-
-    return bar(total=total, initial=done, desc=desc, unit="round")

@@ -92,7 +92,7 @@ def test_a_cached_run_with_a_non_finite_loss_is_not_served(tmp_path):
     history = pd.read_csv(folder / "history.csv")
     history.loc[2, "train_loss"] = float("nan")
     history.to_csv(folder / "history.csv", index=False)
-    store.write_manifest(folder, RUN_FILES, len(history))
+    store.RunFolder(folder, RUN_FILES).seal(len(history))
     with pytest.raises(FlkitError, match=r"holds a training loss of nan at round 3"):
         load(folder)
     with pytest.warns(UserWarning, match=r"training loss of nan at round 3.*trained again"):
@@ -153,7 +153,7 @@ def test_fedast_never_serves_a_cached_run_with_a_nan_loss(tmp_path):
     result = json.loads((folder / "result.json").read_text())
     result["history"][1]["test_loss"] = float("nan")
     (folder / "result.json").write_text(json.dumps(result))
-    store.write_manifest(folder, runner.RUN_FILES, len(result["history"]))
+    store.RunFolder(folder, runner.RUN_FILES).seal(len(result["history"]))
     assert runner.cached(cfg, 0, root=tmp_path, device="cpu") is None
     with pytest.warns(UserWarning, match=r"holds a test loss of nan at round 2 of task 'a'"):
         again = runner.run(cfg, 0, progress=False, root=tmp_path, device="cpu")
@@ -220,7 +220,7 @@ def test_a_cached_centralised_reference_with_a_nan_loss_is_run_again(tmp_path):
     result = json.loads(path.read_text())
     result["losses"]["test_loss"] = float("nan")
     path.write_text(json.dumps(result))
-    store.write_manifest(path.parent, runner.CENTRAL_FILES, 1)
+    store.RunFolder(path.parent, runner.CENTRAL_FILES).seal(1)  # sealed as it is now
     with pytest.warns(UserWarning, match=r"holds a test loss of nan: it is run again"):
         again = runner.centralised(_central(), 20, device="cpu", root=tmp_path)
     assert again == acc and math.isfinite(json.loads(path.read_text())["losses"]["test_loss"])

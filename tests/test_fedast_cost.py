@@ -183,9 +183,9 @@ def _store(root, cfg: dict, seed: int, threads: int, completion: dict):
     dev = torch.device("cpu")
     key = runner.cache_key(run, seed, dev)
     key["threads"] = threads
-    folder = runner.run_folder(run, seed, dev, root, key)
-    runner._save(folder, _result(cfg, completion), key, runner.data_used(run))
-    return folder
+    folder = runner.open_folder(run, seed, dev, root, key)
+    runner.commit(folder, _result(cfg, completion), runner.data_used(run))
+    return folder.path
 
 
 def test_cached_serves_what_run_would_without_training(tmp_path, monkeypatch):

@@ -84,7 +84,11 @@ def _not_listed_by_design(folder: Path) -> bool:
 def test_the_notebook_trains_exactly_the_runs_its_study_lists(nb, tmp_path):
     cache = tmp_path / "cache"
     _execute(nb, cache, tmp_path / "report")
-    made = {p.name for p in cache.iterdir() if store.is_done(p) and not _not_listed_by_design(p)}
+    made = {
+        p.name
+        for p in cache.iterdir()
+        if store.RunFolder(p, ()).finished and not _not_listed_by_design(p)
+    }
     listed = _listed_folders(nb, cache)
     assert made - listed == set(), "trained by the notebook but not listed"
     assert listed - made == set(), "listed but not trained by the notebook"
@@ -110,7 +114,7 @@ def test_a_pooled_reproduce_trains_first_and_the_notebook_reads_its_runs(tmp_pat
     out = tmp_path / "out"
     _, infos = reproduce.reproduce_runs(preset="smoke", only=[nb], out=out, progress=False)
     assert infos[0]["status"] == "ok"
-    pooled = {p.name for p in cache.iterdir() if store.is_done(p)}
+    pooled = {p.name for p in cache.iterdir() if store.RunFolder(p, ()).finished}
     assert pooled == _listed_folders(nb, cache)
     logs = sorted((out / "pool").glob("*.log"))
     assert len(logs) == len(pooled)  # the pool trained every one of them: the notebook none

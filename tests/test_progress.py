@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from flkit.workbook import progress
+from flkit import progress
 
 
 def _text(b) -> str:

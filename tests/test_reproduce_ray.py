@@ -273,12 +273,12 @@ def test_a_worker_killed_mid_run_is_reported_ended_and_resumed_to_the_same_float
         for p in left:
             p.kill()
     (run,) = [p for p in cache.iterdir() if p.is_dir()]
-    assert not store.is_done(run)
+    assert not store.RunFolder(run, ()).finished
     assert json.loads((run / store.CHECKPOINT_SUM).read_text())["round"] == 2
     info, folder = _train(tmp_path, "resumed", "ray", cache_dir=str(cache))
     assert info["status"] == "ok", info["error"]
     assert (folder / "history.txt").read_text() == uninterrupted
-    assert store.is_done(run) and not (run / store.CHECKPOINT).exists()
+    assert store.RunFolder(run, ()).finished and not (run / store.CHECKPOINT).exists()
 
 
 def test_killed_task_is_failed_and_the_rest_complete(cluster, tmp_path):

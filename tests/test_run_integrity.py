@@ -37,7 +37,7 @@ def test_the_manifest_lists_every_file_and_the_row_count(finished):
     assert set(manifest["files"]) == set(RUN_FILES)
     for name, digest in manifest["files"].items():
         assert store.file_digest(folder / name) == digest
-    assert store.check_finished(folder, CFG.rounds, RUN_FILES) == ""
+    assert store.RunFolder(folder, RUN_FILES).damage(CFG.rounds) is None
 
 
 def test_a_truncated_history_is_reported_and_trained_again(finished, tmp_path):
@@ -47,7 +47,7 @@ def test_a_truncated_history_is_reported_and_trained_again(finished, tmp_path):
         again = run(CFG, out_dir=tmp_path, progress=False)
     pd.testing.assert_frame_equal(again.history, history)  # trained again: all rows, same numbers
     assert len(pd.read_csv(folder / "history.csv")) == CFG.rounds  # and the folder repaired
-    assert store.check_finished(folder, CFG.rounds, RUN_FILES) == ""
+    assert store.RunFolder(folder, RUN_FILES).damage(CFG.rounds) is None
 
 
 def test_a_truncated_history_without_a_manifest_is_trained_again(finished, tmp_path):

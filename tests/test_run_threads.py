@@ -12,8 +12,8 @@ import pytest
 import torch
 from tiny_runs import TINY_FEDAVG
 
-from flkit import experiment, methods, store
-from flkit.experiment import load, run, run_folder
+from flkit import methods, run_config, store
+from flkit.experiment import RUN_FILES, load, run, run_folder
 from flkit.utils import FlkitError
 
 CFG = TINY_FEDAVG.replace(rounds=4)
@@ -55,7 +55,7 @@ def test_a_cpu_key_names_its_thread_count_and_a_cuda_key_none(monkeypatch):
     assert one["threads"] == 1 and two["threads"] == 2
     assert {k: v for k, v in one.items() if k != "threads"} == CFG.to_dict()
     assert store.config_hash(one) != store.config_hash(two)
-    monkeypatch.setattr(experiment, "resolve_device", lambda d: torch.device("cuda", 0))
+    monkeypatch.setattr(run_config, "resolve_device", lambda d: torch.device("cuda", 0))
     with threads(1):
         gpu = CFG.replace(device="auto").key()
     assert gpu["device"] == "cuda" and "threads" not in gpu
@@ -69,7 +69,7 @@ def test_one_config_at_1_and_2_threads_lands_in_two_folders(tmp_path, trained):
     assert trained == [1, 2, 3, 4] * 2  # the second run was not served from the first
     assert a.run_dir != b.run_dir and _folders(tmp_path) == sorted([a.run_dir, b.run_dir])
     for res, n in ((a, 1), (b, 2)):
-        assert store.is_done(res.run_dir)
+        assert store.RunFolder(res.run_dir, RUN_FILES).finished
         assert store.load_json(res.run_dir / "config.json")["threads"] == n
         assert store.load_json(res.run_dir / "meta.json")["threads"] == n
         assert res.history.attrs["config"]["threads"] == n
@@ -128,7 +128,7 @@ def test_another_thread_count_does_not_resume_the_checkpoint(tmp_path, monkeypat
     with threads(2):
         other = run(CFG, out_dir=tmp_path / "c", progress=False, checkpoint_every=2)
     assert rounds == [1, 2, 3, 4] and other.run_dir != folder
-    assert (folder / store.CHECKPOINT).is_file() and not store.is_done(folder)
+    assert (folder / store.CHECKPOINT).is_file() and not store.RunFolder(folder, RUN_FILES).finished
     rounds.clear()
     with threads(1):
         resumed = run(CFG, out_dir=tmp_path / "c", progress=False, checkpoint_every=2)
@@ -151,7 +151,7 @@ def test_a_checkpoint_of_another_thread_count_is_refused_naming_both(tmp_path, m
     match += r"process computes with 2.*Accepted: resume with 1 threads"
     with threads(2), pytest.raises(FlkitError, match=match):
         run(CFG, out_dir=tmp_path, progress=False, checkpoint_every=2)
-    assert (target / store.CHECKPOINT).is_file() and not store.is_done(target)
+    assert (target / store.CHECKPOINT).is_file() and not store.RunFolder(target, RUN_FILES).finished
 
 
 # ------------------------------------------------------------------------------ FedAST simulator

@@ -39,9 +39,9 @@ def test_estimation_numbers_are_the_same_after_trained_and_cached_runs(tmp_path,
     monkeypatch.setenv("FLKIT_RUNS", str(tmp_path))
     pre = _tiny()
     folders = [run_folder(c) for c in study.compare_configs(pre, 0)]
-    assert not any(store.is_done(f) for f in folders)
+    assert not any(store.RunFolder(f, ()).finished for f in folders)
     trained = _notebook_order(pre)
-    assert all(store.is_done(f) for f in folders)  # the second pass reads every run
+    assert all(store.RunFolder(f, ()).finished for f in folders)  # the second pass reads every run
     cached = _notebook_order(pre)
     for a, b in zip(trained, cached):
         pd.testing.assert_frame_equal(a, b, check_exact=True)

@@ -145,6 +145,34 @@ def test_lower_layers_import_no_higher_layer():
     assert not _layer_violations(MODULES)
 
 
+# The notebook-facing layer sits on top: nothing below it (runs, simulated time, methods, the
+# engine) imports it, not even lazily; what a run draws (its progress bar) lives below the runs.
+NOTEBOOK_LAYER = ("flkit.workbook", "flkit.reproduce", "flkit.course", "flkit.papers", "flkit.cli")
+
+
+def _notebook_layer_violations(modules) -> list[str]:
+    """'module:line imports target' for every import of the notebook layer from below it."""
+    return [
+        f"{mod}:{line} imports {target}"
+        for mod, path in modules.items()
+        if mod != "flkit" and not mod.endswith("__main__") and not _within(mod, NOTEBOOK_LAYER)
+        for target, _, line in _imports(mod, path)
+        if _within(target, NOTEBOOK_LAYER)
+    ]
+
+
+def test_nothing_below_the_notebook_layer_imports_it():
+    assert not _notebook_layer_violations(MODULES)
+
+
+def test_notebook_layer_check_finds_a_lazy_import(tmp_path):
+    fake = tmp_path / "flkit" / "experiment_fake.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("def f():\n    from .workbook.progress import bar\n    return bar\n")
+    found = _notebook_layer_violations({"flkit.experiment_fake": fake})
+    assert found == ["flkit.experiment_fake:2 imports flkit.workbook.progress"]
+
+
 def test_layer_check_finds_a_higher_import(tmp_path):
     """The check sees a lazy relative import of a higher layer inside a function of the engine."""
     fake = tmp_path / "flkit" / "engine" / "fake.py"

@@ -53,14 +53,14 @@ def test_an_edited_folder_without_manifest_is_trained_again(finished, tmp_path, 
         again = run(CFG, out_dir=tmp_path, progress=False)
     assert again.config == CFG
     pd.testing.assert_frame_equal(again.history, history)
-    assert store.check_finished(folder, CFG.rounds, RUN_FILES) == ""  # sealed by its own run
+    assert store.RunFolder(folder, RUN_FILES).damage(CFG.rounds) is None  # sealed by its own run
     pd.testing.assert_frame_equal(load(folder).history, history)
 
 
 def test_a_whole_folder_without_manifest_is_not_loaded_nor_sealed(finished):
     folder, _ = finished
     (folder / store.MANIFEST).unlink()
-    assert "no MANIFEST.json" in store.check_finished(folder, CFG.rounds, RUN_FILES)
+    assert "no MANIFEST.json" in str(store.RunFolder(folder, RUN_FILES).damage(CFG.rounds))
     with pytest.raises(FlkitError, match=rf"run folder {folder} is damaged .*no MANIFEST.json"):
         load(folder)
     assert not (folder / store.MANIFEST).exists()
@@ -116,7 +116,7 @@ def test_a_checkpoint_of_another_config_is_refused(tmp_path, monkeypatch):
     match += rf"folder's run {target.name}.*delete {target / store.CHECKPOINT}"
     with pytest.raises(FlkitError, match=match):
         run(CFG, out_dir=tmp_path, progress=False, checkpoint_every=2)
-    assert (target / store.CHECKPOINT).is_file() and not store.is_done(target)
+    assert (target / store.CHECKPOINT).is_file() and not store.RunFolder(target, RUN_FILES).finished
 
 
 def test_a_checkpoint_that_records_no_run_is_refused(tmp_path, monkeypatch):

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from ..data import provenance as _identity
+from ..progress import bar as new_bar
+from ..progress import finish
 from ..utils import FlkitError, cores_per_job, resolve_device
-from ..workbook.progress import bar as new_bar
-from ..workbook.progress import finish
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
-from .runner import run, run_folder, verified
+from .runner import open_folder, run
 
 __all__ = ["run_many", "worker_threads"]
 
@@ -95,9 +95,9 @@ def run_many(
     with _torch_threads(per_worker):
         todo, seen = [], set()
         for c, s in runs:
-            folder = run_folder(c, s, dev, root)
-            if folder not in seen and not verified(folder):
-                seen.add(folder)
+            folder = open_folder(c, s, dev, root)
+            if folder.path not in seen and not folder.whole():
+                seen.add(folder.path)
                 todo.append((c, s))
         if todo:
             _pool(todo, jobs, dev, progress, root, per_worker)

@@ -26,9 +26,10 @@ from .. import data as _data
 from .. import divergence, store
 from ..data.provenance import cache_key as _data_key
 from ..engine import train_clients
+from ..progress import bar as new_bar
+from ..progress import finish
 from ..state import broadcast_state
 from ..utils import FlkitError, check_range, derive_seed, resolve_device
-from ..workbook.progress import finish
 from .config import FedASTRun
 from .defaults import METHOD_LABELS
 from .fedast import FedAST
@@ -45,6 +46,8 @@ __all__ = [
     "judge_central",
     "cache_key",
     "run_folder",
+    "open_folder",
+    "commit",
     "data_used",
     "CACHE_VERSION",
 ]
@@ -182,37 +185,26 @@ def run_folder(cfg: FedASTRun, seed: int, device, root=None, key: dict | None = 
     return store.run_dir(root, key, prefix=cfg.method)
 
 
-def _save(folder: Path, res: SimResult, key: dict, data: list[dict]) -> None:
-    store.save_json(folder / "config.json", key)
-    store.save_json(folder / "data.json", data)  # the copies used, with their sources
-    store.save_json(
-        folder / "result.json",
-        {
-            "method": res.method,
-            "tasks": res.tasks,
-            "events": [list(e) for e in res.events],
-            "history": res.history,
-            "completion_time": res.completion_time,
-            "total_time": res.total_time,
-            "stats": res.stats,
-            "allocations": res.allocations,
-        },
-    )
-    store.mark_done(folder)
-    store.write_manifest(folder, RUN_FILES, len(res.history))  # last: the run is whole
+def open_folder(cfg: FedASTRun, seed: int, device, root=None, key: dict | None = None):
+    """The :class:`~flkit.store.RunFolder` of (validated config, seed, resolved device): its
+    config.json records :func:`cache_key` (pass ``key`` when it is already computed)."""
+    key = key if key is not None else cache_key(cfg, seed, device)
+    return store.RunFolder(run_folder(cfg, seed, device, root, key), RUN_FILES, key)
 
 
-def verified(folder: Path | None, files=RUN_FILES) -> bool:
-    """Whether ``folder`` holds a finished run whose files match its manifest; a damaged one is
-    reported (a warning naming the folder) and its files removed, so that it runs again."""
-    if folder is None or not store.is_done(folder):
-        return False
-    problem = store.check_finished(folder, None, files)
-    if not problem:
-        return True
-    warnings.warn(f"run folder {folder} is damaged: {problem}; it is run again", stacklevel=3)
-    store.discard_finished(folder, files)
-    return False
+def commit(folder: store.RunFolder, res: SimResult, data: list[dict]) -> None:
+    """Write the finished run ``res`` into ``folder``, with the data copies it used."""
+    result = {
+        "method": res.method,
+        "tasks": res.tasks,
+        "events": [list(e) for e in res.events],
+        "history": res.history,
+        "completion_time": res.completion_time,
+        "total_time": res.total_time,
+        "stats": res.stats,
+        "allocations": res.allocations,
+    }
+    folder.commit({"data.json": data, "result.json": result}, len(res.history))
 
 
 def non_finite(res: SimResult) -> str:
@@ -226,26 +218,27 @@ def non_finite(res: SimResult) -> str:
     return ""
 
 
-def _load(folder: Path) -> SimResult:
-    """A cached run, with its diverged tasks marked and warned about (:func:`judge`); FlkitError
-    when it holds a non-finite loss."""
-    d = store.load_json(folder / "result.json")
-    res = SimResult(
-        d["method"],
-        d["tasks"],
-        [tuple(e) for e in d["events"]],
-        d["history"],
-        d["completion_time"],
-        d["total_time"],
-        d["stats"],
-        d["allocations"],
-    )
+def _load(folder: store.RunFolder) -> SimResult:
+    """A cached run, with its diverged tasks marked and warned about (:func:`judge`); a
+    DamagedRunError when it holds a non-finite loss."""
+    with folder.reading("result.json") as path:
+        d = store.load_json(path)
+        res = SimResult(
+            d["method"],
+            d["tasks"],
+            [tuple(e) for e in d["events"]],
+            d["history"],
+            d["completion_time"],
+            d["total_time"],
+            d["stats"],
+            d["allocations"],
+        )
     bad = non_finite(res)
     if bad:
-        raise FlkitError(f"cached run {folder} holds {bad}: it is not served")
+        raise folder.damaged("result.json", f"result.json holds {bad}, which is never served")
     found = judge(res)
     mark_diverged(res, found)
-    _warn(f"cached run {folder}", found, stacklevel=5)  # the caller of run() or cached()
+    _warn(f"cached run {folder.path}", found, stacklevel=6)  # the caller of run() or cached()
     return res
 
 
@@ -272,15 +265,7 @@ def cached(
     key = cache_key(cfg, seed, dev)
     if threads is not None and "threads" in key:
         key["threads"] = int(threads)
-    folder = run_folder(cfg, seed, dev, root, key)
-    if not store.is_done(folder) or not (folder / store.MANIFEST).exists():
-        return None
-    if store.check_finished(folder, None, RUN_FILES):
-        return None
-    try:
-        return _load(folder)
-    except FlkitError:  # a non-finite loss, cached before the divergence rule: not served
-        return None
+    return open_folder(cfg, seed, dev, root, key).serve(_load, repair=False)
 
 
 def run(
@@ -305,20 +290,16 @@ def run(
         raise FlkitError(f"seed={seed!r}; accepted: an integer")
     cfg = FedASTRun.from_dict(config).validate()
     dev = resolve_device(device)
-    key = cache_key(cfg, seed, dev)
-    folder = run_folder(cfg, seed, dev, root, key) if cache else None
-    if verified(folder):
-        try:
-            return _load(folder)
-        except FlkitError as e:  # run again: the divergence rule now stops it where it fails
-            warnings.warn(f"{e}; it is run again", stacklevel=2)
-            store.discard_finished(folder, RUN_FILES)
+    folder = open_folder(cfg, seed, dev, root) if cache else None
+    served = folder.serve(_load) if folder is not None else None
+    if served is not None:
+        return served
+    if folder is not None:
+        folder.begin()  # an unwritable cache fails here, before any simulation
     t0 = time.perf_counter()
     sched, trainer = build_schedule(cfg, seed, dev, WatchedTrainer(cfg, seed=seed, device=dev))
     bar = None
     if progress:
-        from ..workbook.progress import bar as new_bar
-
         total = cfg.max_time if cfg.max_time is not None else None
         label = METHOD_LABELS[cfg.method]
         bar = new_bar(
@@ -350,8 +331,8 @@ def run(
     res.stats["final_accuracy"] = {n: trainer.evaluate_full(n) for n in trainer.tasks}
     mark_diverged(res, trainer.diverged())
     if folder is not None:
-        _save(folder, res, key, data_used(cfg))
-    _warn(f"run {folder or 'not cached'}", trainer.diverged())
+        commit(folder, res, data_used(cfg))
+    _warn(f"run {folder.path if folder else 'not cached'}", trainer.diverged())
     return res
 
 
@@ -387,20 +368,21 @@ def centralised(
         "v": CACHE_VERSION,
         "data": [_data_key(d) for d in data_used(cfg)],
     }
-    folder = store.run_dir(root, key, prefix="centralised") if cache else None
-    if verified(folder, CENTRAL_FILES):
-        stored = store.load_json(folder / "result.json")
-        losses = stored.get("losses")
+    path = store.run_dir(root, key, prefix="centralised")
+    folder = store.RunFolder(path, CENTRAL_FILES) if cache else None
+    served = folder.serve(_central_result) if folder is not None else None
+    if served is not None:
+        accuracy, losses = served
         bad = [
             f"{CENTRAL_LOSSES[c]} of {v}" for c, v in (losses or {}).items() if not math.isfinite(v)
         ]
         if not bad:
             found = judge_central(losses, int(steps))
-            divergence.warn(f"the centralised reference {folder}", found)
-            return float(stored["accuracy"])
+            divergence.warn(f"the centralised reference {path}", found)
+            return accuracy
         # cached before the rule stopped such a run: run again, now stopped where it fails
-        warnings.warn(f"cached run {folder} holds a {bad[0]}: it is run again", stacklevel=2)
-        store.discard_finished(folder, CENTRAL_FILES)
+        warnings.warn(f"cached run {path} holds a {bad[0]}: it is run again", stacklevel=2)
+        folder.discard()
     tr = EngineTrainer(cfg, seed=seed, device=dev)
     st = tr.tasks[t.name]
     pooled = torch.unique(torch.cat(list(st.parts)))
@@ -420,19 +402,15 @@ def centralised(
     acc, losses["test_loss"] = tr.measure(t.name)
     found = judge_central(losses, int(steps))  # raises on a non-finite loss: nothing cached
     if folder is not None:
-        store.save_json(
-            folder / "result.json",
-            {
-                "accuracy": acc,
-                "key": key,
-                "data": data_used(cfg),
-                "losses": losses,
-                "diverged": None if found is None else found.to_dict(),
-            },
-        )
-        store.mark_done(folder)
-        store.write_manifest(folder, CENTRAL_FILES, 1)
-    divergence.warn(f"the centralised reference {folder or '(not cached)'}", found)
+        result = {
+            "accuracy": acc,
+            "key": key,
+            "data": data_used(cfg),
+            "losses": losses,
+            "diverged": None if found is None else found.to_dict(),
+        }
+        folder.commit({"result.json": result}, 1)
+    divergence.warn(f"the centralised reference {path if cache else '(not cached)'}", found)
     return acc
 
 
@@ -462,3 +440,10 @@ def judge_central(losses: dict | None, steps: int) -> divergence.Divergence | No
         watch.see(steps, losses[column], f"{where} of the centralised reference")
         found.append(watch.diverged)
     return divergence.earliest(found)
+
+
+def _central_result(folder: store.RunFolder) -> tuple[float, dict | None]:
+    """A cached reference's accuracy and losses (None: cached before losses were recorded)."""
+    with folder.reading("result.json") as path:
+        stored = store.load_json(path)
+        return float(stored["accuracy"]), stored.get("losses")

@@ -80,15 +80,17 @@ class PoolJob:
     def finished(self, folder: Path | None) -> bool:
         """Whether ``folder`` holds this run whole (a damaged one is left to the worker, which
         reports it and trains the run again)."""
-        if folder is None or not store.is_done(folder):
+        if folder is None:
             return False
         if self.kind == "run":
             from ..experiment import RUN_FILES
 
-            return not store.check_finished(folder, self.config["rounds"], RUN_FILES)
-        from ..asyncfl.runner import RUN_FILES
+            rows = self.config["rounds"]
+        else:
+            from ..asyncfl.runner import RUN_FILES
 
-        return not store.check_finished(folder, None, RUN_FILES)
+            rows = None
+        return store.RunFolder(folder, RUN_FILES).whole(rows, repair=False)
 
 
 #: the paper folders: a notebook whose preset file lives elsewhere has no ``study.runs``

@@ -12,9 +12,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import data as data_mod
-from ... import store
 from ...data.provenance import reduced_allowed
-from ...experiment import RunConfig, Setup, run, run_folder
+from ...experiment import RunConfig, Setup, is_cached, run
 from ...preset_runs import distinct, from_preset, seeds_of
 from ...prune.schedules import check_landing
 from ...utils import FlkitError, check_choice
@@ -147,7 +146,7 @@ def _runs(cfgs, progress, out_dir):
     out, loaded = {}, {}
     for key, cfg in cfgs:
         su, data = None, (cfg.dataset, repr(cfg.dataset_kwargs), cfg.device)
-        if not store.is_done(run_folder(cfg, out_dir)):
+        if not is_cached(cfg, out_dir):
             su = Setup.build(cfg, loaded.get(data))
             loaded[data] = su.data
         out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su)

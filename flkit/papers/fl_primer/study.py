@@ -23,7 +23,7 @@ import torch
 from flkit import data as data_mod
 from flkit import divergence, methods
 from flkit.data import partition as part_mod
-from flkit.experiment import RunConfig, RunResult, Setup, run, run_folder
+from flkit.experiment import RunConfig, RunResult, Setup, is_cached, run
 from flkit.methods import sample_clients
 from flkit.preset_runs import distinct, from_preset
 from flkit.state import flatten, param_names
@@ -109,13 +109,11 @@ def run_all(
     """`flkit.experiment.run` for every config (a cached run loads from disk, no setup is built)."""
     from tqdm.auto import tqdm
 
-    from flkit import store
-
     results = {}
     bar = tqdm(list(cfgs.items()), desc="runs", disable=not progress)
     for label, cfg in bar:
         bar.set_postfix_str(label)
-        cached = store.is_done(run_folder(cfg, out_dir))
+        cached = is_cached(cfg, out_dir)
         setup = None if cached else setup_for(cfg, ds)
         results[label] = run(cfg, out_dir=out_dir, progress=progress, setup=setup)
     return results

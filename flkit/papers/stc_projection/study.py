@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from flkit import divergence
-from flkit.experiment import RunConfig, Setup, run, run_folder
+from flkit.experiment import RunConfig, Setup, is_cached, run
 from flkit.preset_runs import distinct, from_preset, seeds_of
 from flkit.preset_runs import use_threads as use_threads  # the notebook pins its threads
 from flkit.utils import FlkitError, check_choice
@@ -137,17 +137,11 @@ def _run_all(cfgs: dict, progress: bool, out_dir) -> dict:
     out, loaded = {}, {}
     for key, cfg in cfgs.items():
         su, data = None, (cfg.dataset, repr(cfg.dataset_kwargs), cfg.device)
-        if not _cached(cfg, out_dir):
+        if not is_cached(cfg, out_dir):
             su = Setup.build(cfg, loaded.get(data))
             loaded[data] = su.data
         out[key] = run(cfg, out_dir=out_dir, progress=progress, setup=su)
     return out
-
-
-def _cached(cfg: RunConfig, out_dir) -> bool:
-    from flkit import store
-
-    return store.is_done(run_folder(cfg, out_dir))
 
 
 # --------------------------------------------------------------------------- ablation
