@@ -252,9 +252,9 @@ def test_the_estimation_studies_trajectory_stops_at_a_nan_and_so_does_an_update(
         estimation.Trajectory(wild, 0, rounds=2)
     tr = estimation.Trajectory(presets.load("05_staleness", "smoke"), 0, rounds=1)
     assert tr.diverged is None
-    blown = {n: v * 1e38 if v.is_floating_point() else v for n, v in tr.models[1].items()}
+    tr.models[1] = {n: v * 1e38 if v.is_floating_point() else v for n, v in tr.models[1].items()}
     with pytest.raises(FlkitError, match=r"training loss is (nan|inf) at the update of client"):
-        tr.update(blown, tr.stale)
+        tr.update(1, tr.stale)  # the clients' update from the (blown-up) model of round 1
 
 
 # ------------------------------------------------------------------------------ inversion
