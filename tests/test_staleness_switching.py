@@ -106,7 +106,7 @@ def test_detected_round_is_tau_before_the_switch_takes_effect():
 
     import pandas as pd
 
-    from flkit.papers.staleness.estimation import detected_round
+    from flkit.papers.staleness.switching import detected_round
 
     nan = math.nan
     sw = pd.DataFrame({"round": [5, 10, 15], "switch_round": [nan, 52, 52]})

@@ -1,9 +1,9 @@
 """Estimation studies of notebook 05 on a trajectory of global models: how far the stale update,
 1st-Order and the gradient-inversion estimate are from the unstale update (Fig. 4), top-K
 sparsification and warm starts of the inversion (Tables 4-5; ``efficiency`` judges each by the
-iterations to a common estimation error), the switching errors over training
-(Fig. 5), the interactive demo, uniqueness detection (Table 8 / Fig. 9) and the loss landscape
-(Fig. 3). Every study returns a DataFrame (the demo and the landscape return arrays)."""
+iterations to a common estimation error), the interactive demo, uniqueness detection (Table 8 /
+Fig. 9) and the loss landscape (Fig. 3). Every study returns a DataFrame (the demo and the
+landscape return arrays)."""
 
 from __future__ import annotations
 
@@ -392,31 +392,6 @@ def efficiency(preset, tr: Trajectory, slack: float | None = None) -> pd.DataFra
             }
         )
     return pd.DataFrame(rows)
-
-
-def detected_round(sw: pd.DataFrame, tau: int) -> int | None:
-    """The round at which the server detects E1 > E2 in :func:`switching`'s table (its
-    ``switch_round`` is when the switch takes effect, tau rounds after detection); None when the
-    rule never fired."""
-    if "switch_round" not in sw or not sw["switch_round"].notna().any():
-        return None
-    return int(sw["switch_round"].dropna().iloc[0]) - int(tau)
-
-
-def switching(hist: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """Fig. 5: E1 (GI estimate) and E2 (stale update) vs the oracle over training (GI run)."""
-    g = hist[(hist["method"] == "gi_staleness") & (hist["seed"] == seed)]
-    cols = [
-        "round",
-        "err_gi_cos",
-        "err_stale_cos",
-        "err_gi_l1",
-        "err_stale_l1",
-        "gamma",
-        "switch_round",
-    ]
-    cols = [c for c in cols if c in g.columns]
-    return g[cols].dropna(subset=[c for c in cols if c.startswith("err_gi")] or None)
 
 
 def demo(preset, tr: Trajectory, client_pos: int, tau: int):

@@ -13,8 +13,8 @@ import math
 import pandas as pd
 
 from . import claims, numbers, regime
-from .estimation import detected_round
 from .study import NAMES
+from .switching import detected_round
 
 __all__ = [
     "PAPER_ALPHA",
