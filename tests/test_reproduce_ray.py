@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +23,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip(
     "ray", reason="Ray is the optional extra flkit[ray] (pip install 'flkit[ray]'); not installed"
 )
+
+from test_reproduce_stop import MARKER, _alive, _cmdline, _start  # noqa: E402
 
 from flkit import reproduce as rp  # noqa: E402
 from flkit import store  # noqa: E402
@@ -120,47 +121,16 @@ def test_two_notebooks_same_report_as_local(tmp_path):
 RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 
 
-def _cmdline(p: psutil.Process) -> str:
-    try:
-        return " ".join(p.cmdline())
-    except psutil.Error:
-        return ""
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
 def test_sigkill_of_reproduce_on_ray_leaves_no_run_behind(tmp_path):
     """`kill -9` of `flkit reproduce --executor ray` while a notebook runs: the Ray instance it
     started goes with it (Ray's fate sharing), and the run's watchdog ends the notebook's kernel
     with the process the kernel started; nothing goes on writing into the run cache."""
-    env = {
-        **os.environ,
-        "FLKIT_PRESET_PATH": str(FIXTURES / "stop_presets"),
-        "FLKIT_RUNS": str(tmp_path / "cache"),
-        "FLKIT_RUNS_DIR": str(tmp_path / "runs"),
-    }
-    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR"):
-        env.pop(var, None)
-    cmd = [sys.executable, "-m", "flkit", "reproduce", "--preset", "smoke", "-q"]
-    cmd += ["--executor", "ray", "--notebooks", str(FIXTURES / "stop_notebooks")]
-    log = tmp_path / "stderr.txt"  # a file: a pipe would stay open while any process is left
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [*cmd, "--out", str(tmp_path / "out")],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+    proc, log = _start(tmp_path, "--executor", "ray")
     seen: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 180
-        while not any("flkit-stop-fixture" in _cmdline(p) for p in seen):
+        while not any(MARKER in _cmdline(p) for p in seen):
             assert proc.poll() is None, f"reproduce ended early: {log.read_text()[-2000:]}"
             assert time.monotonic() < deadline, "the fixture notebook never started its process"
             time.sleep(0.2)

@@ -49,8 +49,9 @@ def _cmdline(p: psutil.Process) -> str:
         return ""
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
-    """`flkit reproduce` of the fixture notebook, whose kernel starts a sleeping process."""
+def _start(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, Path]:
+    """`flkit reproduce` of the fixture notebook, whose kernel starts a sleeping process, with
+    the extra command-line ``options`` (the Ray tests start it with ``--executor ray``)."""
     env = {
         **os.environ,
         "FLKIT_PRESET_PATH": str(FIXTURES / "stop_presets"),
@@ -60,7 +61,8 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR"):
         env.pop(var, None)
     cmd = [sys.executable, "-m", "flkit", "reproduce", "--preset", "smoke", "-q"]
-    cmd += ["--notebooks", str(FIXTURES / "stop_notebooks"), "--out", str(tmp_path / "out")]
+    cmd += [*options, "--notebooks", str(FIXTURES / "stop_notebooks")]
+    cmd += ["--out", str(tmp_path / "out")]
     log = tmp_path / "stderr.txt"  # a file: a pipe would stay open while any process is left
     with log.open("w") as stderr:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr), log
