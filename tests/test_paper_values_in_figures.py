@@ -116,3 +116,20 @@ def test_feddip_accuracy_vs_round_says_no_paper_values_and_its_setting():
     assert [list(ln.get_ydata()) for ln in ax.lines] == [[10.0, 30.0], [10.0, 30.0]]
     fig = figures.accuracy_vs_round(res, 0.9, paper_note=False)
     assert not fig.axes[0].texts
+
+
+def test_staleness_fig11_legend_covers_no_panel():
+    """The legend lists every method and the paper's stars once, and sits outside both panels
+    (inside the left one it hid the early rounds, where the stale clients' lag starts)."""
+    from flkit.papers.staleness import figures
+
+    fig = figures.accuracy_curves(_staleness_hist())
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = fig.legends + [a.get_legend() for a in fig.axes if a.get_legend() is not None]
+    assert len(legends) == 1
+    texts = [t.get_text() for t in legends[0].get_texts()]
+    assert texts[:2] == ["Unweighted", "Ours (GI)"] and "Table 9" in texts[2]
+    box = legends[0].get_window_extent(renderer)
+    for a in fig.axes:
+        assert not box.overlaps(a.get_window_extent(renderer)), a.get_ylabel()

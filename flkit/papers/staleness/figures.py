@@ -18,7 +18,7 @@ def accuracy_curves(hist, title: str = "", paper_dataset: str | None = "mnist"):
     none) as open markers in the method's colour just right of our last round."""
     if paper_dataset is not None:
         check_choice("paper_dataset", paper_dataset, tuple(numbers.TABLE9))
-    fig, ax = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     ev = hist.dropna(subset=["affected_accuracy"])
     colours = {}
     for m, g in ev.groupby("method", sort=False):
@@ -35,9 +35,12 @@ def accuracy_curves(hist, title: str = "", paper_dataset: str | None = "mnist"):
         a.set_xlabel("round")
         plots.integer_ticks(a)
         a.set_ylabel(lab)
-    ax[0].legend(fontsize=7)
+    # below both panels: inside either one it covers the early rounds, where the lag starts
+    fig.legend(
+        *ax[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False
+    )
     fig.suptitle(title or f"Fig. 11 (ours): stale clients lag by tau = {tau} from round {tau + 1}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
