@@ -71,8 +71,10 @@ test-ui: data
 	FLKIT_UI=1 FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q -s tests/ui --durations=10
 
 # Not part of `make test` or CI: about 3 min on a quiet 2-core machine (two Ray starts, a dozen
-# notebook runs), and Ray's helpers must come up within Ray's fixed start deadlines (15 s, 30 s),
-# which a 2-core machine busy with another run misses; run it on a quiet machine.
+# fixture notebook runs), plus each of the six workbook notebooks at smoke on both executors,
+# each training its own runs (00: about 2 min); Ray's helpers must come up within Ray's fixed
+# start deadlines (15 s, 30 s), which a 2-core machine busy with another run misses; run it on a
+# quiet machine.
 test-ray: data
 	$(PY) -m pip install -q -e ".[ray]"
 	FLKIT_RUNS_DIR=$(CURDIR)/runs/test $(PY) -m pytest -q tests/test_reproduce_ray.py --durations=10

@@ -1,8 +1,9 @@
 """flkit reproduce / sweep with --executor ray on a local Ray instance of 1 CPU bound to
 127.0.0.1: the same report as the local executor, the same floats of a training run, a worker
 killed (at once, and mid-run: reported, its kernel ended, the run resumed to the same floats),
-the driver killed (nothing of the run left), a 2-point sweep and its resume, and the resource
-check before anything queues. Skipped when Ray is not installed (it is the optional extra
+the driver killed (nothing of the run left), a 2-point sweep and its resume, the resource
+check before anything queues, and every notebook of the workbook recording the same numbers and
+verdicts on both executors. Skipped when Ray is not installed (it is the optional extra
 flkit[ray])."""
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from test_reproduce_stop import MARKER, _alive, _cmdline, _start  # noqa: E402
 
 from flkit import reproduce as rp  # noqa: E402
 from flkit import store  # noqa: E402
-from flkit.reproduce.plan import run_threads  # noqa: E402
+from flkit.reproduce.plan import discover, run_threads  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook.results import load_results  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NOTEBOOKS = FIXTURES / "notebooks"
+#: the workbook's own notebooks, as flkit reproduce finds them
+WORKBOOK = Path(__file__).resolve().parents[1] / "notebooks"
 PRESET_PATH = os.pathsep.join([str(FIXTURES / "presets"), str(FIXTURES / "ray_presets")])
 #: the smallest object store Ray accepts is 75 MiB; the tasks here ship a notebook each
 OBJECT_STORE_BYTES = 100 * 2**20
@@ -46,35 +50,46 @@ def _raylets() -> set[str]:
     return set(res.stdout.split())
 
 
+#: variables no run of this module sees, on either executor
+CLEARED = ("FLKIT_PRESET", "FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR")
+
+
 @pytest.fixture(autouse=True)
 def env(monkeypatch):
     monkeypatch.setenv("FLKIT_PRESET_PATH", PRESET_PATH)
-    for var in ("FLKIT_PRESET", "FLKIT_REPORT_DIR", "FLKIT_RUNS_DIR"):
+    for var in CLEARED:
         monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory) -> Path:
     """One local Ray (1 CPU, a small object store, no dashboard, 127.0.0.1) for the module;
-    flkit uses a Ray already initialized in the process as is and leaves it running."""
+    flkit uses a Ray already initialized in the process as is and leaves it running. Its workers
+    inherit the environment it starts with: the variables of the local runs (``env``), and a run
+    cache of their own (``FLKIT_RUNS``, returned), which no local run of the module reads."""
+    cache = tmp_path_factory.mktemp("ray-cache")
     mp = pytest.MonkeyPatch()
     mp.setenv("FLKIT_PRESET_PATH", PRESET_PATH)  # the workers inherit it
     before = _raylets()
     for attempt in (1, 2):  # as flkit does: a busy machine can miss the raylet's start deadline
         try:
-            ray.init(
-                num_cpus=1,
-                include_dashboard=False,
-                object_store_memory=OBJECT_STORE_BYTES,
-                _node_ip_address="127.0.0.1",
-            )
+            with pytest.MonkeyPatch.context() as started:  # what the workers alone get
+                started.setenv("FLKIT_RUNS", str(cache))
+                for var in CLEARED:
+                    started.delenv(var, raising=False)
+                ray.init(
+                    num_cpus=1,
+                    include_dashboard=False,
+                    object_store_memory=OBJECT_STORE_BYTES,
+                    _node_ip_address="127.0.0.1",
+                )
             break
         except Exception:
             ray.shutdown()
             if attempt == 2:
                 raise
     try:
-        yield
+        yield cache
     finally:
         ray.shutdown()
         mp.undo()
@@ -324,3 +339,98 @@ def test_unreachable_address(tmp_path):
         rp.reproduce(
             preset="smoke", notebooks_dir=NOTEBOOKS, out=tmp_path, executor="ray", address="nohost"
         )
+
+
+#: what a notebook measures on the clock, by notebook: the numbers whose keys start with one of
+#: ``numbers`` (local training seconds, and savings computed from them) and the claims (by key)
+#: whose evidence and face value are those seconds. No two runs record the same seconds, on any
+#: executor, so they are left out of the comparison; such a claim is compared by its verdict.
+CLOCK_READINGS = {
+    "04_hidenseek": {
+        "numbers": ("local training time per round, ", "training-time saving vs FedMask, "),
+        "claims": ("time_order",),
+    },
+}
+#: results.json's own record of when its run started and ended, and for how long it ran
+RUN_CLOCK = ("started", "saved", "wall_time_s")
+
+
+def _leaves(value, path: str = "") -> dict[str, str]:
+    """``{path: repr(leaf)}`` of a JSON value: every number compared by its repr, so exactly
+    (a NaN equals a NaN, 1 differs from 1.0)."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return {path: repr(value)}
+    return {p: v for key, item in items for p, v in _leaves(item, f"{path}/{key}").items()}
+
+
+def _recorded(results: dict, notebook: str) -> tuple[dict[str, str], set[str]]:
+    """Everything ``notebook`` recorded in its results.json as :func:`_leaves` (numbers keyed by
+    their key, claims by their text), less its clock readings; and the clock readings found."""
+    clock = CLOCK_READINGS.get(notebook, {})
+    found: set[str] = set()
+    numbers, claims = {}, {}
+    for n in results["numbers"]:
+        prefix = next((p for p in clock.get("numbers", ()) if n["key"].startswith(p)), None)
+        if prefix is not None:
+            found.add(prefix)
+        else:
+            numbers[n["key"]] = n
+    for c in results["claims"]:
+        if c.get("key") in clock.get("claims", ()):
+            found.add(c["key"])
+            claims[c["text"]] = {"verdict": c["verdict"]}
+        else:
+            claims[c["text"]] = c
+    rest = {k: v for k, v in results.items() if k not in (*RUN_CLOCK, "numbers", "claims")}
+    return _leaves({**rest, "numbers": numbers, "claims": claims}), found
+
+
+def _run_folders(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir() if p.is_dir())
+
+
+@pytest.fixture(scope="module")
+def local_cache(tmp_path_factory) -> Path:
+    """The run cache of this module's local runs (the Ray tasks have theirs: ``cluster``)."""
+    return tmp_path_factory.mktemp("local-cache")
+
+
+@pytest.mark.parametrize("notebook", sorted(discover(WORKBOOK)))
+def test_a_notebook_records_the_same_numbers_on_the_local_executor_and_on_ray(
+    cluster, local_cache, notebook, tmp_path, monkeypatch
+):
+    """Each notebook of the workbook at `smoke`, seed 0, with `flkit reproduce --executor local`
+    and with `--executor ray`, each executor with a run cache of its own (so each trains every
+    run itself) and without the run pool (which would train the runs on this machine for both):
+    the two results.json hold the repr of every number, the same tables and the same verdicts,
+    less the seconds a notebook measures on the clock; and the two caches hold the same runs
+    (same identities, thread count included)."""
+    recorded = {}
+    for executor, cache in (("local", local_cache), ("ray", cluster)):
+        monkeypatch.setenv("FLKIT_RUNS", str(cache))  # Ray's workers have had it since they started
+        _, (info,) = rp.reproduce_runs(
+            preset="smoke",
+            only=[notebook],
+            notebooks_dir=WORKBOOK,
+            out=tmp_path / executor,
+            executor=executor,
+            pool=False,
+            progress=False,
+        )
+        assert info["status"] == "ok", f"{executor}: {info['error']}"
+        results = load_results(tmp_path / executor / notebook / "seed0")
+        assert results["numbers"] and results["claims"]
+        recorded[executor] = _recorded(results, notebook)
+    (local, local_clock), (on_ray, ray_clock) = recorded["local"], recorded["ray"]
+    clock = CLOCK_READINGS.get(notebook, {})
+    assert local_clock == ray_clock == {*clock.get("numbers", ()), *clock.get("claims", ())}
+    differ = {p: (local.get(p), on_ray.get(p)) for p in local.keys() | on_ray.keys()}
+    differ = {p: pair for p, pair in differ.items() if pair[0] != pair[1]}
+    assert not differ, f"{len(differ)} value(s) differ, local vs ray:\n" + "\n".join(
+        f"{p}: {a} vs {b}" for p, (a, b) in sorted(differ.items())
+    )
+    assert _run_folders(local_cache) == _run_folders(cluster)
