@@ -66,3 +66,15 @@ def finished_tiny_run(tiny_run, tmp_path):
     root, history = tiny_run
     shutil.copytree(root, tmp_path / "cache")
     return run_folder(TINY_FEDAVG, tmp_path / "cache"), history
+
+
+@pytest.fixture(scope="session")
+def student_release(tmp_path_factory):
+    """The student version of every numbered notebook (answers emptied, hidden tests removed),
+    built once per session by `flkit course student` into a new folder."""
+    pytest.importorskip("nbgrader")
+    from flkit.cli import main
+
+    folder = tmp_path_factory.mktemp("release") / "student"
+    assert main(["course", "student", str(folder)]) == 0
+    return folder
