@@ -39,3 +39,42 @@ def _no_active_preset():
     identity.set_policy(None)
     yield
     identity.set_policy(None)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """tiny_runs.TINY_FEDAVG trained once for the session: its cache root and history. Never
+    changed: a test that changes the folder takes `finished_tiny_run`, a copy."""
+    from tiny_runs import TINY_FEDAVG
+
+    from flkit.experiment import run
+
+    root = tmp_path_factory.mktemp("tiny-run")
+    return root, run(TINY_FEDAVG, out_dir=root, progress=False).history
+
+
+@pytest.fixture()
+def finished_tiny_run(tiny_run, tmp_path):
+    """A fresh copy of the session's tiny run under ``tmp_path / "cache"``: the finished run's
+    folder and its history, as run() wrote them."""
+    import shutil
+
+    from tiny_runs import TINY_FEDAVG
+
+    from flkit.experiment import run_folder
+
+    root, history = tiny_run
+    shutil.copytree(root, tmp_path / "cache")
+    return run_folder(TINY_FEDAVG, tmp_path / "cache"), history
+
+
+@pytest.fixture(scope="session")
+def student_release(tmp_path_factory):
+    """The student version of every numbered notebook (answers emptied, hidden tests removed),
+    built once per session by `flkit course student` into a new folder."""
+    pytest.importorskip("nbgrader")
+    from flkit.cli import main
+
+    folder = tmp_path_factory.mktemp("release") / "student"
+    assert main(["course", "student", str(folder)]) == 0
+    return folder

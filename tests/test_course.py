@@ -1,7 +1,8 @@
-"""Course assignments (issue 14): graded exercises in every numbered notebook, the nbgrader
-release (no solution, no hidden test), and the autograder on the instructor versions (full marks),
-the blank releases (zero, and they run to the end), a wrong answer (exactly that exercise's points
-lost, the checker's hint in the feedback) and broken submissions (graded with a note)."""
+"""Course assignments: graded exercises in every numbered notebook, the checkers' verdicts, and
+the autograder on the instructor versions (full marks), the blank releases (zero, and they run to
+the end), a wrong answer (exactly that exercise's points lost, the checker's hint in the feedback)
+and broken submissions (graded with a note). What the release leaves out of each notebook is
+tested on the same student build in tests/test_student_build.py."""
 
 from __future__ import annotations
 
@@ -12,26 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from notebook_cells import NOTEBOOKS, cells_of, nbgrader_of, source_of
 
 from flkit.course import Verdict, check_choice, check_number, require
-from flkit.reproduce import discover
 from flkit.utils import FlkitError
-
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = discover(ROOT / "notebooks")
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
-def _src(cell: dict) -> str:
-    s = cell["source"]
-    return s if isinstance(s, str) else "".join(s)
-
-
-def _nbg(cell: dict) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
 
 
 # ------------------------------------------------------------------------------ the checkers' core
@@ -71,21 +56,21 @@ def test_check_choice_and_require():
 # ------------------------------------------------------------------------------ notebook structure
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_three_graded_exercises_per_notebook(name):
-    cells = _cells(NOTEBOOKS[name])
-    sols = [c for c in cells if _nbg(c).get("solution")]
-    tests = [c for c in cells if _nbg(c).get("grade")]
+    cells = cells_of(NOTEBOOKS[name])
+    sols = [c for c in cells if nbgrader_of(c).get("solution")]
+    tests = [c for c in cells if nbgrader_of(c).get("grade")]
     assert len(tests) >= 3, f"{name}: {len(tests)} graded exercises, at least 3 required"
     assert len(sols) >= 3
     for c in sols:
-        src = _src(c)
-        assert "### BEGIN SOLUTION" in src and "### END SOLUTION" in src, _nbg(c)["grade_id"]
+        src = source_of(c)
+        assert "### BEGIN SOLUTION" in src and "### END SOLUTION" in src, nbgrader_of(c)["grade_id"]
     for c in tests:
-        src, meta = _src(c), _nbg(c)
+        src, meta = source_of(c), nbgrader_of(c)
         assert meta["points"] > 0 and meta["locked"], meta["grade_id"]
         visible, _, hidden = src.partition("### BEGIN HIDDEN TESTS")
         assert hidden and "### END HIDDEN TESTS" in hidden, f"{meta['grade_id']}: no hidden test"
         assert "require(" in hidden and "check" in visible, meta["grade_id"]
-    ids = [_nbg(c)["grade_id"] for c in cells if _nbg(c)]
+    ids = [nbgrader_of(c)["grade_id"] for c in cells if nbgrader_of(c)]
     assert len(ids) == len(set(ids)), "grade ids must be unique"
 
 
@@ -97,12 +82,14 @@ def _defined_names(src: str) -> set[str]:
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_later_cells_never_use_the_answers(name):
     """Only the graded check cells call what a student writes, so a half-done notebook runs on."""
-    cells = _cells(NOTEBOOKS[name])
-    answers = set().union(*(_defined_names(_src(c)) for c in cells if _nbg(c).get("solution")))
+    cells = cells_of(NOTEBOOKS[name])
+    answers = set().union(
+        *(_defined_names(source_of(c)) for c in cells if nbgrader_of(c).get("solution"))
+    )
     for c in cells:
-        if c["cell_type"] != "code" or _nbg(c):
+        if c["cell_type"] != "code" or nbgrader_of(c):
             continue
-        used = {n.id for n in ast.walk(ast.parse(_src(c))) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast.walk(ast.parse(source_of(c))) if isinstance(n, ast.Name)}
         assert not used & answers, f"a non-graded cell uses {sorted(used & answers)}"
 
 
@@ -138,10 +125,10 @@ def test_skip_unneeded_keeps_what_the_exercises_need():
     student["cells"][6]["source"] = "r = f()\n"  # as released: the hidden tests removed
     student["cells"].insert(6, _code("mine = c * 2"))  # a cell the student added
     assert skip_unneeded(student, instructor) == 3
-    ran = [_src(c) for c in student["cells"] if _src(c) != SKIPPED]
-    answer_src = _src(student["cells"][5])
+    ran = [source_of(c) for c in student["cells"] if source_of(c) != SKIPPED]
+    answer_src = source_of(student["cells"][5])
     assert ran == ["a = 1", "b = a + 1", "c = train()", answer_src, "mine = c * 2", "r = f()\n"]
-    skipped = [c for c in student["cells"] if _src(c) == SKIPPED]
+    skipped = [c for c in student["cells"] if source_of(c) == SKIPPED]
     assert [c["id"] for c in skipped] == ["plot(c)", "e = 5", "e2 = e"]
     assert all(c["outputs"] == [] and c["execution_count"] is None for c in skipped)
     # a cell that does not parse may read anything: the notebook then runs in full
@@ -150,34 +137,6 @@ def test_skip_unneeded_keeps_what_the_exercises_need():
 
 
 # ------------------------------------------------------------------------------ release
-@pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    from flkit.course.nbgrader_run import release
-
-    dest = tmp_path_factory.mktemp("release")
-    paths = release(dest)
-    return dest, paths
-
-
-def test_release_has_no_solution_and_no_hidden_test(released):
-    dest, paths = released
-    assert sorted(p.stem for p in paths) == sorted(NOTEBOOKS)
-    for name, path in NOTEBOOKS.items():
-        text = (dest / f"{name}.ipynb").read_text(encoding="utf-8")
-        for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "require("):
-            assert marker not in text, f"{name}: {marker!r} in the release"
-        out = {c["id"]: c for c in _cells(dest / f"{name}.ipynb")}
-        for cell in _cells(path):
-            if not _nbg(cell).get("solution"):
-                continue
-            body = _src(cell).split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
-            released_src = _src(out[cell["id"]])
-            assert "raise NotImplementedError" in released_src
-            for line in body.splitlines():
-                if line.strip() and not line.strip().startswith("#"):
-                    assert line not in released_src, f"{name}: solution line {line!r} released"
-
-
 def test_release_refuses_a_file_as_folder(tmp_path):
     from flkit.course.nbgrader_run import release
 
@@ -216,7 +175,7 @@ def _wrong_answer(src: Path, dest: Path) -> None:
     """Notebook 00 with a wrong answer to exercise (a) (the parameter count, not the bytes)."""
     nb = json.loads(src.read_text(encoding="utf-8"))
     for c in nb["cells"]:
-        if _nbg(c).get("grade_id") == "primer_a_answer":
+        if nbgrader_of(c).get("grade_id") == "primer_a_answer":
             c["source"] = "def upload_bytes():\n    return 199210\n"
     dest.write_text(json.dumps(nb), encoding="utf-8")
 
@@ -226,13 +185,13 @@ def _broken(src: Path, dest: Path) -> None:
     before its answer, and (c) looping forever (asleep, so that the loop does not take a core
     from the notebooks graded beside it until the cell timeout)."""
     nb = json.loads(src.read_text(encoding="utf-8"))
-    cells = [c for c in nb["cells"] if _nbg(c).get("grade_id") != "primer_a_upload_bytes"]
-    i = next(k for k, c in enumerate(cells) if _nbg(c).get("grade_id") == "primer_b_answer")
+    cells = [c for c in nb["cells"] if nbgrader_of(c).get("grade_id") != "primer_a_upload_bytes"]
+    i = next(k for k, c in enumerate(cells) if nbgrader_of(c).get("grade_id") == "primer_b_answer")
     cells[i], cells[i + 1] = cells[i + 1], cells[i]
     for c in cells:
-        if _nbg(c).get("grade_id") == "primer_c_answer":
+        if nbgrader_of(c).get("grade_id") == "primer_c_answer":
             loop = "while True:\n            __import__('time').sleep(0.1)"
-            c["source"] = _src(c).replace("### BEGIN SOLUTION", loop)
+            c["source"] = source_of(c).replace("### BEGIN SOLUTION", loop)
     nb["cells"] = cells
     dest.write_text(json.dumps(nb), encoding="utf-8")
 
@@ -257,26 +216,26 @@ def _submissions(released_dir: Path, subs: Path, students) -> Path:
 
 
 @pytest.fixture(scope="module")
-def graded(released, tmp_path_factory):
+def graded(student_release, tmp_path_factory):
     """One grading call as an instructor makes it (only the cells the exercises need run), shared
     by the tests below: every kind of submission, two notebooks at a time, at the default cell
     timeout."""
     from flkit.course.nbgrader_run import grade
 
     tmp = tmp_path_factory.mktemp("graded")
-    subs = _submissions(released[0], tmp / "subs", ("instructor", "blank", "wrong", "broken"))
+    subs = _submissions(student_release, tmp / "subs", ("instructor", "blank", "wrong", "broken"))
     return tmp / "out", _csv(grade(subs, tmp / "out", jobs=2))
 
 
 @pytest.fixture(scope="module")
-def graded_all(released, tmp_path_factory):
+def graded_all(student_release, tmp_path_factory):
     """The blank releases and a wrong answer graded with every cell run (``run="all"``), with a
     long cell timeout: nothing here loops, and on a loaded CI machine a cell of 05's own
     experiments has run past 300 s (the code before this fixture timed out there)."""
     from flkit.course.nbgrader_run import grade
 
     tmp = tmp_path_factory.mktemp("graded-all")
-    subs = _submissions(released[0], tmp / "subs", ("blank", "wrong"))
+    subs = _submissions(student_release, tmp / "subs", ("blank", "wrong"))
     out = tmp / "out"
     return out, _csv(grade(subs, out, jobs=2, run="all", cell_timeout=900, notebook_timeout=3600))
 
@@ -309,13 +268,13 @@ def test_blank_releases_score_zero_and_run_to_the_end(graded, graded_all):
     assert len(mine) == len(_rows(graded[1], "instructor"))
     assert all(float(r["points"]) == 0 for r in mine)
     for name in NOTEBOOKS:  # every cell ran; only graded check cells hold errors
-        cells = _cells(out / "autograded" / "blank" / f"{name}.ipynb")
+        cells = cells_of(out / "autograded" / "blank" / f"{name}.ipynb")
         for c in cells:
             if c["cell_type"] != "code":
                 continue
             assert c.get("execution_count") is not None, f"{name}: a cell did not run"
             errors = [o for o in c.get("outputs", []) if o.get("output_type") == "error"]
-            assert not errors or _nbg(c).get("grade"), f"{name}: {errors[0].get('ename')}"
+            assert not errors or nbgrader_of(c).get("grade"), f"{name}: {errors[0].get('ename')}"
     feedback = (out / "feedback" / "blank" / "00_fl_primer.html").read_text(encoding="utf-8")
     assert "not attempted yet" in feedback
 
@@ -349,7 +308,7 @@ def test_broken_submissions_are_graded_with_a_note(graded):
 
 
 @pytest.mark.slow
-def test_sequential_grading_gives_the_parallel_grades(released, graded, tmp_path):
+def test_sequential_grading_gives_the_parallel_grades(student_release, graded, tmp_path):
     """jobs=1 (one process, one notebook after another) against the shared jobs=2 grading: the
     same rows, points and notes, for a submission with full, zero and partial marks."""
     from flkit.course.nbgrader_run import grade
@@ -360,7 +319,7 @@ def test_sequential_grading_gives_the_parallel_grades(released, graded, tmp_path
         (subs / student).mkdir(parents=True)
     primer = NOTEBOOKS["00_fl_primer"]
     _wrong_answer(primer, subs / "wrong" / primer.name)
-    shutil.copy(released[0] / primer.name, subs / "blank" / primer.name)
+    shutil.copy(student_release / primer.name, subs / "blank" / primer.name)
     seq = _csv(grade(subs, tmp_path / "graded", only=["00"], jobs=1))
     par = [r for r in rows if r["student"] in ("blank", "wrong") and r["notebook"] == primer.stem]
     assert len(seq) == 6 and {float(r["points"]) for r in seq} == {0.0, 2.0, 3.0}
@@ -377,10 +336,10 @@ def test_skipping_the_unneeded_cells_keeps_every_grade(graded, graded_all):
     mine = [r for r in rows if r["student"] in ("blank", "wrong")]
     assert mine == rows_all and {float(r["points"]) for r in mine} == {0.0, 2.0, 3.0}
     for folder, skipped in ((out, True), (out_all, False)):
-        cells = _cells(folder / "autograded" / "blank" / "05_staleness.ipynb")
-        assert any(_src(c) == SKIPPED for c in cells) is skipped
-    kept = _cells(out / "autograded" / "instructor" / "05_staleness.ipynb")
-    assert not any("study.compare" in _src(c) for c in kept)
+        cells = cells_of(folder / "autograded" / "blank" / "05_staleness.ipynb")
+        assert any(source_of(c) == SKIPPED for c in cells) is skipped
+    kept = cells_of(out / "autograded" / "instructor" / "05_staleness.ipynb")
+    assert not any("study.compare" in source_of(c) for c in kept)
 
 
 def test_cli_passes_jobs_and_run_to_the_grader(tmp_path, monkeypatch, capsys):

@@ -15,34 +15,25 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from notebook_cells import NOTEBOOKS, ROOT, cells_of, nbgrader_of, source_of
 
 from flkit.course.hidden_tests import seal_hidden_tests
 from flkit.course.tampering import findings
-from flkit.reproduce import discover
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = discover(ROOT / "notebooks")
 PRIMER = NOTEBOOKS["00_fl_primer"]
 EXERCISE = "flkit.papers.fl_primer.exercise"
-
-
-def _src(cell: dict) -> str:
-    s = cell["source"]
-    return s if isinstance(s, str) else "".join(s)
-
-
-def _meta(cell: dict) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
 
 
 # ------------------------------------------------------------------------------ what is flagged
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_the_reference_answers_are_not_flagged(name):
     """Every answer cell of the instructor version (the worked solutions), read as a student's."""
-    cells = json.loads(NOTEBOOKS[name].read_text(encoding="utf-8"))["cells"]
+    cells = cells_of(NOTEBOOKS[name])
     code = [c for c in cells if c["cell_type"] == "code"]
-    answers = [(_meta(c)["grade_id"], _src(c)) for c in code if _meta(c).get("solution")]
-    library = [_src(c) for c in code if not _meta(c).get("solution")]
+    answers = [
+        (nbgrader_of(c)["grade_id"], source_of(c)) for c in code if nbgrader_of(c).get("solution")
+    ]
+    library = [source_of(c) for c in code if not nbgrader_of(c).get("solution")]
     assert len(answers) >= 3 and findings(answers, library) == []
 
 
@@ -88,9 +79,9 @@ def test_every_hidden_test_is_sealed():
         modules = seal_hidden_tests(nb, "_tok", name)
         assert modules and all(m.startswith("flkit.papers.") for m in modules), name
         hidden = [
-            _src(c).split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+            source_of(c).split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
             for c in nb["cells"]
-            if "### BEGIN HIDDEN TESTS" in _src(c)
+            if "### BEGIN HIDDEN TESTS" in source_of(c)
         ]
         lines = [ln for block in hidden for ln in block.splitlines() if ln.strip()]
         assert len(lines) >= 3 and all(ln.startswith("_tok('flkit.papers.") for ln in lines)
@@ -200,7 +191,7 @@ CHEATS = {
 def _notebook(dest: Path, answers: dict[str, str]) -> None:
     nb = json.loads(PRIMER.read_text(encoding="utf-8"))
     for c in nb["cells"]:
-        gid = _meta(c).get("grade_id")
+        gid = nbgrader_of(c).get("grade_id")
         if gid in answers:
             c["source"] = answers[gid]
     dest.parent.mkdir(parents=True, exist_ok=True)

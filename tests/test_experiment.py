@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 import torch
+from run_folder_fixtures import no_round_trained, stopped_in_round
 
 from flkit import methods
 from flkit.cli import main as cli_main
@@ -108,26 +109,12 @@ def test_fedprox_keeps_clients_closer_to_the_global_model():
 def test_cache_and_exact_resume(tmp_path, monkeypatch):
     c = cfg(rounds=6)
     full = run(c, out_dir=tmp_path / "a", progress=False, checkpoint_every=2).history
-    # crash in round 5, after the checkpoint of round 4
-    cls = methods.get("fedavg")
-    orig = cls.aggregate
-
-    def crash(self, state, updates, rnd):
-        if rnd == 5:
-            raise KeyboardInterrupt("simulated crash")
-        return orig(self, state, updates, rnd)
-
-    monkeypatch.setattr(cls, "aggregate", crash)
-    with pytest.raises(KeyboardInterrupt):
-        run(c, out_dir=tmp_path / "b", progress=False, checkpoint_every=2)
-    folder = next(p for p in (tmp_path / "b").iterdir() if p.is_dir())  # not the backend cache
-    assert (folder / "checkpoint.pt").exists() and not (folder / "DONE").exists()
-    monkeypatch.setattr(cls, "aggregate", orig)
+    folder = stopped_in_round(c, tmp_path / "b", monkeypatch, stop=5)  # after round 4's checkpoint
     resumed = run(c, out_dir=tmp_path / "b", progress=False, checkpoint_every=2)
     pd.testing.assert_frame_equal(full.drop(columns=[]), resumed.history)
     assert (folder / "DONE").exists() and not (folder / "checkpoint.pt").exists()
     # a finished run is loaded, not retrained: make training impossible and load again
-    monkeypatch.setattr(cls, "aggregate", crash)
+    no_round_trained(monkeypatch)
     again = run(c, out_dir=tmp_path / "b", progress=False)
     pd.testing.assert_frame_equal(again.history, resumed.history, check_dtype=False)
     assert json.loads((folder / "config.json").read_text())["seed"] == c.seed

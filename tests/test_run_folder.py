@@ -18,9 +18,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from run_folder_fixtures import cut_in_half, edit_config, keep_rows, rounds_trained
 from tiny_runs import TINY_FEDAVG
 
-from flkit import methods, store
+from flkit import store
 from flkit.asyncfl import FedASTRun, runner
 from flkit.experiment import RUN_FILES, RunConfig, is_cached, load, run, run_folder
 from flkit.utils import FlkitError
@@ -30,17 +31,6 @@ TESTS = Path(__file__).resolve().parent
 
 
 # ------------------------------------------------------------------------------ damage by hand
-def _edit_config(path: Path) -> None:
-    """config.json with another learning rate: a valid config, not the sealed one."""
-    key = json.loads(path.read_text())
-    key["lr"] = 0.5
-    path.write_text(json.dumps(key))
-
-
-def _truncate(path: Path) -> None:
-    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
-
-
 def _flip_last_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
@@ -53,8 +43,8 @@ def _garbage(path: Path) -> None:
 
 #: (file, what is done to it, what the report says): every file a finished run's folder holds
 FINISHED = [
-    ("config.json", _edit_config, "does not match its checksum in MANIFEST.json"),
-    ("history.csv", _truncate, "does not match its checksum in MANIFEST.json"),
+    ("config.json", edit_config, "does not match its checksum in MANIFEST.json"),
+    ("history.csv", cut_in_half, "does not match its checksum in MANIFEST.json"),
     ("final_state.pt", _flip_last_byte, "does not match its checksum in MANIFEST.json"),
     ("meta.json", Path.unlink, "meta.json is missing"),
     ("MANIFEST.json", Path.unlink, "it has no MANIFEST.json"),
@@ -64,19 +54,11 @@ FINISHED = [
 IDS = [f"{name}-{damage.__name__.strip('_')}" for name, damage, _ in FINISHED]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A finished FedAvg run's cache root and history, trained once for the module."""
-    root = tmp_path_factory.mktemp("trained")
-    return root, run(CFG, out_dir=root, progress=False).history
-
-
 @pytest.fixture()
-def finished(trained, tmp_path):
-    """A fresh copy of the trained run's cache root, and its RunFolder as run() opens it."""
-    root, history = trained
-    shutil.copytree(root, tmp_path / "cache")
-    folder = store.RunFolder(run_folder(CFG, tmp_path / "cache"), RUN_FILES, CFG.key())
+def finished(finished_tiny_run):
+    """A fresh copy of the finished tiny run, as the RunFolder run() opens, and its history."""
+    path, history = finished_tiny_run
+    folder = store.RunFolder(path, RUN_FILES, CFG.key())
     assert folder.finished and folder.damage(CFG.rounds) is None
     return folder, history
 
@@ -100,23 +82,11 @@ def test_a_finished_run_damaged_in_any_file_is_reported_and_never_served(
     assert not folder.finished  # its finished files are gone: the next run trains it again
 
 
-def test_a_trained_again_run_is_sealed_and_served(finished):
-    """The damaged folder's run, trained again by run(), has the run's own numbers and is then
-    served as it is."""
-    folder, history = finished
-    _truncate(folder.path / "history.csv")
-    with pytest.warns(store.DamagedRunWarning, match="history.csv"):
-        again = run(CFG, out_dir=folder.path.parent, progress=False)
-    pd.testing.assert_frame_equal(again.history, history, check_exact=True)
-    assert folder.damage(CFG.rounds) is None and is_cached(CFG, folder.path.parent)
-
-
 def test_a_history_that_is_not_its_configs_is_refused_by_the_reader(finished):
     """A folder sealed again over a history of other rows (manifest and checksums agree): the
     reader names history.csv."""
     folder, _ = finished
-    path = folder.path / "history.csv"
-    path.write_text("".join(path.read_text().splitlines(keepends=True)[:3]))
+    keep_rows(folder.path / "history.csv", 2)
     store.RunFolder(folder.path, RUN_FILES).seal(CFG.rounds)
     with pytest.raises(FlkitError, match=r"history.csv cannot be used .*2 rows, its config 5"):
         load(folder.path)
@@ -181,7 +151,7 @@ def test_a_checkpoint_is_the_dict_it_always_was_and_resumes(tmp_path):
 
 
 def _cut_checkpoint(folder: store.RunFolder) -> None:
-    _truncate(folder.path / store.CHECKPOINT)
+    cut_in_half(folder.path / store.CHECKPOINT)
 
 
 def _reseal(folder: store.RunFolder, obj, round_: int = 2) -> None:
@@ -269,8 +239,8 @@ run(TINY_FEDAVG, out_dir=sys.argv[1], progress=False, checkpoint_every=1)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="no SIGKILL on this platform")
-def test_a_run_killed_with_sigkill_resumes_to_the_same_numbers(trained, tmp_path, monkeypatch):
-    root, whole = trained
+def test_a_run_killed_with_sigkill_resumes_to_the_same_numbers(tiny_run, tmp_path, monkeypatch):
+    root, whole = tiny_run
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     cmd = [sys.executable, "-c", KILLED, str(tmp_path), str(torch.get_num_threads())]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
@@ -284,15 +254,7 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_numbers(trained, tmp_path
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-    trained_rounds = []
-    cls = methods.get("fedavg")
-    orig = cls.aggregate
-
-    def counting(self, state, updates, rnd):
-        trained_rounds.append(rnd)
-        return orig(self, state, updates, rnd)
-
-    monkeypatch.setattr(cls, "aggregate", counting)
+    trained_rounds = rounds_trained(monkeypatch)
     resumed = run(CFG, out_dir=tmp_path, progress=False, checkpoint_every=1)
     assert trained_rounds == [3, 4, 5]
     assert (run_folder(CFG, tmp_path) / "history.csv").read_bytes() == (
@@ -320,8 +282,8 @@ def simulated(tmp_path_factory):
 
 #: every file a finished FedAST run's folder holds
 SIMULATED = [
-    ("config.json", _edit_config, "does not match its checksum in MANIFEST.json"),
-    ("data.json", _truncate, "does not match its checksum in MANIFEST.json"),
+    ("config.json", edit_config, "does not match its checksum in MANIFEST.json"),
+    ("data.json", cut_in_half, "does not match its checksum in MANIFEST.json"),
     ("result.json", _flip_last_byte, "does not match its checksum in MANIFEST.json"),
     ("MANIFEST.json", Path.unlink, "it has no MANIFEST.json"),
     ("DONE", Path.unlink, "DONE is missing"),

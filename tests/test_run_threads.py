@@ -10,9 +10,10 @@ from contextlib import contextmanager
 import pandas as pd
 import pytest
 import torch
+from run_folder_fixtures import no_round_trained, rounds_trained, stopped_in_round
 from tiny_runs import TINY_FEDAVG
 
-from flkit import methods, run_config, store
+from flkit import run_config, store
 from flkit.experiment import RUN_FILES, load, run, run_folder
 from flkit.utils import FlkitError
 
@@ -36,15 +37,7 @@ def _folders(root) -> list:
 @pytest.fixture()
 def trained(monkeypatch):
     """Counts the client rounds trained (a cache hit trains none)."""
-    cls = methods.get("fedavg")
-    orig, rounds = cls.aggregate, []
-
-    def counting(self, state, updates, rnd):
-        rounds.append(rnd)
-        return orig(self, state, updates, rnd)
-
-    monkeypatch.setattr(cls, "aggregate", counting)
-    return rounds
+    return rounds_trained(monkeypatch)
 
 
 def test_a_cpu_key_names_its_thread_count_and_a_cuda_key_none(monkeypatch):
@@ -92,24 +85,10 @@ def test_the_same_thread_count_is_a_cache_hit(tmp_path, trained):
     assert loaded.config == CFG and loaded.history.attrs["config"]["threads"] == 1
 
 
-def _crash_after_round_2(tmp_path, monkeypatch):
-    """A run at 1 thread killed in round 3, after its round-2 checkpoint; its folder."""
-    cls = methods.get("fedavg")
-    orig = cls.aggregate
-
-    def crash(self, state, updates, rnd):
-        if rnd == 3:
-            raise KeyboardInterrupt("simulated crash")
-        return orig(self, state, updates, rnd)
-
-    monkeypatch.setattr(cls, "aggregate", crash)
-    with threads(1), pytest.raises(KeyboardInterrupt):
-        run(CFG, out_dir=tmp_path, progress=False, checkpoint_every=2)
-    monkeypatch.setattr(cls, "aggregate", orig)
+def _stopped_at_1_thread(tmp_path, monkeypatch):
+    """A run at 1 thread stopped in round 3, after its round-2 checkpoint; its folder."""
     with threads(1):
-        folder = run_folder(CFG, tmp_path)
-    assert (folder / store.CHECKPOINT).is_file()
-    return folder
+        return stopped_in_round(CFG, tmp_path, monkeypatch)
 
 
 def test_another_thread_count_does_not_resume_the_checkpoint(tmp_path, monkeypatch):
@@ -118,13 +97,8 @@ def test_another_thread_count_does_not_resume_the_checkpoint(tmp_path, monkeypat
     stopped."""
     with threads(1):
         whole = run(CFG, out_dir=tmp_path / "whole", progress=False).history
-    folder = _crash_after_round_2(tmp_path / "c", monkeypatch)
-    rounds = []
-    cls = methods.get("fedavg")
-    orig = cls.aggregate
-    monkeypatch.setattr(
-        cls, "aggregate", lambda s, st, up, rnd: (rounds.append(rnd), orig(s, st, up, rnd))[1]
-    )
+    folder = _stopped_at_1_thread(tmp_path / "c", monkeypatch)
+    rounds = rounds_trained(monkeypatch)
     with threads(2):
         other = run(CFG, out_dir=tmp_path / "c", progress=False, checkpoint_every=2)
     assert rounds == [1, 2, 3, 4] and other.run_dir != folder
@@ -139,14 +113,13 @@ def test_another_thread_count_does_not_resume_the_checkpoint(tmp_path, monkeypat
 def test_a_checkpoint_of_another_thread_count_is_refused_naming_both(tmp_path, monkeypatch):
     """A 1-thread checkpoint copied into the 2-thread run's folder: a clear error, no round
     trained, the checkpoint kept."""
-    folder = _crash_after_round_2(tmp_path, monkeypatch)
+    folder = _stopped_at_1_thread(tmp_path, monkeypatch)
     with threads(2):
         target = run_folder(CFG, tmp_path)
     target.mkdir()
     for name in (store.CHECKPOINT, store.CHECKPOINT_SUM):
         shutil.copy(folder / name, target / name)
-    cls = methods.get("fedavg")
-    monkeypatch.setattr(cls, "aggregate", lambda *a: pytest.fail("a round was trained"))
+    no_round_trained(monkeypatch)
     match = rf"{target} holds a checkpoint \(round 2\) computed with 1 torch threads, but this "
     match += r"process computes with 2.*Accepted: resume with 1 threads"
     with threads(2), pytest.raises(FlkitError, match=match):

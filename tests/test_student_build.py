@@ -11,35 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from flkit.cli import main as cli_main
-from flkit.reproduce import discover
+from notebook_cells import NOTEBOOKS, ROOT, cells_of, nbgrader_of, source_of
 
 pytest.importorskip("nbgrader")
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = discover(ROOT / "notebooks")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "require(")
-
-
-def _cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
-def _src(cell: dict) -> str:
-    s = cell["source"]
-    return s if isinstance(s, str) else "".join(s)
-
-
-def _nbg(cell: dict) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("build") / "student"
-    assert cli_main(["course", "student", str(folder)]) == 0
-    return folder
 
 
 def _hidden_lines(text: str) -> list[str]:
@@ -52,23 +28,23 @@ def _hidden_lines(text: str) -> list[str]:
     return out
 
 
-def test_every_notebook_is_built_without_its_answers(built):
-    assert sorted(p.stem for p in built.glob("*.ipynb")) == sorted(NOTEBOOKS)
-    for name, source in NOTEBOOKS.items():
-        text = (built / f"{name}.ipynb").read_text(encoding="utf-8")
+def test_every_notebook_is_built_without_its_answers(student_release):
+    assert sorted(p.stem for p in student_release.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    for name, instructor in NOTEBOOKS.items():
+        text = (student_release / f"{name}.ipynb").read_text(encoding="utf-8")
         for marker in MARKERS:
             assert marker not in text, f"{name}: {marker!r} in the student build"
-        student = {c["id"]: _src(c) for c in _cells(built / f"{name}.ipynb")}
+        student = {c["id"]: source_of(c) for c in cells_of(student_release / f"{name}.ipynb")}
         answers = 0
-        for cell in _cells(source):
-            if not _nbg(cell).get("solution") and not _nbg(cell).get("grade"):
+        for cell in cells_of(instructor):
+            if not nbgrader_of(cell).get("solution") and not nbgrader_of(cell).get("grade"):
                 continue
-            lines = _hidden_lines(_src(cell))
+            lines = _hidden_lines(source_of(cell))
             assert lines, f"{name}: a graded cell with nothing hidden"
             for line in lines:
                 assert line not in student[cell["id"]], f"{name}: {line!r} is in the build"
-            answers += bool(_nbg(cell).get("solution"))
-            if _nbg(cell).get("solution"):
+            answers += bool(nbgrader_of(cell).get("solution"))
+            if nbgrader_of(cell).get("solution"):
                 assert "raise NotImplementedError" in student[cell["id"]]
         assert answers >= 3, name
 
@@ -82,29 +58,31 @@ def _validate(path: Path, execute: bool = False) -> dict:
 
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
-def test_nbgrader_validates_the_build(built, name):
-    assert _validate(built / f"{name}.ipynb") == {}
+def test_nbgrader_validates_the_build(student_release, name):
+    assert _validate(student_release / f"{name}.ipynb") == {}
 
 
-def test_nbgrader_refuses_a_build_whose_check_was_edited(built, tmp_path):
+def test_nbgrader_refuses_a_build_whose_check_was_edited(student_release, tmp_path):
     """The control: the same validation catches a locked check cell changed after the build."""
-    nb = json.loads((built / "00_fl_primer.ipynb").read_text(encoding="utf-8"))
-    check = next(c for c in nb["cells"] if _nbg(c).get("grade") and _nbg(c).get("locked"))
-    check["source"] = _src(check) + "\nprint('edited')\n"
+    nb = json.loads((student_release / "00_fl_primer.ipynb").read_text(encoding="utf-8"))
+    check = next(
+        c for c in nb["cells"] if nbgrader_of(c).get("grade") and nbgrader_of(c).get("locked")
+    )
+    check["source"] = source_of(check) + "\nprint('edited')\n"
     edited = tmp_path / "00_fl_primer.ipynb"
     edited.write_text(json.dumps(nb), encoding="utf-8")
     assert "changed" in _validate(edited)
 
 
 @pytest.mark.slow
-def test_nbgrader_validates_notebook_00_executed_at_smoke(built, tmp_path, monkeypatch):
+def test_nbgrader_validates_notebook_00_executed_at_smoke(student_release, tmp_path, monkeypatch):
     """nbgrader runs the whole student notebook: every cell runs, no check cell fails (an
     untouched answer reads "not attempted yet"; only the hidden tests, not released, fail it)."""
     monkeypatch.setenv("FLKIT_PRESET", "smoke")
     monkeypatch.setenv("FLKIT_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("FLKIT_RUNS", str(tmp_path / "runs" / "cache"))
     copy = tmp_path / "00_fl_primer.ipynb"
-    shutil.copy(built / "00_fl_primer.ipynb", copy)
+    shutil.copy(student_release / "00_fl_primer.ipynb", copy)
     assert _validate(copy, execute=True) == {}
 
 

@@ -6,9 +6,9 @@
 schedulers (:class:`flkit.asyncfl.FedAST`, :class:`flkit.asyncfl.SyncST`) take the validated
 ``FedASTRun`` itself and read each task's resolved numbers from :meth:`FedASTRun.resolved_tasks`.
 
-Cache keys: :meth:`FedASTRun.to_dict` is part of every cached run's key. Knobs added after cache
-version 2 (those in ``_LATER_KNOBS``) enter it only when set away from their default, so runs
-cached before they existed are still found.
+Cache keys: :meth:`FedASTRun.to_dict` is part of every cached run's key. The knobs of
+``_KEYED_WHEN_CHANGED`` enter it only when set away from their default, so a run cached by a
+config that had no such knob (its key has no entry for it) is still found.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from .tasks import ResolvedTask, TaskConfig
 __all__ = ["TaskConfig", "FedASTRun", "ResolvedTask"]
 
 
-#: scheduler knobs added after cache version 2, with their defaults (in a cache key only when
-#: changed)
-_LATER_KNOBS = dict(
+#: scheduler knobs with their defaults, in a cache key only when changed: keys written without
+#: them stay valid
+_KEYED_WHEN_CHANGED = dict(
     delay_multiplier=LOCAL_STEPS_MULTIPLIER,
     shift_fraction=0.5,
     group_fractions=SPEED_GROUP_FRACTIONS,
@@ -218,7 +218,7 @@ class FedASTRun:
             {k: v for k, v in asdict(t).items() if k != "model_flags" or v is not None}
             for t in self.tasks
         ]
-        for k, default in _LATER_KNOBS.items():
+        for k, default in _KEYED_WHEN_CHANGED.items():
             if d[k] == default or (isinstance(default, tuple) and tuple(d[k]) == default):
                 del d[k]
         return d

@@ -11,7 +11,7 @@ length, calibrated on FedAvg alone), so every MNIST training claim reads it::
     ours = regime.measure(tab)             # {"fedavg_share": ...}
     claims.record(report, tab, "mnist", ours=ours, rules=REGIME)  # REGIME.readings(ours, key)
     regime.indicators(tab)                 # the table for a reader: ours beside the paper's
-    regime.target_ablation(results, [regime.FORMER_CPU_TARGET, P["mnist_target"]])
+    regime.target_ablation(results, [regime.ABLATION_TARGET, P["mnist_target"]])
 
 - ``fedavg_share``: FedAvg reaches the target in every seed and needs at least ``MIN_FRACTION``
   of the run's rounds to do so (paper: 197 / 200 = 0.985); the smallest share over seeds, a seed
@@ -49,7 +49,10 @@ from .tables import summary
 PAPER_ROUNDS = PAPER["rounds_to_target"]["mnist"]  # FedAvg 197, STC 157, STC-PA 100 (to 95 %)
 PAPER_RUN_ROUNDS = 200  # Figs. 3/4 run to about round 200
 MIN_FRACTION = 0.75  # FedAvg must spend at least this share of the run climbing to the target
-FORMER_CPU_TARGET = 0.9  # the `cpu` MNIST target before the regime was measured (the "before")
+#: the lower MNIST target :func:`target_ablation` judges the same runs at, beside the preset's: at
+#: `cpu` FedAvg crosses 90 % early in its climb (outside the regime), so the two columns show what
+#: the regime's condition rules out
+ABLATION_TARGET = 0.9
 PAPER_SHARE = round(PAPER_ROUNDS["fedavg"] / PAPER_RUN_ROUNDS, 3)
 
 #: the paper's STC / FedAvg rounds to 95 % (157 / 197): the claim ``stc_before_fedavg``'s
@@ -205,9 +208,9 @@ def describe(tab: pd.DataFrame) -> str:
 
 
 def target_ablation(results: dict, targets) -> pd.DataFrame:
-    """The same MNIST runs judged at two targets (the preset's, then usually the paper's 95 %):
-    indicator, paper, ours before / after, and the verdict of the claim the indicator bears on
-    before / after. ``results``: {(method, seed): RunResult} of ``study.run_comparison``."""
+    """The same MNIST runs judged at two targets (the notebook's: ``ABLATION_TARGET``, then the
+    preset's): indicator, paper, ours at each, and the verdict of the claim the indicator bears
+    on at each. ``results``: {(method, seed): RunResult} of ``study.run_comparison``."""
     targets = [float(t) for t in targets]
     if len(targets) != 2:
         raise FlkitError(f"targets={targets}; accepted: two targets (before, after)")
