@@ -406,7 +406,7 @@ def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
     except Exception as e:
         info["errors"].append(f"inversion timing: {_short_error(e, 400)}")
         return
-    stale = preset["per_round"] * preset["num_stale"] / preset["num_clients"]
+    stale = preset["clients_per_round"] * preset["num_stale"] / preset["num_clients"]
     info["inversion_s_per_iter"] = s_iter
     info["gi_extra_s_per_round"] = stale * int(preset["gi_iters"]) * s_iter
 

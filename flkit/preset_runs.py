@@ -2,10 +2,11 @@
 
 Two things live here, and every ``flkit/papers/<slug>/study.py`` uses them:
 
-- :func:`from_preset`: the :class:`~flkit.experiment.RunConfig` a preset table describes. The
-  papers' presets name some fields in shorter words (``clients``, ``per_round``, ``epochs``,
-  ``subset``: :data:`PRESET_NAMES`) and keep one dataset part's keys behind a prefix
-  (``mnist_rounds``); the mapping from those keys to fields is written here once.
+- :func:`from_preset`: the :class:`~flkit.experiment.RunConfig` a preset table describes. A
+  preset key that sets a run's field is named as the field (``num_clients``,
+  ``clients_per_round``, ``local_epochs``; ``train_subset`` and ``test_subset`` for the dataset's
+  sizes), alone or behind one dataset part's prefix (``mnist_rounds``); reading those keys into
+  a config is written here once.
 - the run-list contract: each paper's ``study.runs(preset, seeds)`` returns every training run its
   notebook makes at ``preset`` when executed once for each notebook ``seed`` in ``seeds`` (the
   notebook's own ``seed`` parameter, as ``flkit reproduce --seeds`` passes it; a notebook that runs
@@ -29,7 +30,6 @@ from .experiment import RunConfig
 from .utils import FlkitError
 
 __all__ = [
-    "PRESET_NAMES",
     "DATASET_KEYS",
     "from_preset",
     "seeds_of",
@@ -38,13 +38,6 @@ __all__ = [
     "identity",
 ]
 
-#: preset keys that name a RunConfig field in other words (the papers' tables), key -> field
-PRESET_NAMES = {
-    "clients": "num_clients",
-    "per_round": "clients_per_round",
-    "epochs": "local_epochs",
-    "subset": "train_subset",
-}
 #: preset keys that go into ``dataset_kwargs`` (0 = the whole split: left out)
 DATASET_KEYS = ("train_subset", "test_subset")
 #: fields cast as the studies always did: whole numbers to int, reals to float (a real's type is
@@ -62,25 +55,23 @@ _REALS = ("lr", "momentum", "weight_decay")
 _FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 
 
-def _field_of(key: str) -> str | None:
-    name = PRESET_NAMES.get(key, key)
-    return name if name in _FIELDS or name in DATASET_KEYS else None
+def _is_field(key: str) -> bool:
+    return key in _FIELDS or key in DATASET_KEYS
 
 
 def from_preset(preset: Mapping, prefix: str = "", **fields) -> RunConfig:
-    """The RunConfig of ``preset``'s keys that name a field (directly or by
-    :data:`PRESET_NAMES`), the keys starting with ``prefix`` (stripped) over the unprefixed ones,
-    ``fields`` over both. ``train_subset`` / ``test_subset`` above 0 join ``dataset_kwargs``
-    (after any given in ``fields``). Keys that name no field (a method's hyperparameter, a seed
-    count) are not read; the config validates itself as usual."""
+    """The RunConfig of ``preset``'s keys that name a field, the keys starting with ``prefix``
+    (stripped) over the unprefixed ones, ``fields`` over both. ``train_subset`` / ``test_subset``
+    above 0 join ``dataset_kwargs`` (after any given in ``fields``). Keys that name no field (a
+    method's hyperparameter, a seed count, a near miss such as ``per_round``) are
+    not read; the config validates itself as usual."""
     plain, prefixed = {}, {}
     for key, value in preset.items():
         if prefix and key.startswith(prefix):
-            name = _field_of(key[len(prefix) :])
-            if name is not None:
+            if _is_field(name := key[len(prefix) :]):
                 prefixed[name] = value
-        elif (name := _field_of(key)) is not None:
-            plain[name] = value
+        elif _is_field(key):
+            plain[key] = value
     values = {**plain, **prefixed}
     dataset = dict(fields.pop("dataset_kwargs", {}))
     for key in DATASET_KEYS:

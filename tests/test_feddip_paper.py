@@ -167,7 +167,7 @@ def test_presets_and_method_params():
         for m in preset["methods"]:
             study.method_params(preset, m, max(preset["sparsities"]), preset["rounds"])
     preset = presets.load("02_feddip", "paper")
-    assert preset["rounds"] == 1000 and preset["clients"] == 50 and preset["lr_decay"] == 0.998
+    assert preset["rounds"] == 1000 and preset["num_clients"] == 50 and preset["lr_decay"] == 0.998
 
 
 @pytest.mark.skipif(

@@ -367,7 +367,7 @@ def test_describe_sets_each_preset_value_beside_the_papers():
 
     # cpu's values (preset.toml) and the paper's (Sec. 5: HAR 30 / 3 / 200, MNIST 160 / 16 / 300,
     # E = 5, 3 seeds), with the seeds and MNIST clients per round overridden to show they are read
-    p = presets.load("04_hidenseek", "cpu", seeds=3, mnist_per_round=8)
+    p = presets.load("04_hidenseek", "cpu", seeds=3, mnist_clients_per_round=8)
     assert study.describe(p) == (
         "**Preset `cpu`.** HAR: 30 subjects, 3 per round, 25 rounds (paper 30, 3, 200). MNIST: 40 "
         "clients, 8 per round, 15 rounds, alpha in [0.1, 1.0], VGG9 width x0.25 (paper 160, 16, "

@@ -55,7 +55,7 @@ def test_recorded_tables_give_the_choices_worked_out_by_hand():
         "mnist_score_lr_signed": ({"signed_mnist_lr": 10.0}, False),
         "mnist_score_lr_bnnavg": ({"bnnavg_mnist_lr": 1.0}, False),
         # FedMask at m = 8 is the closest: 18.99 points
-        "mnist_clients_per_round": ({"mnist_per_round": 4}, False),
+        "mnist_clients_per_round": ({"mnist_clients_per_round": 4}, False),
         # HAR: FedMask first passes at 10 (56.72 points), Signed at 1 (49.39); both pass on MNIST
         "vote_weights_har_fedmask": ({}, True),
         "vote_weights_fedmask": (
@@ -224,7 +224,10 @@ def test_decision_rows_reads_one_run_per_method_and_seed_at_every_round(monkeypa
     monkeypatch.setattr(study, "run", _fake_run(calls))
     cpu = presets.load("04_hidenseek", "cpu")
     rows = study.decision_rows(
-        {**cpu, "mnist_per_round": 8}, methods=("fedmask", "bnnavg"), rounds=(30, 60), seeds=(0, 1)
+        {**cpu, "mnist_clients_per_round": 8},
+        methods=("fedmask", "bnnavg"),
+        rounds=(30, 60),
+        seeds=(0, 1),
     )
     # one 60-round run per (method, seed), read at 30 and 60
     assert [(c.method, c.seed, c.rounds) for c in calls] == [

@@ -1,8 +1,9 @@
-"""One preset vocabulary (flkit/preset_runs.py): ``from_preset`` maps a preset table's keys to a
-RunConfig as the studies did by hand, every paper folder lists its notebook's runs with
-``study.runs(preset, seeds)``, and those lists hold the very configs the studies built before
-(the repr of every config of the `cpu` presets, recorded before ``from_preset`` replaced the
-studies' field-by-field copies: tests/fixtures/run_configs_cpu.json)."""
+"""One preset vocabulary (flkit/preset_runs.py): ``from_preset`` reads a preset table's keys named
+as RunConfig fields into a RunConfig as the studies did by hand, every paper folder lists its
+notebook's runs with ``study.runs(preset, seeds)``, and those lists hold the very configs the
+studies built before (the repr of every config of the `cpu` presets, recorded before
+``from_preset`` replaced the studies' field-by-field copies:
+tests/fixtures/run_configs_cpu.json)."""
 
 from __future__ import annotations
 
@@ -27,17 +28,17 @@ def _study(nb: str):
     return importlib.import_module(f"flkit.papers.{nb.split('_', 1)[1]}.study")
 
 
-def test_from_preset_reads_fields_aliases_and_the_prefixed_part():
+def test_from_preset_reads_fields_and_the_prefixed_part():
     preset = {
-        "backend": "wide",  # a field by its own name
-        "clients": 40,  # aliases
-        "per_round": 4,
-        "epochs": 1,
+        "backend": "wide",
+        "num_clients": 40,
+        "clients_per_round": 4,
+        "local_epochs": 1,
         "lr": 1,  # a real: always a float, as the studies cast it
         "seeds": 3,  # names no field: not read
         "mnist_rounds": 7,  # the part's keys, over the shared ones
-        "mnist_epochs": 2,
-        "mnist_subset": 480,
+        "mnist_local_epochs": 2,
+        "mnist_train_subset": 480,
         "cifar10_rounds": 99,  # another part's: not read
         "test_subset": 0,  # 0: the whole split, left out
     }
@@ -57,6 +58,15 @@ def test_from_preset_reads_fields_aliases_and_the_prefixed_part():
     )
     assert repr(cfg) == repr(hand)
     assert isinstance(cfg.lr, float)
+
+
+def test_from_preset_reads_no_key_in_other_words_than_the_fields():
+    """A preset key is read only under its field's own name: ``per_round`` or ``mnist_epochs``
+    set nothing, so the config keeps RunConfig's defaults."""
+    other_words = {"clients": 40, "per_round": 4, "epochs": 3, "subset": 480}
+    prefixed = {f"mnist_{k}": v for k, v in other_words.items()}
+    assert repr(from_preset(other_words)) == repr(RunConfig())
+    assert repr(from_preset(prefixed, "mnist_")) == repr(RunConfig())
 
 
 def test_from_preset_given_fields_win():

@@ -191,7 +191,7 @@ def test_hidenseek_femnist_gain_says_the_paper_used_emnist(tmp_path):
     fem = rows["HideNseek - FedMask accuracy, femnist"]
     assert fem["measured"] == 5.0 and "paper on EMNIST" in fem["note"] and "320" in fem["note"]
     har = rows["HideNseek - FedMask accuracy, har"]
-    assert har["measured"] == 20.0 and f"ours {preset['har_clients']} clients" in har["note"]
+    assert har["measured"] == 20.0 and f"ours {preset['har_num_clients']} clients" in har["note"]
     assert rows["final accuracy, FedMask, har"]["measured"] == 70.0
     _units_where_paper(r)
 

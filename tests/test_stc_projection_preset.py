@@ -26,9 +26,9 @@ EXPECTED = {
         "lr": 0.0125,  # Table 1 missing: calibrated so FedAvg reaches 95 % near round 200 (README)
         "weight_decay": 0.0,  # README decision
         "batch_size": 50,  # README decision
-        "epochs": 1,  # README decision
-        "clients": 100,  # 200 shards of the label-sorted set, 2 per client
-        "per_round": 10,  # participation 0.1 (STC and FedFV experiments; README decision)
+        "local_epochs": 1,  # README decision
+        "num_clients": 100,  # 200 shards of the label-sorted set, 2 per client
+        "clients_per_round": 10,  # participation 0.1 (STC and FedFV experiments; README decision)
         "train_subset": 0,  # the whole training set
         "test_subset": 0,  # the whole test set
     },
@@ -40,9 +40,9 @@ EXPECTED = {
         "lr": 0.02,  # README decision
         "weight_decay": 5e-5,  # README decision (STC's VGG11* training default)
         "batch_size": 50,
-        "epochs": 1,
-        "clients": 100,
-        "per_round": 10,
+        "local_epochs": 1,
+        "num_clients": 100,
+        "clients_per_round": 10,
         "train_subset": 0,
         "test_subset": 0,
     },
@@ -78,8 +78,11 @@ def test_the_run_config_is_the_papers(part, method):
     assert cfg.dataset == part and cfg.model == exp["model"]
     assert models.count_params(models.build(cfg.model)) == exp["params"]
     assert cfg.partition == "shards" and cfg.partition_kwargs == {"shards_per_client": 2}
-    assert (cfg.num_clients, cfg.clients_per_round) == (exp["clients"], exp["per_round"])
-    assert (cfg.local_epochs, cfg.local_steps, cfg.batch_size) == (exp["epochs"], None, 50)
+    assert (cfg.num_clients, cfg.clients_per_round) == (
+        exp["num_clients"],
+        exp["clients_per_round"],
+    )
+    assert (cfg.local_epochs, cfg.local_steps, cfg.batch_size) == (exp["local_epochs"], None, 50)
     assert cfg.lr == exp["lr"] and cfg.weight_decay == exp["weight_decay"]
     assert cfg.momentum == 0.0  # plain SGD (README decision)
     assert cfg.rounds == exp["rounds"]
@@ -104,7 +107,8 @@ def test_cifar10_note_quotes_the_preset(name):
         f"`{preset['cifar10_model']}`" in note and f"for {preset['cifar10_rounds']} rounds" in note
     )
     assert (
-        f"lr {preset['cifar10_lr']}" in note and f"{preset['cifar10_epochs']} local epoch" in note
+        f"lr {preset['cifar10_lr']}" in note
+        and f"{preset['cifar10_local_epochs']} local epoch" in note
     )
     test = preset["cifar10_test_subset"]
     assert (f"a {test:,}-image test subset" if test else "the whole test set") in note

@@ -142,7 +142,9 @@ def test_calibration_row_gives_what_the_rule_reads(monkeypatch):
 
     monkeypatch.setattr(study, "run", fake_run)
     smoke = dict(presets.load("01_stc_projection", "smoke"))
-    row = study.calibration_row({**smoke, "mnist_target": 0.95}, {"per_round": 2, "rounds": 4})
+    row = study.calibration_row(
+        {**smoke, "mnist_target": 0.95}, {"clients_per_round": 2, "rounds": 4}
+    )
     assert seen == [("fedavg", 2, 4), ("stc", 2, 4)]
     assert (row["fedavg_rounds"], row["stc_rounds"], row["run_rounds"]) == (3, 4, 4)
     assert row["fedavg_share"] == 0.75 and row["stc_ratio"] == pytest.approx(4 / 3)

@@ -41,6 +41,33 @@ def test_a_dataset_prefixed_round_count_follows_the_rounds_rule():
         presets.load("04_hidenseek", "smoke", har_rounds=0)
 
 
+def test_client_and_epoch_counts_are_named_and_checked_as_their_fields():
+    """A preset key that sets a run's clients or local epochs is the RunConfig field's name,
+    alone or after the dataset's, so its value follows that field's rule."""
+    with pytest.raises(FlkitError, match=r"'num_clients' = 0: .*\[1, inf\)"):
+        presets.load("02_feddip", "smoke", num_clients=0)
+    rule = r"'mnist_clients_per_round' = 0 \(the rule of RunConfig.clients_per_round\)"
+    with pytest.raises(FlkitError, match=rule):
+        presets.load("04_hidenseek", "smoke", mnist_clients_per_round=0)
+    rule = r"'cifar10_local_epochs' = 0 \(the rule of RunConfig.local_epochs\)"
+    with pytest.raises(FlkitError, match=rule):
+        presets.load("01_stc_projection", "smoke", cifar10_local_epochs=0)
+
+
+@pytest.mark.parametrize(
+    "nb, key, field",
+    [
+        ("02_feddip", "clients", "num_clients"),
+        ("05_staleness", "per_round", "clients_per_round"),
+        ("04_hidenseek", "mnist_subset", "mnist_train_subset"),
+        ("01_stc_projection", "mnist_epochs", "mnist_local_epochs"),
+    ],
+)
+def test_a_key_in_other_words_than_its_field_is_refused_naming_the_accepted_keys(nb, key, field):
+    with pytest.raises(FlkitError, match=rf"unknown override '{key}' .*accepted: .*\b{field}\b"):
+        presets.load(nb, "smoke", **{key: 1})
+
+
 def test_a_paper_key_is_left_to_its_own_rule():
     """prunefl_init_rounds is a PruneFL parameter whose rule accepts 0, not a run's rounds."""
     assert methods.get("prunefl").Params.build("prunefl", {"init_rounds": 0}).init_rounds == 0

@@ -99,7 +99,7 @@ SCOPES = ("all", "top", "noniid")
 def local_steps(preset: Mapping, workload: str) -> int:
     """Local SGD steps of one client in one round: epochs * ceil(images per client / batch)."""
     n = int(preset["train_subset"]) or FULL_TRAIN[workload]
-    per_client = n // int(preset["clients"])
+    per_client = n // int(preset["num_clients"])
     return int(preset["local_epochs"]) * math.ceil(per_client / int(preset["batch_size"]))
 
 

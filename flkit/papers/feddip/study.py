@@ -336,9 +336,10 @@ def mean_final(
 def describe(preset, seeds, info: dict) -> str:
     """Markdown: what this preset runs and which data it used."""
     return (
-        f"**Preset `{getattr(preset, 'name', '?')}`**: seeds {list(seeds)}; {preset['clients']} "
-        f"clients, {preset['per_round']} per round, {preset['rounds']} rounds, "
-        f"{preset['local_epochs']} local epoch(s), batch {preset['batch_size']}, lr {preset['lr']} "
+        f"**Preset `{getattr(preset, 'name', '?')}`**: seeds {list(seeds)}; "
+        f"{preset['num_clients']} clients, {preset['clients_per_round']} per round, "
+        f"{preset['rounds']} rounds, {preset['local_epochs']} local epoch(s), batch "
+        f"{preset['batch_size']}, lr {preset['lr']} "
         f"x {preset['lr_decay']}^t, weight decay {preset['weight_decay']}; s0 = {preset['s0']}, R "
         f"= {preset['R']}, lambda_max = {preset['lambda_max']}, Q = {preset['Q']} "
         f"({preset['lambda_variant']} variant), mask order `{preset['mask_order']}`, round-0 mask "

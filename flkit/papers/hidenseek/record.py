@@ -29,13 +29,21 @@ __all__ = [
 def _scale(preset, task: str) -> str:
     """Our scale beside the paper's, in words, for one task."""
     if task == "har":
-        ours = (preset["har_clients"], preset["har_per_round"], preset["har_rounds"])
+        ours = (preset["har_num_clients"], preset["har_clients_per_round"], preset["har_rounds"])
         paper = numbers.SETTINGS["har"]
     elif task == "femnist":
-        ours = (preset["femnist_clients"], preset["femnist_per_round"], preset["femnist_rounds"])
+        ours = (
+            preset["femnist_num_clients"],
+            preset["femnist_clients_per_round"],
+            preset["femnist_rounds"],
+        )
         paper = numbers.SETTINGS["emnist"]
     else:
-        ours = (preset["mnist_clients"], preset["mnist_per_round"], preset["mnist_rounds"])
+        ours = (
+            preset["mnist_num_clients"],
+            preset["mnist_clients_per_round"],
+            preset["mnist_rounds"],
+        )
         paper = numbers.SETTINGS["mnist"]
     return (
         f"ours {ours[0]} clients, {ours[1]} per round, {ours[2]} rounds; paper "
@@ -153,7 +161,7 @@ def record_active(report, preset, act: pd.DataFrame) -> None:
                 if same
                 else f"paper: from {paper_counts[0]} to {paper_counts[-1]} of "
                 f"{numbers.SETTINGS['mnist']['clients']} clients; ours: {lo} to {hi} of "
-                f"{preset['mnist_clients']}"
+                f"{preset['mnist_num_clients']}"
             ),
         )
 

@@ -83,16 +83,16 @@ def describe(preset) -> str:
     paper's."""
     har, mnist, paper = PAPER_SETTINGS["har"], PAPER_SETTINGS["mnist"], PAPER_SETTINGS
     return (
-        f"**Preset `{preset.name}`.** HAR: {preset['har_clients']} subjects, "
-        f"{preset['har_per_round']} per round, {preset['har_rounds']} rounds (paper "
+        f"**Preset `{preset.name}`.** HAR: {preset['har_num_clients']} subjects, "
+        f"{preset['har_clients_per_round']} per round, {preset['har_rounds']} rounds (paper "
         f"{har['clients']}, {har['per_round']}, {har['rounds']}). MNIST: "
-        f"{preset['mnist_clients']} clients, {preset['mnist_per_round']} per round, "
+        f"{preset['mnist_num_clients']} clients, {preset['mnist_clients_per_round']} per round, "
         f"{preset['mnist_rounds']} rounds, alpha in {preset['alphas']}, VGG9 width "
         f"x{preset['vgg_width']} (paper {mnist['clients']}, {mnist['per_round']}, "
-        f"{mnist['rounds']}, x1). FEMNIST: {preset['femnist_clients']} writers (the data mirror "
-        f"holds 105; the paper uses 320). Local epochs E = {preset['har_epochs']} (HAR) / "
-        f"{preset['local_epochs']} (images), paper {paper['local_epochs']}; {preset['seeds']} "
-        f"seed(s) (paper {paper['seeds']})."
+        f"{mnist['rounds']}, x1). FEMNIST: {preset['femnist_num_clients']} writers (the data "
+        f"mirror holds 105; the paper uses 320). Local epochs E = {preset['har_local_epochs']} "
+        f"(HAR) / {preset['local_epochs']} (images), paper {paper['local_epochs']}; "
+        f"{preset['seeds']} seed(s) (paper {paper['seeds']})."
     )
 
 
@@ -139,7 +139,7 @@ def config(
         common.update(partition="dirichlet", partition_kwargs=split)
     else:  # HAR's subjects and FEMNIST's writers
         common.update(partition="natural")
-    # the task's keys (har_rounds, mnist_subset ...) over the shared ones: flkit.preset_runs
+    # the task's keys (har_rounds, mnist_train_subset ...) over the shared ones: flkit.preset_runs
     return from_preset(preset, f"{family}_", dataset=family, **common)
 
 

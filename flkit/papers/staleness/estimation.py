@@ -266,7 +266,7 @@ def warm_start(preset, tr: Trajectory, gap: int | None = None) -> pd.DataFrame:
     changed (changed samples are drawn at random from the whole training set). The cold and warm
     inversions of every change run as one batched computation."""
     t = len(tr.models) - 1
-    gap = gap or max(1, preset["num_clients"] // preset["per_round"])
+    gap = gap or max(1, preset["num_clients"] // preset["clients_per_round"])
     tau = min(int(preset["tau"]), t - gap)
     clients = tr.stale[: preset["est_clients"]]
     nc = len(clients)
@@ -347,9 +347,10 @@ def efficiency(preset, tr: Trajectory, slack: float | None = None) -> pd.DataFra
     iterations the unmasked cold start needs to reach that same error. No stopping tolerance:
     every inversion runs the same iterations and learning-rate schedule, and the estimate is
     measured every `stop_iters / 20` iterations. The warm start begins from the clients'
-    surrogate data of an inversion `num_clients / per_round` rounds earlier (data unchanged)."""
+    surrogate data of an inversion `num_clients / clients_per_round` rounds earlier (data
+    unchanged)."""
     t = len(tr.models) - 1
-    gap = max(1, preset["num_clients"] // preset["per_round"])
+    gap = max(1, preset["num_clients"] // preset["clients_per_round"])
     tau = min(int(preset["tau"]), t - gap)
     now, then = tr.models[t], tr.models[t - tau]
     clients = tr.stale[: preset["est_clients"]]
@@ -423,7 +424,7 @@ def uniqueness_detection(preset, tr: Trajectory, rounds=None, seed: int = 0) -> 
     )
     parts = [p.to(y.device) for p in parts]
     cls = torch.stack([y[p].mode().values for p in parts]).cpu()
-    n, m = len(parts), preset["per_round"]
+    n, m = len(parts), preset["clients_per_round"]
     everyone = list(range(n))
     rows = []
     for t in rounds or range(0, len(tr.models), max(1, (len(tr.models) - 1) // 4)):

@@ -265,10 +265,10 @@ def describe(preset: dict, seeds) -> str:
         "rounds",
         "lr",
         "batch_size",
-        "epochs",
+        "local_epochs",
         "weight_decay",
-        "clients",
-        "per_round",
+        "num_clients",
+        "clients_per_round",
         "train_subset",
         "test_subset",
         "target",
@@ -297,7 +297,7 @@ def cifar10_note(preset: dict) -> str:
     notebook's text must not drift from it)."""
     d = part_settings(preset, "cifar10")
     seeds = int(preset["cifar10_seeds"])
-    n, k = int(d["train_subset"]), int(d["clients"])
+    n, k = int(d["train_subset"]), int(d["num_clients"])
     train = (
         f"{n:,} training images ({n // k} per client)"
         if n
@@ -311,8 +311,9 @@ def cifar10_note(preset: dict) -> str:
     )
     kind = "**qualitative**" if preset["cifar10_qualitative"] else "judged"
     return (
-        f"This preset runs `{d['model']}` with {d['epochs']} local epoch(s) at lr {d['lr']} for "
-        f"{d['rounds']} rounds, {int(d['clients'])} clients ({int(d['per_round'])} per round), "
+        f"This preset runs `{d['model']}` with {d['local_epochs']} local epoch(s) at lr {d['lr']} "
+        f"for {d['rounds']} rounds, {int(d['num_clients'])} clients "
+        f"({int(d['clients_per_round'])} per round), "
         f"on {train} and {test}, {seeds} seed(s), target {float(d['target']):.0%}. "
         f"Its CIFAR-10 verdicts are {kind}."
     )
@@ -330,7 +331,7 @@ def _paper_preset():
 # --------------------------------------------------------------------------- calibrating STC
 #: the parameters the paper leaves open that the STC calibration searches (preset key suffixes),
 #: and the run's length (the scale at which the search runs)
-CALIBRATION_KEYS = ("per_round", "lr", "epochs", "rounds")
+CALIBRATION_KEYS = ("clients_per_round", "lr", "local_epochs", "rounds")
 
 
 def calibration_row(
@@ -338,11 +339,11 @@ def calibration_row(
 ) -> dict:
     """One row of the STC calibration table (the decision ``stc_setting`` of ``decisions.toml``,
     a measure for :func:`flkit.workbook.decision_runs.drive`): FedAvg and STC only
-    (never STC-PA) on MNIST at the preset with ``setting`` ({"per_round", "lr", "epochs",
-    "rounds"}: any of them) overriding it; rounds to the preset's target, oscillation and best
-    accuracy of each, and what the rule reads: FedAvg's share of the run to the target, STC's
-    rounds over FedAvg's (None where one never reached it) and STC's oscillation minus
-    FedAvg's."""
+    (never STC-PA) on MNIST at the preset with ``setting`` ({"clients_per_round", "lr",
+    "local_epochs", "rounds"}: any of them) overriding it; rounds to the preset's target,
+    oscillation and best accuracy of each, and what the rule reads: FedAvg's share of the run to
+    the target, STC's rounds over FedAvg's (None where one never reached it) and STC's
+    oscillation minus FedAvg's."""
     bad = sorted(set(setting) - set(CALIBRATION_KEYS))
     if bad:
         raise FlkitError(f"calibration setting keys {bad}; accepted: {list(CALIBRATION_KEYS)}")
