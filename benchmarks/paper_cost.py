@@ -68,9 +68,9 @@ def fedast_horizon(cfg: dict, seed: int) -> float:
             "run with a time or an arrival limit (a run stopped only by its targets has no "
             "horizon to estimate)"
         )
-    from flkit.papers.fedast import regime
+    from flkit import asyncfl
 
-    res = regime.timing_run(cfg, seed, horizon=math.inf, max_events=int(cfg["max_events"]))
+    res = asyncfl.timing_run(cfg, seed, horizon=math.inf, max_events=int(cfg["max_events"]))
     return float(res.total_time)
 
 

@@ -13,7 +13,7 @@ import torch
 
 from flkit import asyncfl, store
 from flkit.asyncfl import runner
-from flkit.papers.fedast import configs, cost, regime
+from flkit.papers.fedast import configs, cost
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -43,9 +43,7 @@ def _tally(cfg: dict, horizon: float | None) -> tuple[int, int]:
     (capped by its max_time), without the estimate's counting trainer."""
     run = asyncfl.FedASTRun.from_dict(cfg)
     limit = min((x for x in (run.max_time, horizon) if x is not None), default=math.inf)
-    timing = regime.timing_config(cfg, limit, run.max_events).validate()
-    go = asyncfl.run_sync if timing.is_sync else asyncfl.run_fedast
-    res = go(timing, regime.TimingTrainer(), seed=0)
+    res = asyncfl.timing_run(cfg, 0, limit, run.max_events)
     return res.stats["trained_requests"], sum(r["accuracy"] is not None for r in res.history)
 
 
@@ -328,10 +326,8 @@ def test_counting_trainer_matches_the_simulators_tallies(long):
     test per history row with an accuracy."""
     for method in ("fedast_s", "sync_st"):
         cfg = configs.heterogeneous(long, method)
-        run = regime.timing_config(cfg, 8.0, None).validate()
         trainer = cost.CountingTrainer()
-        go = asyncfl.run_sync if run.is_sync else asyncfl.run_fedast
-        res = go(run, trainer, seed=0)
+        res = asyncfl.timing_run(cfg, 0, 8.0, trainer=trainer)
         assert sum(trainer.trainings.values()) == res.stats["trained_requests"] > 0
         tested = sum(r["accuracy"] is not None for r in res.history)
         assert sum(trainer.tests.values()) == tested > 0

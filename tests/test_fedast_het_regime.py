@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 
 from flkit import asyncfl
-from flkit.papers.fedast import readings, record, regime
+from flkit.papers.fedast import readings, record, regime, timing_only
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 from flkit.workbook.report import Report
 
 TASKS = ["mnist", "fmnist", "cifar10", "shakespeare"]
-#: what ``regime.paper_setting`` gives (its timing-only values for the paper's mix)
+#: what ``timing_only.paper_setting`` gives (its timing-only values for the paper's mix)
 PAPER_REGIME = {
     "sync_rounds": 64.3,
     "sync_round_length": 16.1,
@@ -140,9 +140,9 @@ def test_ablation_table_says_what_the_claims_say(tmp_path, seeds, ours, verdict)
 
 def test_claim_without_a_table_computes_the_mix_timing_of_the_preset(tmp_path):
     """No table passed: the reading is the cpu preset's mix from a timing-only run, the same
-    numbers ``regime.timing_table`` gives for that mix (not the run's 0.6)."""
+    numbers ``timing_only.timing_table`` gives for that mix (not the run's 0.6)."""
     preset = presets.load("03_fedast", "cpu")
-    table = regime.timing_table(preset, seeds=[0])
+    table = timing_only.timing_table(preset, seeds=[0])
     row = table[table.experiment == "heterogeneous"].set_index("key").loc["updates_per_sync_round"]
     (reading,) = _claim(tmp_path, [0])["regime"]
     assert reading["ours"] == pytest.approx(row["ours"], rel=1e-3)
@@ -156,7 +156,7 @@ def test_readings_need_the_mix_rows():
             _timing(40.0, 37.2).query("experiment == 'identical'"), "heterogeneous"
         )
     with pytest.raises(FlkitError, match="experiment"):
-        regime.timing_table(presets.load("03_fedast", "cpu"), experiments=("mix",))
+        timing_only.timing_table(presets.load("03_fedast", "cpu"), experiments=("mix",))
 
 
 def test_in_run_staleness_stands_without_the_timing_only_paper_value():

@@ -25,18 +25,6 @@ def test_indicators_by_hand():
     assert regime.indicators(fed, {0: _res(rounds=3, done=False)})["sync_rounds"] is None
 
 
-def test_paper_setting_staleness_is_about_r_over_b():
-    """With R requests of a task outstanding and one server update per b arrivals, about R
-    arrivals of that task happen while one request is out: staleness ~ R/b = 96/3 = 32."""
-    p = regime.paper_setting(seed=0, horizon=300.0)
-    assert 26 <= p["staleness_mean"] <= 36 and p["staleness_p90"] > p["staleness_mean"]
-    # the paper's Sync-ST rounds are its inferred completion time over our round length
-    assert p["sync_rounds"] == pytest.approx(1033 / p["sync_round_length"])
-    # a round waits for the 30th earliest of >= 48 clients: longer than the fastest possible
-    # request of the cheapest task (MNIST, fast group: 27 x 0.7 x 0.148 / 2)
-    assert p["sync_round_length"] > 27 * 0.7 * 0.148 / 2
-
-
 def test_regime_note_and_ablation_table():
     paper = {"sync_rounds": 64.0, "staleness_mean": 31.0, "staleness_p90": 64.0}
     before = {"sync_rounds": 6.0, "staleness_mean": 9.0, "staleness_p90": 18.0}

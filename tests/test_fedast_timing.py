@@ -1,5 +1,6 @@
 """Regime first (notebook 03): timing-only runs of the paper's settings and of ours
-(flkit.papers.fedast.regime.timing_*), the task-mix checks and Fig. 3's equal arrivals."""
+(flkit.papers.fedast.timing_only on flkit.asyncfl.timing_run), the task-mix checks and Fig. 3's
+equal arrivals."""
 
 import dataclasses
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from flkit import asyncfl
-from flkit.papers.fedast import regime, study
+from flkit.papers.fedast import regime, study, timing_only
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -24,9 +25,10 @@ def paper():
 def test_paper_settings_round_length(paper, experiment):
     """The paper's four-task mix has a Sync-ST round of about 16 time units, its six identical
     CIFAR-10 tasks about 10.8 (first-30 of 50 clients per task)."""
-    cfgs = regime.experiment_configs(paper, experiment)
-    ind = regime.timing_indicators(**cfgs, seeds=(0,), horizon=200.0)
-    assert ind["sync_round_length"] == pytest.approx(regime.PAPER_ROUND_LENGTH[experiment], rel=TOL)
+    cfgs = timing_only.experiment_configs(paper, experiment)
+    ind = timing_only.timing_indicators(**cfgs, seeds=(0,), horizon=200.0)
+    length = timing_only.PAPER_ROUND_LENGTH[experiment]
+    assert ind["sync_round_length"] == pytest.approx(length, rel=TOL)
     # FedAST's rate is about r / (mean request time): R = 96, b = 3 (mix) or R = 64, b = 2
     # (identical) both give r = 32 and staleness ~ R / b
     assert 26 <= ind["staleness_mean"] <= 36
@@ -35,10 +37,26 @@ def test_paper_settings_round_length(paper, experiment):
     )
 
 
+def test_paper_setting_staleness_round_length_and_rounds():
+    """The timing-only simulation of the paper's four-task mix. With R requests of a task
+    outstanding and one server update per b arrivals, about R arrivals of that task happen while
+    one request is out: staleness ~ R/b = 96/3 = 32. A Sync-ST round lasts about 16 time units
+    (the slowest task's clients), so the paper's inferred completion time is a few dozen rounds."""
+    p = timing_only.paper_setting(seed=0, horizon=300.0)
+    assert 26 <= p["staleness_mean"] <= 36 and p["staleness_p90"] > p["staleness_mean"]
+    assert 12 <= p["sync_round_length"] <= 20
+    # the paper's Sync-ST rounds are its inferred completion time over our round length
+    assert p["sync_rounds"] == pytest.approx(1033 / p["sync_round_length"])
+    # a round waits for the 30th earliest of >= 48 clients: longer than the fastest possible
+    # request of the cheapest task (MNIST, fast group: 27 x 0.7 x 0.148 / 2)
+    assert p["sync_round_length"] > 27 * 0.7 * 0.148 / 2
+
+
 def test_cpu_preset_matches_paper_timing(paper):
     """The rule fixed before any training run: every timing indicator of the reduced preset
     within TIMING_TOLERANCE of the paper setting's."""
-    tab = regime.timing_table(presets.load("03_fedast", "cpu"), paper, seeds=(0,), horizon=200.0)
+    cpu = presets.load("03_fedast", "cpu")
+    tab = timing_only.timing_table(cpu, paper, seeds=(0,), horizon=200.0)
     assert set(tab.experiment) == set(regime.TIMING_EXPERIMENTS)
     assert tab.within.all(), tab.to_string()
 
@@ -47,12 +65,13 @@ def test_realloc_room_by_hand(paper):
     """The official Realloc gives every task a floor of one unit: 1 - 4 * 32 / 384 = 2/3 of the
     paper's requests can move; at cpu 1 - 4 * 11 / 128 = 0.65625; with r = 32 as the unit the
     reduced pool could move nothing (4 * 32 = 128)."""
-    assert regime.realloc_room(study.heterogeneous(paper, "fedast_d")) == pytest.approx(2 / 3)
+    room = timing_only.realloc_room
+    assert room(study.heterogeneous(paper, "fedast_d")) == pytest.approx(2 / 3)
     cpu = presets.load("03_fedast", "cpu")
     cfg = study.heterogeneous(cpu, "fedast_d")
-    assert regime.realloc_room(cfg) == pytest.approx(1 - 44 / 128)
-    assert regime.realloc_room(dict(cfg, realloc_unit=None)) == 0.0
-    assert regime.realloc_room(dict(cfg, realloc_rule="paper")) == pytest.approx(1 - 4 / 128)
+    assert room(cfg) == pytest.approx(1 - 44 / 128)
+    assert room(dict(cfg, realloc_unit=None)) == 0.0
+    assert room(dict(cfg, realloc_rule="paper")) == pytest.approx(1 - 4 / 128)
 
 
 def test_realloc_unit_sets_the_official_allocation():
@@ -66,7 +85,7 @@ def test_realloc_unit_sets_the_official_allocation():
 
 
 def test_timing_config_is_option_s_with_fixed_buffer(paper):
-    cfg = regime.timing_config(study.heterogeneous(paper, "fedast_d"), 50.0)
+    cfg = asyncfl.timing_config(study.heterogeneous(paper, "fedast_d"), 50.0)
     assert cfg.method == "fedast_s" and cfg.max_time == 50.0
     assert [t.buffer for t in cfg.tasks] == [3, 3, 3, 3]
     assert all(t.target is None for t in cfg.tasks)
@@ -116,7 +135,7 @@ def test_option_s_identical_tasks_equal_requests():
     (R initial ones plus one per arrival while nothing is dropped: the pool has room for all)."""
     pre = presets.load("03_fedast", "cpu")
     cfg = study.fig2_config(pre, "fedast_s", availability=1.0)
-    res = regime.timing_run(cfg, seed=0, horizon=100.0)
+    res = asyncfl.timing_run(cfg, seed=0, horizon=100.0)
     sends = [e for e in res.events if e[-1] == "dispatch"]
     counts = np.bincount([e[1] for e in sends], minlength=6)
     arrivals = np.bincount([e[1] for e in res.events if e[-1] == "arrive"], minlength=6)
@@ -132,12 +151,12 @@ def test_fig3_points_have_equal_arrivals():
         for m in ("fedast_d", "nobuffer"):
             cfg = study.active_config(pre, r, m)
             assert cfg["max_events"] == n and cfg["max_time"] is None
-            res = regime.timing_run(cfg, seed=0, horizon=1e9, max_events=n)
+            res = asyncfl.timing_run(cfg, seed=0, horizon=1e9, max_events=n)
             arrivals.append(sum(1 for e in res.events if e[-1] == "arrive"))
     assert set(arrivals) == {n}
 
 
-class _Recorder(regime.TimingTrainer):
+class _Recorder(asyncfl.TimingTrainer):
     """Records the model version every training starts from."""
 
     def __init__(self):

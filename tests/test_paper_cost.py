@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from flkit.papers.fedast import configs, regime
+from flkit import asyncfl
+from flkit.papers.fedast import configs
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -52,7 +53,7 @@ def test_arrival_limited_horizon_lands_on_its_last_arrival():
     for c, h, seed in limited[:4]:
         assert h > 0
         # a timing-only run cut at the horizon, with no arrival limit, holds exactly the arrivals
-        res = regime.timing_run(c, seed, horizon=h)
+        res = asyncfl.timing_run(c, seed, horizon=h)
         assert res.stats["events"] == int(c["max_events"])
 
 

@@ -185,13 +185,14 @@ def test_fedast_sweep_plot_plain_log_ticks_and_missing_points_said():
 
 def test_fedast_queue_timeline_title_counts_the_run_tasks():
     """The queue figure's title names the run's own number of tasks (the `cpu` mix has four)."""
-    from flkit.papers.fedast import panels, regime, study
+    from flkit import asyncfl
+    from flkit.papers.fedast import panels, study
     from flkit.workbook import presets
 
     pre = presets.load("03_fedast", "cpu")
     for n_tasks in (6, 1):
         cfg = study.fig2_config(pre, "fedast_s", n_tasks=n_tasks)
-        res = regime.timing_run(cfg, seed=0, horizon=10.0)
+        res = asyncfl.timing_run(cfg, seed=0, horizon=10.0)
         title = panels.queue_timeline(res, t_max=10.0).get_title()
         want = f"requests of {n_tasks} task{'s' if n_tasks > 1 else ''},"
         assert want in title, title

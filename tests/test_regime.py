@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SLUGS = sorted(
     p.name for p in (ROOT / "flkit" / "papers").iterdir() if p.is_dir() and p.name != "__pycache__"
 )
-# a timing table (regime.timing_table's form) with the four-task mix's row: ours 8, paper 37.2
+# a timing table (timing_only.timing_table's form) with the four-task mix's row: ours 8, paper 37.2
 PAPER_FEDAST = pd.DataFrame(
     [{"experiment": "heterogeneous", "key": "updates_per_sync_round", "paper": 37.2, "ours": 8.0}]
 )
@@ -106,17 +106,7 @@ def test_fedast_claims_read_the_mix_row_of_the_timing_table():
         regime.REGIME.readings(regime.measure(PAPER_FEDAST.assign(experiment="identical")), claim)
 
 
-def test_fedast_paper_setting_value():
-    """The timing-only simulation of the paper's four-task mix: a Sync-ST round of about 16 time
-    units (the slowest task's clients), so the paper's inferred completion time is a few dozen
-    rounds."""
-    from flkit.papers.fedast import regime
-
-    p = regime.paper_setting(seed=0, horizon=300.0)
-    assert 12 <= p["sync_round_length"] <= 20
-    assert p["sync_rounds"] == pytest.approx(
-        regime.NUMBERS["het4_sync_completion_time_inferred"] / p["sync_round_length"]
-    )
+# the paper setting's timing-only values: tests/test_fedast_timing.py
 
 
 # ------------------------------------------------------------------------------ 04 HideNseek

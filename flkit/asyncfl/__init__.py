@@ -15,6 +15,8 @@ Read in this order:
 - ``defaults``, ``tasks``, ``config``: :class:`FedASTRun`, the one configuration (a
   :class:`TaskConfig` per task, ``None`` fields from the paper's per-dataset settings);
 - ``trainer``: :class:`EngineTrainer`, the Trainer on the batched engine;
+- ``timing``: :class:`TimingTrainer`, the Trainer that trains nothing, and :func:`timing_run`: a
+  run's timing alone, in seconds;
 - ``runner``: :func:`run` (validated, cached, with progress), :func:`build_schedule`,
   :func:`centralised`.
 
@@ -65,6 +67,7 @@ from .runner import build_schedule, centralised, run
 from .schedule import EVENT_COLUMNS, SimResult, Trainer
 from .sync import SyncST, run_sync
 from .tasks import ResolvedTask, TaskConfig
+from .timing import TimingTrainer, timing_config, timing_run
 from .trainer import EngineTrainer, Update
 
 __all__ = [
@@ -96,6 +99,7 @@ __all__ = [
     "Simulator",
     "SyncST",
     "TaskConfig",
+    "TimingTrainer",
     "Trainer",
     "Update",
     "assign_speed_groups",
@@ -117,5 +121,7 @@ __all__ = [
     "sync_shares",
     "client_units",
     "time_gain",
+    "timing_config",
+    "timing_run",
     "ucb_scores",
 ]

@@ -21,7 +21,6 @@ from flkit import asyncfl
 from flkit.utils import FlkitError, check_choice, check_real
 
 from . import configs
-from .regime import TimingTrainer, timing_config
 
 __all__ = [
     "PRICES",
@@ -109,9 +108,9 @@ def experiment_runs(preset) -> dict[str, list]:
     return out
 
 
-class CountingTrainer(TimingTrainer):
-    """A :class:`~.regime.TimingTrainer` that counts, per task, the clients it was asked to train
-    and the tests it was asked for."""
+class CountingTrainer(asyncfl.TimingTrainer):
+    """A :class:`flkit.asyncfl.TimingTrainer` that counts, per task, the clients it was asked to
+    train and the tests it was asked for."""
 
     def __init__(self):
         super().__init__()
@@ -193,10 +192,8 @@ def _count_one(cfg: dict, horizon: float | None, seed: int) -> dict:
     limit = run.max_time if run.max_time is not None else math.inf
     if horizon is not None:
         limit = min(limit, horizon)
-    cfg_run = timing_config(cfg, limit, run.max_events).validate()
     trainer = CountingTrainer()
-    runner = asyncfl.run_sync if cfg_run.is_sync else asyncfl.run_fedast
-    runner(cfg_run, trainer, seed=int(seed))
+    asyncfl.timing_run(cfg, seed, limit, run.max_events, trainer=trainer)
     out: dict = {}
     for t in cfg["tasks"]:
         c = out.setdefault(price_key(t), [0, 0])

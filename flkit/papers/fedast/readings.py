@@ -1,7 +1,7 @@
 """The regime readings each claim of notebook 03 carries (``report.claim(regime=...)``): the
 timing-only indicators of the experiment the claim runs on, from the notebook's
-:func:`.regime.timing_table` (Figs. 2-6 and dynamic vs static), the buffer sweep's load and the k
-sweep's span, each against the paper setting's (``regime.REGIME``)."""
+:func:`.timing_only.timing_table` (Figs. 2-6 and dynamic vs static), the buffer sweep's load and
+the k sweep's span, each against the paper setting's (``regime.REGIME``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["timing_readings", "buffer_readings", "k_readings"]
 
 def timing_readings(timing: pd.DataFrame | None, claim: str) -> list:
     """``REGIME.readings`` of ``claim`` (a key of :data:`.regime.TIMING_CLAIMS`) from the rows
-    of :func:`.regime.timing_table`; ``timing`` None: no readings (a caller without the
+    of :func:`.timing_only.timing_table`; ``timing`` None: no readings (a caller without the
     table)."""
     check_choice("claim", claim, TIMING_CLAIMS)
     if timing is None:

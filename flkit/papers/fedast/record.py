@@ -4,7 +4,7 @@ every FedAST-vs-Sync claim. The paper's number goes beside ours only where it me
 thing; where the settings differ the note says so.
 
 Every ``record_*`` function takes the report, the preset where it needs it, the study's
-results and ``paper_regime``, the paper setting's indicators (:func:`.regime.paper_setting`):
+results and ``paper_regime``, the paper setting's indicators (:func:`.timing_only.paper_setting`):
 those of the four-task mix, so they go beside that mix's runs only.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from flkit.workbook import verdict
 
-from . import claims, configs, readings, regime
+from . import claims, configs, readings, regime, timing_only
 from .numbers import NUMBERS
 
 __all__ = [
@@ -80,7 +80,7 @@ def record_sync_variants(
 ):
     """Fig. 2: FedAST before Sync-ST, Sync-ST without mitigation far slower, Sync-UCB-ST and
     Sync-Bayes-ST about equal to Sync-ST (thresholds: ``claims.FAR_SLOWER``, ``claims.NEAR``).
-    ``timing``: the notebook's ``regime.timing_table`` (the claims' regime readings);
+    ``timing``: the notebook's ``timing_only.timing_table`` (the claims' regime readings);
     ``paper_regime`` is the four-task mix's and goes beside no number here (six identical tasks)."""
     v = claims.sync_variants(df, seeds)
     note = _identical_note(results, seeds, preset["fig2_M"])
@@ -214,16 +214,17 @@ def _heterogeneous(preset, df: pd.DataFrame, results: dict, seeds) -> tuple[dict
 
 
 def _mix_timing(preset, seeds, timing=None, reuse_for=None) -> pd.DataFrame:
-    """The ``heterogeneous`` rows of ``regime.timing_table`` for ``preset``: ``timing`` itself when
-    given and computed for ``reuse_for`` (the notebook's preset) whose mix runs the same configs
-    as ``preset``'s; else a timing-only run of the mix (well under a second per seed)."""
+    """The ``heterogeneous`` rows of ``timing_only.timing_table`` for ``preset``: ``timing``
+    itself when given and computed for ``reuse_for`` (the notebook's preset) whose mix runs the
+    same configs as ``preset``'s; else a timing-only run of the mix (well under a second per
+    seed)."""
     same = reuse_for is None or all(
         configs.heterogeneous(preset, m) == configs.heterogeneous(reuse_for, m)
         for m in ("fedast_d", "sync_st")
     )
     if timing is not None and same:
         return timing
-    return regime.timing_table(preset, seeds=seeds, experiments=("heterogeneous",))
+    return timing_only.timing_table(preset, seeds=seeds, experiments=("heterogeneous",))
 
 
 def _readings(timing: pd.DataFrame) -> list:
@@ -243,7 +244,7 @@ def record_heterogeneous(
 ):
     """Figs. 6/7: first and last task done, Sync-ST done and the total gain beside the paper's
     four-task numbers (the notes say how the settings differ), and the claim, judged by the
-    mix's timing-only indicators (``timing``: the notebook's ``regime.timing_table`` for
+    mix's timing-only indicators (``timing``: the notebook's ``timing_only.timing_table`` for
     ``preset``; None: its ``heterogeneous`` rows are computed here)."""
     het, ours = _heterogeneous(preset, df, results, seeds)
     # the paper's times are for its 4 tasks (MNIST ... CIFAR-10) on its own clock: each row says so

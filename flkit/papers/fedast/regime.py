@@ -1,8 +1,8 @@
 """Regime indicators of notebook 03 (FedAST): the quantities that decide whether a claim can show,
-measured on our runs and predicted for the paper's setting.
+their rules and sources, the claims that read them, and ``measure``.
 
 FedAST's advantage over Sync-ST is paid for once per Sync-ST round (each round waits for the k-th
-earliest finisher of the most expensive task) and costs staleness on FedAST's side. So the two
+earliest finisher of the most expensive task) and costs staleness on FedAST's side. So the
 indicators are
 
 - how many rounds Sync-ST needs to reach its target (few rounds: little straggler penalty to save);
@@ -14,29 +14,18 @@ indicators are
   synchronous round waits for the slowest task, so this is what FedAST's gain is made of.
 
 The paper reports neither. Both depend on timing only (the delay model, N, availability, R, b,
-k): staleness entirely, Sync-ST's round length entirely. :func:`paper_setting` therefore runs the
-simulator *without training* in the paper's heterogeneous setting (four tasks, N = 1000, 300
-available, R = 96 and b = 3 per task, first-30 of 100/84/48/68 clients) and reads the staleness
-and the mean Sync-ST round length; the paper's Sync-ST rounds are then its inferred completion
-time (Fig. 7: 619 / (1 - 0.401) = 1033) divided by that round length.
-
-Regime first (:func:`timing_table`): every experiment (the four-task mix, Fig. 2's six identical
-tasks, Fig. 3's largest point) is simulated without training in the paper's setting and in a
-preset's, and the timing indicators (:data:`TIMING_INDICATORS`: Sync-ST round length, FedAST updates
-per time unit and per Sync-ST round, staleness mean and p90) stand side by side; the reduced presets
+k), so the simulator computes them without training, in the paper's setting and in a preset's
+(:mod:`.timing_only`: its ``timing_table`` holds :data:`TIMING_INDICATORS` for every experiment of
+:data:`TIMING_EXPERIMENTS`; its ``paper_setting`` the paper's Sync-ST rounds); the reduced presets
 are chosen so each is within :data:`TIMING_TOLERANCE` of the paper's, before any training run.
 
-The rule (fixed before any verdict, :func:`paper_indicators`): a claim comparing FedAST with
-Sync-ST on heterogeneous tasks is in the paper's regime when our timing-only FedAST updates per
-Sync-ST round in the four-task mix (the ``heterogeneous`` rows of :func:`timing_table`) are within
-``TOLERANCE`` of the paper setting's, both computed the same way. The in-run counterparts
-(:func:`indicators`: Sync-ST rounds to target, staleness of the trained run) are evidence only:
-a trained run stops each task at its target, so its rounds shorten and its per-task update rate
-thins out as tasks finish, and they depend on the targets, not on the timing alone.
-
-This module is longer than the house's 500 lines because the timing-only simulation that computes
-the paper setting's values sits beside the indicators that read them; the seam to split along is
-the simulator tool (its timing trainer, shared in spirit with ``cost.py``).
+The rule (fixed before any verdict): a claim comparing FedAST with Sync-ST on heterogeneous tasks
+is in the paper's regime when our timing-only FedAST updates per Sync-ST round in the four-task mix
+(the ``heterogeneous`` rows of the timing table) are within ``TIMING_TOLERANCE`` of the paper
+setting's, both computed the same way. The in-run counterparts (:func:`indicators`: Sync-ST rounds
+to target, staleness of the trained run) are evidence only: a trained run stops each task at its
+target, so its rounds shorten and its per-task update rate thins out as tasks finish, and they
+depend on the targets, not on the timing alone.
 
 Every claim reads the timing-only indicators of the experiment its runs use (:data:`TIMING_CLAIMS`),
 the buffer sweep its load and the k sweep its span. Interface (the same in every paper's
@@ -46,42 +35,29 @@ the buffer sweep its load and the k sweep its span. Interface (the same in every
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from flkit import asyncfl
-from flkit.utils import FlkitError, check_choice
+from flkit.utils import FlkitError
 from flkit.workbook.regime import ClaimRule, Regime
 from flkit.workbook.verdict import VERDICTS, Indicator, at_least, at_most, within
 
-from . import configs
-from .numbers import NUMBERS
 from .tables import staleness
 
 __all__ = [
     "REGIME",
     "TIMING_CLAIMS",
     "INDICATORS",
-    "TimingTrainer",
     "indicators",
-    "paper_setting",
     "IN_RUN_PAPER",
     "regime_table",
     "regime_note",
     "ablation_rows",
     "measure",
-    "PAPER_ROUND_LENGTH",
     "TIMING_TOLERANCE",
     "TIMING_EXPERIMENTS",
     "TIMING_INDICATORS",
-    "timing_config",
-    "timing_run",
-    "timing_indicators",
-    "realloc_room",
-    "experiment_configs",
-    "timing_table",
 ]
 
 #: the indicators, in table order, with what each means
@@ -90,34 +66,6 @@ INDICATORS = {
     "staleness_mean": "FedAST staleness, mean",
     "staleness_p90": "FedAST staleness, 90th percentile",
 }
-
-
-class TimingTrainer:
-    """A trainer that trains nothing: updates are placeholders, aggregation only counts versions,
-    evaluation is 0 (no target is ever reached). What a run then records is its timing alone."""
-
-    def __init__(self):
-        self.v: dict = {}
-
-    def train(self, task, version, client_ids, *args, **kw):
-        return [None] * len(client_ids)
-
-    def aggregate(self, task, updates):
-        self.v[task] = self.v.get(task, 0) + 1
-        return self.v[task]
-
-    def evaluate(self, task):
-        return 0.0
-
-    def loss(self, task, update):
-        return 0.0
-
-
-def _staleness_stats(res) -> tuple[float | None, float | None]:
-    st = staleness(res).staleness
-    if not len(st):
-        return None, None
-    return float(st.mean()), float(np.percentile(st, 90))
 
 
 def _sync_rounds(res) -> int | None:
@@ -140,59 +88,10 @@ def indicators(fedast: dict, sync: dict) -> dict:
     }
 
 
-def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
-    """The indicators of the paper's heterogeneous setting from a timing-only simulation (see the
-    module doc): FedAST option S with R = 96, b = 3 per task for ``horizon`` time units, and
-    Sync-ST with first-30 of 100/84/48/68 clients for the same time. Returns the indicators plus
-    the mean Sync-ST round length they come from."""
-    ratios = NUMBERS["delay_ratios"]
-    names = ["mnist", "fmnist", "cifar10", "shakespeare"]
-    shares = NUMBERS["sync_het_clients"]
-    common = dict(
-        num_clients=NUMBERS["num_clients"],
-        availability=NUMBERS["available"] / NUMBERS["num_clients"],
-        max_time=float(horizon),
-    )
-    fed_tasks = tuple(
-        asyncfl.TaskConfig(
-            n,
-            dataset=n,
-            requests=NUMBERS["requests_per_task_demo"],
-            buffer=NUMBERS["buffer_demo"],
-            target=0.99,
-            delay_ratio=ratios[n],
-        )
-        for n in names
-    )
-    fed = asyncfl.run_fedast(
-        asyncfl.FedASTRun("fedast_s", fed_tasks, **common), TimingTrainer(), seed=int(seed)
-    )
-    sync_tasks = tuple(
-        asyncfl.TaskConfig(
-            n, dataset=n, target=0.99, weight=float(shares[n]), delay_ratio=ratios[n]
-        )
-        for n in names
-    )
-    sync = asyncfl.run_sync(
-        asyncfl.FedASTRun("sync_st", sync_tasks, k=NUMBERS["sync_k"], **common),
-        TimingTrainer(),
-        seed=int(seed),
-    )
-    rounds = int(sync.stats.get("rounds", 0))
-    length = sync.total_time / rounds if rounds else None
-    mean, p90 = _staleness_stats(fed)
-    return {
-        "sync_rounds": NUMBERS["het4_sync_completion_time_inferred"] / length if length else None,
-        "sync_round_length": length,
-        "staleness_mean": mean,
-        "staleness_p90": p90,
-    }
-
-
 #: in-run indicators with a paper counterpart measured the same way: Sync-ST rounds to every
 #: target (the paper's inferred completion time over its round length); the paper reports no
 #: staleness of its trained runs, so the in-run staleness stands without a paper value (the
-#: paper setting's timing-only staleness is in :func:`timing_table`)
+#: paper setting's timing-only staleness is in :func:`.timing_only.timing_table`)
 IN_RUN_PAPER = ("sync_rounds",)
 
 
@@ -213,8 +112,9 @@ def regime_note(ours: dict, paper: dict | None = None, sync: bool = True) -> str
     """The in-run indicators as one line for a claim's evidence, the paper's value beside those
     that have one (:data:`IN_RUN_PAPER`; ``sync`` False: the staleness part only, for claims
     without a Sync-ST run). ``paper``: the indicators of the paper's setting of the *same*
-    experiment (:func:`paper_setting` is the four-task mix's); None, or no ``sync_rounds`` in it,
-    for an experiment whose paper value cannot be inferred: ours then stands alone."""
+    experiment (:func:`.timing_only.paper_setting` is the four-task mix's); None, or no
+    ``sync_rounds`` in it, for an experiment whose paper value cannot be inferred: ours then
+    stands alone."""
 
     def f(x):
         return "n/a" if x is None else f"{x:.3g}"
@@ -256,10 +156,6 @@ def ablation_rows(
 
 
 # ------------------------------------------------------------------------------ timing regime
-#: the Sync-ST round lengths of the paper's settings, from timing-only runs of those settings
-#: (N = 1000, 300 available, first-30): the four-task mix with shares 100/84/48/68, and six
-#: identical CIFAR-10 tasks with 50 clients each
-PAPER_ROUND_LENGTH = {"heterogeneous": 16.0, "identical": 10.8}
 #: our timing indicators must be within this fraction of the paper setting's (the rule for
 #: choosing the reduced presets, fixed before any training run)
 TIMING_TOLERANCE = 0.2
@@ -277,157 +173,12 @@ TIMING_INDICATORS = {
 }
 
 
-def realloc_room(config: dict) -> float:
-    """The share of the requests Realloc can move between tasks: 1 - M * floor / sum R, where
-    the floor per task is the official rule's allocation unit (``realloc_unit``, else r; at most
-    sum R / M) and 1 for the paper's rule. The paper setting: 1 - 4 * 32 / 384 = 2/3."""
-    cfg = asyncfl.FedASTRun.from_dict(config)
-    total = sum(int(t.requests) for t in cfg.tasks)
-    n = len(cfg.tasks)
-    floor = 1 if cfg.realloc_rule == "paper" else min(cfg.realloc_unit or cfg.ratio, total // n)
-    return 1.0 - n * floor / total
-
-
-def timing_config(config: dict, horizon: float, max_events: int | None = None) -> asyncfl.FedASTRun:
-    """``config`` as a timing-only run to ``horizon`` (or ``max_events`` arrivals): the same pool,
-    tasks, delays, R, b and k; FedAST option D becomes option S with b = ceil(R / r) (Realloc
-    needs real updates; before its first reallocation option D's timing is option S's with that
-    buffer), no targets."""
-    cfg = asyncfl.FedASTRun.from_dict(config)
-    method = "fedast_s" if cfg.method == "fedast_d" else cfg.method
-    fixed_buffer = not cfg.is_sync and method != "nobuffer"
-    tasks = tuple(
-        replace(t, target=None, **({"buffer": cfg.buffer(t)} if fixed_buffer else {}))
-        for t in cfg.tasks
-    )
-    return cfg.replace(method=method, tasks=tasks, max_time=float(horizon), max_events=max_events)
-
-
-def timing_run(config: dict, seed: int = 0, horizon: float = 300.0, max_events: int | None = None):
-    """One timing-only run of ``config`` (:func:`timing_config`) with :class:`TimingTrainer`."""
-    cfg = timing_config(config, horizon, max_events).validate()
-    runner = asyncfl.run_sync if cfg.is_sync else asyncfl.run_fedast
-    return runner(cfg, TimingTrainer(), seed=int(seed))
-
-
-def _rate(res) -> float:
-    return len(res.history) / res.total_time / max(1, len(res.tasks))
-
-
-def timing_indicators(
-    fedast: dict | None,
-    sync: dict | None = None,
-    nobuffer: dict | None = None,
-    seeds: Sequence[int] = (0,),
-    horizon: float = 300.0,
-) -> dict:
-    """The timing-only indicators (:data:`TIMING_INDICATORS`) of a FedAST config, a Sync-ST
-    config and a NoBuffer config of one experiment (any may be None), over ``seeds``: round length
-    and rate are means over seeds, staleness over every arrival of every seed."""
-    out = dict.fromkeys(TIMING_INDICATORS)
-    if fedast is not None and asyncfl.FedASTRun.from_dict(fedast).method == "fedast_d":
-        out["realloc_room"] = realloc_room(fedast)
-    if fedast is not None:
-        runs = [timing_run(fedast, s, horizon) for s in seeds]
-        st = pd.concat([staleness(r).staleness for r in runs], ignore_index=True)
-        out["fedast_rate"] = float(np.mean([_rate(r) for r in runs]))
-        out["staleness_mean"] = float(st.mean())
-        out["staleness_p90"] = float(np.percentile(st, 90))
-    if sync is not None:
-        runs = [timing_run(sync, s, horizon) for s in seeds]
-        out["sync_round_length"] = float(
-            np.mean([r.total_time / r.stats["rounds"] for r in runs if r.stats.get("rounds")])
-        )
-    if out["fedast_rate"] is not None and out["sync_round_length"] is not None:
-        out["updates_per_sync_round"] = out["fedast_rate"] * out["sync_round_length"]
-    if nobuffer is not None:
-        runs = [timing_run(nobuffer, s, horizon) for s in seeds]
-        st = pd.concat([staleness(r).staleness for r in runs], ignore_index=True)
-        out["nobuffer_staleness_mean"] = float(st.mean())
-    return out
-
-
-def experiment_configs(preset, experiment: str, requests: int | None = None) -> dict:
-    """{"fedast", "sync", "nobuffer"} configs (None where the experiment has none) of one
-    experiment of ``preset`` (:data:`TIMING_EXPERIMENTS`): the heterogeneous task mix
-    (:func:`.configs.heterogeneous`), Fig. 2's identical tasks (:func:`.configs.fig2_config`), and
-    Fig. 3's point with ``requests`` per task (:func:`.configs.active_config`; None: the largest of
-    ``preset['active_requests']``)."""
-    check_choice("experiment", experiment, TIMING_EXPERIMENTS)
-    if experiment == "heterogeneous":
-        return {
-            "fedast": configs.heterogeneous(preset, "fedast_d"),
-            "sync": configs.heterogeneous(preset, "sync_st"),
-            "nobuffer": None,
-        }
-    if experiment == "identical":
-        return {
-            "fedast": configs.fig2_config(preset, "fedast_s"),
-            "sync": configs.fig2_config(preset, "sync_st"),
-            "nobuffer": None,
-        }
-    requests = max(preset["active_requests"]) if requests is None else int(requests)
-    return {
-        "fedast": configs.active_config(preset, requests, "fedast_d"),
-        "sync": None,
-        "nobuffer": configs.active_config(preset, requests, "nobuffer"),
-    }
-
-
-def timing_table(
-    preset,
-    paper_preset=None,
-    seeds: Sequence[int] = (0,),
-    horizon: float = 300.0,
-    experiments: Sequence[str] = TIMING_EXPERIMENTS,
-) -> pd.DataFrame:
-    """Regime first: the timing-only indicators of every experiment (:data:`TIMING_EXPERIMENTS`)
-    in the paper's setting (``paper_preset``, default the ``paper`` preset) beside ``preset``'s,
-    with ours / paper and whether that is within :data:`TIMING_TOLERANCE`. No training: a few
-    seconds per experiment and seed. ``experiments``: a subset of :data:`TIMING_EXPERIMENTS`."""
-    from flkit.workbook import presets as _presets
-
-    for exp in experiments:
-        check_choice("experiment", exp, TIMING_EXPERIMENTS)
-    paper_preset = paper_preset or _presets.load("03_fedast", "paper")
-    rows = []
-    for exp in experiments:
-        # Fig. 3: both pools at our largest R (the paper does not give its x-values)
-        req = max(preset["active_requests"]) if exp == "fig3" else None
-        ours = timing_indicators(**experiment_configs(preset, exp), seeds=seeds, horizon=horizon)
-        theirs = timing_indicators(
-            **experiment_configs(paper_preset, exp, req), seeds=seeds, horizon=horizon
-        )
-        for key, text in TIMING_INDICATORS.items():
-            p, o = theirs[key], ours[key]
-            # Fig. 3 stops at a number of arrivals, not a time: its rate is not an indicator;
-            # Realloc runs only in the mix
-            if (
-                (p is None and o is None)
-                or (exp == "fig3" and key == "fedast_rate")
-                or (exp != "heterogeneous" and key == "realloc_room")
-            ):
-                continue
-            ratio = o / p if p and o is not None else None
-            rows.append(
-                {
-                    "experiment": exp,
-                    "key": key,
-                    "indicator": text,
-                    "paper": p,
-                    "ours": o,
-                    "ours / paper": ratio,
-                    "within": None if ratio is None else abs(ratio - 1) <= TIMING_TOLERANCE,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 # ------------------------------------------------------------------------------ the regime
-#: the timing-only indicators each claim depends on: claim -> (experiment of :func:`timing_table`,
-#: indicator keys). Fig. 5's largest M is Fig. 2's run (same pool), Fig. 4 runs on the four-task
-#: mix, dynamic vs static needs Realloc's room and the mix's staleness; the heterogeneous claims
-#: (Figs. 6/7 and its ablation) are judged by FedAST's updates per Sync-ST round in the mix
+#: the timing-only indicators each claim depends on: claim -> (experiment of
+#: :func:`.timing_only.timing_table`, indicator keys). Fig. 5's largest M is Fig. 2's run (same
+#: pool), Fig. 4 runs on the four-task mix, dynamic vs static needs Realloc's room and the mix's
+#: staleness; the heterogeneous claims (Figs. 6/7 and its ablation) are judged by FedAST's
+#: updates per Sync-ST round in the mix
 TIMING_CLAIMS = {
     "fig2": ("identical", ("sync_round_length", "updates_per_sync_round", "staleness_mean")),
     "fig5": ("identical", ("sync_round_length", "updates_per_sync_round", "staleness_mean")),
@@ -507,9 +258,9 @@ REGIME = Regime(
 
 def measure(timing: pd.DataFrame | None = None, preset=None) -> dict:
     """Our indicators (and the paper setting's, as ``<key>@paper``): from ``timing``
-    (:func:`timing_table`'s rows of every experiment it holds) the timing-only indicators, from
-    ``preset`` the buffer sweep's load and the k sweep's span. What is not given is not
-    measured."""
+    (:func:`.timing_only.timing_table`'s rows of every experiment it holds) the timing-only
+    indicators, from ``preset`` the buffer sweep's load and the k sweep's span. What is not given
+    is not measured."""
     out: dict = {}
     if timing is not None:
         for exp, key in {(e, k) for e, keys in TIMING_CLAIMS.values() for k in keys}:
