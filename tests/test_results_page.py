@@ -504,3 +504,29 @@ def test_a_verdict_cites_the_first_release_that_holds_its_commit(tmp_path):
     assert rp.release_of(commits[0], tmp_path / "not-a-repo") is None
     page = rp.render([early])
     assert f"commit `{commits[0][:10]}` (in release v0.2.0)" in page
+
+
+def test_publishing_a_rerun_marks_each_changed_verdict_for_one_publication(tmp_path):
+    """A re-run that changes a claim's verdict shows the verdict it replaces ("was ..."), as a
+    re-judgement does; publishing the same run again drops the mark."""
+    run, entries = _folder(tmp_path)
+    before = json.loads(json.dumps(entries[0]))
+    first, second = before["claims"][0], before["claims"][1]
+    changed = "does not hold" if first["verdict"] != "does not hold" else "holds"
+    was = first["verdict"]
+    first["verdict"] = changed
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "results.json").write_text(json.dumps([before]))
+    page = rp.publish(run, root=tmp_path)
+    claims = json.loads((tmp_path / "docs" / "results.json").read_text())[0]["claims"]
+    assert claims[0]["verdict"] == was and claims[0]["previous_verdict"] == changed
+    assert "previous_verdict" not in claims[1] and claims[1]["verdict"] == second["verdict"]
+    assert f"(was {changed})" in page.read_text()
+    rp.publish(run, root=tmp_path)
+    again = json.loads((tmp_path / "docs" / "results.json").read_text())[0]["claims"]
+    assert all("previous_verdict" not in c for c in again)
+    # another notebook's or preset's entry is never compared
+    other = {**before, "preset": "long"}
+    assert "previous_verdict" not in str(
+        rp.mark_changed_verdicts(json.loads(json.dumps(entries[0])), [other])
+    )

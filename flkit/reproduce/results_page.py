@@ -47,6 +47,7 @@ __all__ = [
     "write_page",
     "check_run_dir",
     "publish",
+    "mark_changed_verdicts",
     "readme_table",
     "paper_verdicts",
     "readme_verdicts",
@@ -251,6 +252,28 @@ def check_run_dir(run_dir: str | Path) -> list[dict]:
     return entries
 
 
+def mark_changed_verdicts(entry: dict, published: list[dict]) -> dict:
+    """Set ``previous_verdict`` on each claim of ``entry`` whose verdict differs from the same
+    claim (by its text) in the published entry of the same notebook and preset, so a reader sees
+    what a re-run changed; the mark lasts one publication, as after a re-judgement."""
+    before = next(
+        (
+            e
+            for e in published
+            if (e["notebook"], e["preset"]) == (entry["notebook"], entry["preset"])
+        ),
+        None,
+    )
+    if before is None:
+        return entry
+    verdicts = {c["text"]: c["verdict"] for c in before.get("claims", [])}
+    for c in entry.get("claims", []):
+        was = verdicts.get(c["text"])
+        if was is not None and was != c["verdict"]:
+            c["previous_verdict"] = was
+    return entry
+
+
 def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
     """Check ``run_dir`` (:func:`check_run_dir`), merge its entries into ``docs/results.json``
     under ``root`` (default: the repository), rewrite ``docs/RESULTS.md`` and the README's results
@@ -263,6 +286,8 @@ def publish(run_dir: str | Path, root: str | Path | None = None) -> Path:
             e["figure"] = figure
     store = root / DOCS_DATA
     old = json.loads(store.read_text(encoding="utf-8")) if store.is_file() else []
+    for e in new:
+        mark_changed_verdicts(e, old)
     keys = {(e["notebook"], e["preset"]) for e in new}
     merged = [e for e in old if (e["notebook"], e["preset"]) not in keys] + new
     merged.sort(key=lambda e: (e["notebook"], e["preset"]))
