@@ -110,7 +110,7 @@ def test_fig4_evidence_gives_the_subset_standard_error(tmp_path, monkeypatch):
     monkeypatch.setattr(
         record.claims, "nobuffer_noisier", lambda fedast, nobuffer: (True, "noise ok")
     )
-    monkeypatch.setattr(record.regime, "indicators", lambda fedast, sync: {})
+    monkeypatch.setattr(record.run_evidence, "of_runs", lambda fedast, sync: {})
     r = _report(tmp_path)
     record.record_nobuffer(r, {("fedast_d", 0): None}, {0: None}, [0], {}, eval_items=2000)
     (claim,) = r.claims.values()

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from flkit import asyncfl
-from flkit.papers.fedast import readings, record, regime, timing_only
+from flkit.papers.fedast import readings, record, run_evidence, timing_only
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 from flkit.workbook.report import Report
@@ -164,7 +164,7 @@ def test_in_run_staleness_stands_without_the_timing_only_paper_value():
     table give ours alone; Sync-ST rounds keep the paper's inferred value."""
     paper = {"sync_rounds": 64.0, "staleness_mean": 31.0, "staleness_p90": 64.0}
     ours = {"sync_rounds": 18.0, "staleness_mean": 22.5, "staleness_p90": 48.0}
-    note = regime.regime_note(ours, paper)
+    note = run_evidence.note(ours, paper)
     assert "Sync-ST rounds 18 (paper ≈ 64, inferred)" in note and "31" not in note
-    t = regime.regime_table(paper, {"ours": ours})
+    t = run_evidence.table(paper, {"ours": ours})
     assert t["paper"].iloc[0] == 64.0 and t["paper"].iloc[1:].isna().all()

@@ -1,6 +1,6 @@
 """Every paper's regime.py on hand-built inputs: the indicators it measures (values known by
 construction), the paper's values and the rule that says whether a run is in the paper's regime;
-and the shared interface (paper_indicators, measure, readings, in_regime, CLAIMS)."""
+and the shared interface (REGIME and measure, nothing copied)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,16 @@ def _mod(slug):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_paper_has_the_interface(slug):
     """One Regime per paper, every threshold with a source; nothing of the old per-paper copies
-    (paper_indicators, readings, in_regime, CLAIMS) left to drift."""
+    (paper_indicators, readings, in_regime, CLAIMS) left to drift, and no renderer of the judging
+    interface (an indicator table, an in-regime test, a note, an ablation table): what a paper
+    shows beyond ``Regime`` lives in a module named for it."""
     assert len(SLUGS) >= 7
     m = _mod(slug)
     assert isinstance(m.REGIME, Regime), f"flkit/papers/{slug}/regime.py lacks REGIME"
     assert callable(m.measure)
-    for name in ("paper_indicators", "readings", "in_regime", "CLAIMS"):
+    copies = ("paper_indicators", "readings", "in_regime", "CLAIMS", "indicators", "_inside")
+    renderers = ("regime_table", "regime_note", "describe", "ablation_rows", "target_ablation")
+    for name in copies + renderers:
         assert not hasattr(m, name), f"flkit/papers/{slug}/regime.py still copies {name}"
     for key, ind in m.REGIME.all.items():
         assert isinstance(ind, Indicator) and ind.key == key

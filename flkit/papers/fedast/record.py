@@ -1,6 +1,7 @@
 """What notebook 03 puts into its report: each section's numbers beside the paper's and the
-verdicts of its claims (``claims``), with the regime indicators (``regime``) in the evidence of
-every FedAST-vs-Sync claim. The paper's number goes beside ours only where it measures the same
+verdicts of its claims (``claims``), with the regime readings (``readings``) and the trained
+runs' own Sync-ST rounds and staleness (``run_evidence``) in the evidence of every FedAST-vs-Sync
+claim. The paper's number goes beside ours only where it measures the same
 thing; where the settings differ the note says so.
 
 Every ``record_*`` function takes the report, the preset where it needs it, the study's
@@ -14,7 +15,7 @@ import pandas as pd
 
 from flkit.workbook import verdict
 
-from . import claims, configs, readings, regime, timing_only
+from . import claims, configs, readings, run_evidence, timing_only
 from .numbers import NUMBERS
 
 __all__ = [
@@ -68,11 +69,11 @@ def _identical_note(results: dict, seeds, n_tasks: int) -> str:
     Sync-ST runs, ours alone: the paper's inferred Sync-ST rounds (``paper_regime``) are the
     four-task mix's, and the paper prints no completion time for its identical tasks to infer
     theirs from."""
-    ours = regime.indicators(
+    ours = run_evidence.of_runs(
         _by_seed(results, claims.IDENTICAL_FEDAST, seeds, n_tasks),
         _by_seed(results, "sync_st", seeds, n_tasks),
     )
-    return regime.regime_note(ours)
+    return run_evidence.note(ours)
 
 
 def record_sync_variants(
@@ -187,7 +188,7 @@ def record_nobuffer(
     test set, not stated), whose binomial SE the evidence gives beside the noise measure."""
     fedast = _by_seed(het_results, "fedast_d", seeds)
     holds, ev = claims.nobuffer_noisier(fedast, nobuffer)
-    note = regime.regime_note(regime.indicators(fedast, {}), paper_regime, sync=False)
+    note = run_evidence.note(run_evidence.of_runs(fedast, {}), paper_regime, sync=False)
     if eval_items:
         se = claims.binomial_se(0.5, int(eval_items))
         ev += f"; curves tested on {int(eval_items)} items: binomial SE at most {se:.3f} per point"
@@ -210,7 +211,7 @@ def _heterogeneous(preset, df: pd.DataFrame, results: dict, seeds) -> tuple[dict
     (``study.het_compare``'s frame and runs)."""
     fedast = _by_seed(results, "fedast_d", seeds)
     het = claims.heterogeneous(df, fedast, easy_task=preset["het_datasets"][0])
-    return het, regime.indicators(fedast, _by_seed(results, "sync_st", seeds))
+    return het, run_evidence.of_runs(fedast, _by_seed(results, "sync_st", seeds))
 
 
 def _mix_timing(preset, seeds, timing=None, reuse_for=None) -> pd.DataFrame:
@@ -285,7 +286,7 @@ def record_heterogeneous(
         "all done before Sync-ST (every seed)",
         het["holds"],
         seeds,
-        f"{het['evidence']}; {regime.regime_note(ours, paper_regime)}",
+        f"{het['evidence']}; {run_evidence.note(ours, paper_regime)}",
         "Figs. 6/7 (40.1 %)",
         _readings(_mix_timing(preset, seeds, timing)),
         _HET_TEST,
@@ -317,7 +318,7 @@ def record_ablation(
         "requests move, all done before Sync-ST (every seed)",
         het_after["holds"],
         seeds,
-        f"{het_after['evidence']}; {regime.regime_note(ind_after, paper_regime)}",
+        f"{het_after['evidence']}; {run_evidence.note(ind_after, paper_regime)}",
         "Figs. 6/7 (40.1 %)",
         _readings(_mix_timing(configs.regime_preset(preset), seeds, timing, reuse_for=preset)),
         _HET_TEST,
@@ -329,7 +330,7 @@ def record_ablation(
         _readings(_mix_timing(preset, seeds, timing)),
         reason=reason_before,
     )
-    return regime.ablation_rows(
+    return run_evidence.ablation_rows(
         paper_regime,
         ind_before,
         ind_after,

@@ -22,10 +22,10 @@ are chosen so each is within :data:`TIMING_TOLERANCE` of the paper's, before any
 The rule (fixed before any verdict): a claim comparing FedAST with Sync-ST on heterogeneous tasks
 is in the paper's regime when our timing-only FedAST updates per Sync-ST round in the four-task mix
 (the ``heterogeneous`` rows of the timing table) are within ``TIMING_TOLERANCE`` of the paper
-setting's, both computed the same way. The in-run counterparts (:func:`indicators`: Sync-ST rounds
-to target, staleness of the trained run) are evidence only: a trained run stops each task at its
-target, so its rounds shorten and its per-task update rate thins out as tasks finish, and they
-depend on the targets, not on the timing alone.
+setting's, both computed the same way. The in-run counterparts (Sync-ST rounds to target,
+staleness of the trained run: :mod:`.run_evidence`) are evidence only: a trained run stops each
+task at its target, so its rounds shorten and its per-task update rate thins out as tasks finish,
+and they depend on the targets, not on the timing alone.
 
 Every claim reads the timing-only indicators of the experiment its runs use (:data:`TIMING_CLAIMS`),
 the buffer sweep its load and the k sweep its span. Interface (the same in every paper's
@@ -34,126 +34,19 @@ the buffer sweep its load and the k sweep its span. Interface (the same in every
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
 import pandas as pd
 
-from flkit.utils import FlkitError
 from flkit.workbook.regime import ClaimRule, Regime
-from flkit.workbook.verdict import VERDICTS, Indicator, at_least, at_most, within
-
-from .tables import staleness
+from flkit.workbook.verdict import Indicator, at_least, at_most, within
 
 __all__ = [
     "REGIME",
     "TIMING_CLAIMS",
-    "INDICATORS",
-    "indicators",
-    "IN_RUN_PAPER",
-    "regime_table",
-    "regime_note",
-    "ablation_rows",
     "measure",
     "TIMING_TOLERANCE",
     "TIMING_EXPERIMENTS",
     "TIMING_INDICATORS",
 ]
-
-#: the indicators, in table order, with what each means
-INDICATORS = {
-    "sync_rounds": "Sync-ST rounds to reach every target",
-    "staleness_mean": "FedAST staleness, mean",
-    "staleness_p90": "FedAST staleness, 90th percentile",
-}
-
-
-def _sync_rounds(res) -> int | None:
-    """Rounds until every task reached its target (None: some task did not)."""
-    if any(t is None for t in res.completion_time.values()):
-        return None
-    return int(res.stats.get("rounds", 0))
-
-
-def indicators(fedast: dict, sync: dict) -> dict:
-    """Our indicators over seeds: fedast / sync: {seed: SimResult} of FedAST and Sync-ST runs of
-    one experiment. Sync-ST rounds: mean over the seeds where Sync-ST finished (None if none);
-    staleness: over every arrived FedAST update of every seed."""
-    rounds = [r for r in (_sync_rounds(res) for res in sync.values()) if r is not None]
-    st = pd.concat([staleness(res).staleness for res in fedast.values()], ignore_index=True)
-    return {
-        "sync_rounds": float(np.mean(rounds)) if rounds else None,
-        "staleness_mean": float(st.mean()) if len(st) else None,
-        "staleness_p90": float(np.percentile(st, 90)) if len(st) else None,
-    }
-
-
-#: in-run indicators with a paper counterpart measured the same way: Sync-ST rounds to every
-#: target (the paper's inferred completion time over its round length); the paper reports no
-#: staleness of its trained runs, so the in-run staleness stands without a paper value (the
-#: paper setting's timing-only staleness is in :func:`.timing_only.timing_table`)
-IN_RUN_PAPER = ("sync_rounds",)
-
-
-def regime_table(paper: dict, columns: dict[str, dict]) -> pd.DataFrame:
-    """One row per in-run indicator: the paper's value (only for :data:`IN_RUN_PAPER`) and one
-    column per entry of ``columns`` ({label: indicators dict}), e.g. {"ours (cpu)": ...,
-    "ours (ablation)": ...}."""
-    rows = []
-    for key, text in INDICATORS.items():
-        row = {"indicator": text, "paper": paper.get(key) if key in IN_RUN_PAPER else None}
-        for label, ind in columns.items():
-            row[label] = ind.get(key)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def regime_note(ours: dict, paper: dict | None = None, sync: bool = True) -> str:
-    """The in-run indicators as one line for a claim's evidence, the paper's value beside those
-    that have one (:data:`IN_RUN_PAPER`; ``sync`` False: the staleness part only, for claims
-    without a Sync-ST run). ``paper``: the indicators of the paper's setting of the *same*
-    experiment (:func:`.timing_only.paper_setting` is the four-task mix's); None, or no
-    ``sync_rounds`` in it, for an experiment whose paper value cannot be inferred: ours then
-    stands alone."""
-
-    def f(x):
-        return "n/a" if x is None else f"{x:.3g}"
-
-    stale = (
-        f"FedAST staleness in the run mean {f(ours.get('staleness_mean'))} / p90 "
-        f"{f(ours.get('staleness_p90'))}"
-    )
-    if not sync:
-        return f"regime: {stale}"
-    paper_rounds = (paper or {}).get("sync_rounds")
-    beside = "" if paper_rounds is None else f" (paper ≈ {f(paper_rounds)}, inferred)"
-    return f"regime: Sync-ST rounds {f(ours.get('sync_rounds'))}{beside}; {stale}"
-
-
-def ablation_rows(
-    paper: dict,
-    before: dict,
-    after: dict,
-    face_before: Sequence[bool],
-    face_after: Sequence[bool],
-    verdict_before: str,
-    verdict_after: str,
-) -> pd.DataFrame:
-    """The notebook's ablation table: indicator, paper, ours before, ours after, face value
-    before / after (the claim's outcome on the runs alone: "holds" when every run shows it) and
-    verdict before / after (the claim's recorded verdict, one of
-    :data:`flkit.workbook.verdict.VERDICTS`, after the seed and regime rules), the same on every
-    indicator row. The verdict columns are the claims' own, so table and claims cannot disagree."""
-    for name, v in (("verdict_before", verdict_before), ("verdict_after", verdict_after)):
-        if v not in VERDICTS:
-            raise FlkitError(f"{name}={v!r}; accepted: {', '.join(map(repr, VERDICTS))}")
-    t = regime_table(paper, {"ours before": before, "ours after": after})
-    t["face value before"] = ["holds" if all(face_before) else "does not hold"] * len(t)
-    t["face value after"] = ["holds" if all(face_after) else "does not hold"] * len(t)
-    t["verdict before"] = [verdict_before] * len(t)
-    t["verdict after"] = [verdict_after] * len(t)
-    return t
-
 
 # ------------------------------------------------------------------------------ timing regime
 #: our timing indicators must be within this fraction of the paper setting's (the rule for

@@ -53,7 +53,7 @@ def _staleness_stats(res) -> tuple[float | None, float | None]:
 
 
 def paper_setting(seed: int = 0, horizon: float = 600.0) -> dict:
-    """The in-run indicators (:data:`.regime.INDICATORS`) of the paper's heterogeneous setting
+    """The in-run quantities (:data:`.run_evidence.QUANTITIES`) of the paper's heterogeneous setting
     from a timing-only simulation (module doc): FedAST option S with R = 96, b = 3 per task for
     ``horizon`` time units, and Sync-ST with first-30 of 100/84/48/68 clients for the same time.
     Returns the indicators plus the mean Sync-ST round length they come from."""

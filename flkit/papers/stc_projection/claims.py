@@ -239,8 +239,8 @@ def record(
     regime).
 
     ``ours``: the measured regime indicators (``regime.measure(tab)``, MNIST) and ``rules`` the
-    paper's ``regime.REGIME`` (passed in: the regime module reads these claims for its target
-    ablation, so this module does not import it). Each training claim then carries
+    paper's ``regime.REGIME`` (passed in: the caller names the rules the claims are read by;
+    ``target_evidence`` reads these claims at two targets). Each training claim then carries
     ``rules.readings(ours, key)``, its own indicators only, so
     ``report.claim`` records it as "outside regime" when one breaks the paper's rule, and keeps
     the measurements for a re-judge. None: no regime (the CIFAR-10 part). The traffic claim

@@ -97,6 +97,13 @@ def summary(results: dict, target: float) -> pd.DataFrame:
     return tab
 
 
+def per_seed(tab: pd.DataFrame, method: str, column: str) -> list:
+    """``column`` of ``method``'s rows of a :func:`summary` table, by seed; None where it has
+    no value (a target not reached)."""
+    g = tab[tab.method == method].sort_values("seed")
+    return [None if pd.isna(v) else float(v) for v in g[column]]
+
+
 def part_of(cfg) -> str:
     """The dataset part of a RunConfig: "cifar10" or "mnist"."""
     return "cifar10" if cfg.dataset == "cifar10" else "mnist"
