@@ -203,6 +203,32 @@ def test_summarize_across_seeds():
     assert rows[1]["holds"] == "inconclusive (1 holds, 1 inconclusive of 2 seeds)"
 
 
+def test_a_note_shared_by_consecutive_numbers_is_written_once(tmp_path):
+    line = "1 seed, target 95%: FedFV reaches it at round 62; dense up, STC down within 10 %."
+    numbers = [
+        {"key": "links, FedFV, rounds", "measured": 62, "note": line},
+        {"key": "links, FedFV, oscillation", "measured": 0.5, "note": line},
+        {"key": "links, STC-PA, rounds", "measured": None, "note": line},
+        {"key": "final accuracy", "measured": 0.93, "note": "mean of the last 5"},
+        {"key": "rounds to 95%", "measured": 70},
+        {"key": "final accuracy, FedFV", "measured": 0.96, "note": "mean of the last 5"},
+    ]
+    rows = summarize([{"seed": 0, "numbers": numbers, "claims": []}])
+    assert [r["item"] for r in rows] == [
+        f"links, FedFV, rounds — {line}",
+        "links, FedFV, oscillation — as the row above",
+        "links, STC-PA, rounds — as the row above",
+        "final accuracy — mean of the last 5",
+        "rounds to 95%",
+        "final accuracy, FedFV — mean of the last 5",  # the row above it has no note
+    ]
+    assert all(r["note"] == line for r in rows[:3])  # the raw note stays on every number
+    r = Report("fixture_ok", "cpu", 0, out_dir=tmp_path, autosave=False)
+    for n in numbers:
+        r.number(n["key"], n["measured"], note=n.get("note", ""))
+    assert r.table().index.tolist() == [row["item"] for row in rows]
+
+
 def test_versions():
     v = versions()
     assert v["flkit"] and v["python"].count(".") == 2

@@ -49,7 +49,8 @@ def summarize(results: list[dict]) -> list[dict]:
 
     Numbers: the mean, and ``± std`` (sample std) over seeds when there are several; claims: the
     verdict (over several seeds combined by :func:`flkit.workbook.verdict.combine`, with each
-    seed's verdict). Each row is a dict with display strings ``item``, ``paper``, ``measured``,
+    seed's verdict). Each row is a dict with display strings ``item`` (a number's key and its note,
+    "as the row above" where the number before it has the same note), ``paper``, ``measured``,
     ``holds`` (the verdict) and raw fields ``kind``, ``key``, ``note``, ``unit``, ``values``
     (numbers) / ``verdicts``, ``reason``, ``regime`` (claims)."""
     rows: list[dict] = []
@@ -68,6 +69,7 @@ def summarize(results: list[dict]) -> list[dict]:
                 claim_first[c["text"]] = c
                 claim_seed[c["text"]] = res.get("seed")
             claim_order.setdefault(c["text"], []).append(verdict_of(c))
+    previous_note = ""
     for key, values in num_order.items():
         first = num_first[key]
         unit = first.get("unit", "")
@@ -91,7 +93,12 @@ def summarize(results: list[dict]) -> list[dict]:
             )
         paper = first.get("paper")
         paper_s = format_value(paper, unit) if not isinstance(paper, str) else paper
-        item = key + (f" — {first['note']}" if first.get("note") else "")
+        note = first.get("note") or ""
+        # a note shared by a run of numbers (one table's line under it) is written once: repeated
+        # on every row, a long line would bury the numbers it explains
+        shown = "as the row above" if note and note == previous_note else note
+        previous_note = note
+        item = key + (f" — {shown}" if shown else "")
         rows.append(
             {
                 "kind": "number",
