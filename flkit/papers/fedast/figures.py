@@ -118,7 +118,7 @@ def nobuffer_figure(preset, fedast, nobuffer):
         ax=ax,
         mean_over_tasks=False,
         targets=_targets(preset, fedast),
-        title="two heterogeneous tasks: FedAST vs NoBuffer (Fig. 4)",
+        title="the heterogeneous tasks: FedAST vs NoBuffer (Fig. 4)",
     )
     return fig
 
