@@ -2,7 +2,9 @@
 PNG output each, one of them at two seeds) and a stand-in repository (a results page with a
 figure, a paper README), every page exists, every image a page shows is on disk, each notebook
 page shows its own PNG byte for byte, and nothing is executed; what is published is stripped of
-widgets and kept small; the site check finds a missing image, file and anchor."""
+widgets and kept small, and shows the graded exercises as the student release does (no solution,
+no hidden test, no output of a graded cell); the site check finds a missing image, file and
+anchor, and an exercise's solution left on a page."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from flkit.course.student_version import is_graded
 from flkit.reproduce import book
 from flkit.reproduce.book_site import check_site
 from flkit.utils import FlkitError
@@ -123,6 +126,69 @@ def notebook(title: str, text: str, figure: bytes) -> dict:
     }
 
 
+SOLUTION_LINE = "return 4 * (784 * 200 + 200)"
+HIDDEN_LINE = "require(check_bytes, upload_bytes)"
+VERDICT = "right: upload bytes = 628000"
+
+
+def with_exercise(nb: dict) -> dict:
+    """``nb`` with a graded exercise after its first code cell, executed with its answer: the
+    task (markdown), the answer cell (a solution region, its output), the check cell (a visible
+    check that printed "right", a hidden test), then a plain cell after them."""
+
+    def code(cid: str, source, nbgrader: dict | None, outputs: list) -> dict:
+        meta = {"nbgrader": {"grade_id": cid, "schema_version": 3, **nbgrader}} if nbgrader else {}
+        return {
+            "cell_type": "code",
+            "id": cid,
+            "metadata": meta,
+            "execution_count": 7,
+            "source": source,
+            "outputs": outputs,
+        }
+
+    def printed(text: str) -> list:
+        return [{"output_type": "stream", "name": "stdout", "text": text + "\n"}]
+
+    task = {
+        "cell_type": "markdown",
+        "id": "task",
+        "metadata": {},
+        "source": "### (a) Upload bytes\n\nReplace `raise NotImplementedError`.",
+    }
+    answer = code(
+        "ex_answer",
+        # as the notebooks store a source: a list of lines
+        [
+            "def upload_bytes():\n",
+            '    """Bytes of one upload."""\n',
+            "    ### BEGIN SOLUTION\n",
+            f"    {SOLUTION_LINE}\n",
+            "    ### END SOLUTION",
+        ],
+        {"solution": True, "grade": False, "locked": False, "task": False},
+        [
+            {
+                "output_type": "execute_result",
+                "execution_count": 7,
+                "metadata": {},
+                "data": {"text/plain": "628000"},
+            }
+        ],
+    )
+    check = code(
+        "ex_check",
+        "verdict = check_bytes(upload_bytes)\n### BEGIN HIDDEN TESTS\n"
+        f"{HIDDEN_LINE}\n### END HIDDEN TESTS",
+        {"solution": False, "grade": True, "points": 1, "task": False, "locked": True},
+        printed(VERDICT),
+    )
+    after = code("after", "print('after the exercises')", None, printed("after the exercises"))
+    nb = json.loads(json.dumps(nb))
+    nb["cells"][2:2] = [task, answer, check, after]
+    return nb
+
+
 def write_run(runs: Path, name: str, seed: int, nb: dict, status: str = "ok") -> None:
     folder = runs / name / f"seed{seed}"
     folder.mkdir(parents=True)
@@ -155,7 +221,7 @@ def stand_in_repo(root: Path) -> None:
 def stand_in(tmp_path):
     root, runs = tmp_path / "repo", tmp_path / "runs"
     stand_in_repo(root)
-    write_run(runs, "00_demo", 0, notebook("Demo primer", "red figure", RED))
+    write_run(runs, "00_demo", 0, with_exercise(notebook("Demo primer", "red figure", RED)))
     write_run(runs, "01_other", 1, notebook("Other, seed one", "seed one", RED))
     write_run(runs, "01_other", 0, notebook("Other paper", "seed zero", BLUE))
     return root, runs
@@ -236,6 +302,13 @@ def test_book_builds_every_page_and_figure_from_stored_outputs(stand_in, tmp_pat
     # the book's own styles are on every page
     assert (html / "_static" / "book.css").is_file()
     assert "_static/book.css" in demo
+    # the exercise as a student gets it: the stub, the visible check, no answer, no verdict
+    assert "NotImplementedError" in demo and "check_bytes" in demo
+    for answer in (SOLUTION_LINE, HIDDEN_LINE, "BEGIN SOLUTION", "628000", VERDICT):
+        assert answer not in demo, answer
+    assert "after the exercises" in demo  # a cell after them keeps its output
+    note = re.search(r'<div class="admonition note">(.*?)</div>', demo, flags=re.DOTALL)
+    assert note and "as a student receives them" in note.group(1)
 
 
 def test_publishable_drops_widgets_and_keeps_figures_as_png():
@@ -272,6 +345,74 @@ def test_publishable_drops_widgets_and_keeps_figures_as_png():
         book.publishable(only_svg, "figs")
 
 
+def test_publishable_shows_the_exercises_as_the_student_release_does():
+    executed = with_exercise(notebook("T", "t", RED))
+    out = book.publishable(executed, "t")
+
+    text = json.dumps(out)
+    for answer in (SOLUTION_LINE, HIDDEN_LINE, "SOLUTION", "HIDDEN TESTS", "628000", VERDICT):
+        assert answer not in text, answer
+    # the note sits where the exercise's cells begin, before the answer cell
+    ids = [c.get("id") for c in out["cells"]]
+    assert ids == [
+        "m1",
+        "c1",
+        "task",
+        book.EXERCISES_NOTE_ID,
+        "ex_answer",
+        "ex_check",
+        "after",
+        "c2",
+    ]
+    answer, check = out["cells"][4], out["cells"][5]
+    # nbgrader's stub in place of the solution region, indented as it was; the check keeps its
+    # visible line; neither keeps an output or an execution count
+    assert answer["source"] == (
+        'def upload_bytes():\n    """Bytes of one upload."""\n'
+        "    # YOUR CODE HERE\n    raise NotImplementedError()"
+    )
+    assert check["source"] == "verdict = check_bytes(upload_bytes)"
+    for cell in (answer, check):
+        assert cell["outputs"] == [] and cell["execution_count"] is None
+        assert (
+            cell["metadata"] == executed["cells"][executed_index(executed, cell["id"])]["metadata"]
+        )
+    # every other cell is the same as without the exercise
+    plain = book.publishable(notebook("T", "t", RED), "t")
+    others = [
+        c
+        for c in out["cells"]
+        if c.get("id") not in (book.EXERCISES_NOTE_ID, "ex_answer", "ex_check")
+    ]
+    executed_rest = [c for c in executed["cells"] if c["id"] in ("task", "after")]
+    assert others == plain["cells"][:2] + executed_rest + plain["cells"][2:]
+    assert "BEGIN SOLUTION" in json.dumps(executed)  # the input is left as it was
+
+
+def executed_index(nb: dict, cell_id: str) -> int:
+    return next(i for i, c in enumerate(nb["cells"]) if c.get("id") == cell_id)
+
+
+def test_a_solution_outside_a_graded_cell_stops_the_book_with_the_notebook_named():
+    nb = notebook("T", "t", RED)
+    nb["cells"][2]["source"] = "x = 1\n### BEGIN SOLUTION\nx = 2\n### END SOLUTION"
+    with pytest.raises(FlkitError, match=r"leaky: nbgrader cannot make the student version"):
+        book.publishable(nb, "leaky")
+
+
+def test_the_book_gives_each_exercise_the_student_releases_source(student_release):
+    """The book strips the notebooks' exercises exactly as `flkit course student` does: for every
+    graded cell of every workbook notebook, the same source."""
+    from notebook_cells import NOTEBOOKS
+
+    for name, path in NOTEBOOKS.items():
+        published = book.publishable(json.loads(path.read_text(encoding="utf-8")), name)
+        released = json.loads((student_release / f"{name}.ipynb").read_text(encoding="utf-8"))
+        want = {c["id"]: "".join(c["source"]) for c in released["cells"] if is_graded(c)}
+        got = {c["id"]: "".join(c["source"]) for c in published["cells"] if is_graded(c)}
+        assert len(want) >= 6 and got == want, name
+
+
 def test_a_notebook_over_the_limit_stops_the_build_with_its_name(stand_in, tmp_path):
     pytest.importorskip("jupyter_server_mathjax", reason="the book extra (flkit[book])")
     root, runs = stand_in
@@ -302,6 +443,7 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
         '<p>cost: <code>$HOME</code> <span class="math">\\(w\\)</span> and <div class="math">'
         "<p>\\[w\\]</p></div></p><p>left as source: $w_k$</p>"
         "<p>| a | b | |\u2014|\u2014|</p><pre>| code | keeps |\n|---|---|</pre>"
+        '<pre><span class="c1">### BEGIN SOLUTION</span>\nx = 2</pre>'
     )
     (html / "b.html").write_text('<p id="elsewhere">B</p>')
 
@@ -317,6 +459,7 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
             "a.html shows 2 figure(s); its notebook has 3 PNG output(s)",
             "a.html: a formula is not rendered: ...left as source: $w_k$...",
             "a.html: a Markdown table is not rendered: ...| a | b | |\u2014|\u2014|...",
+            "a.html: shows an exercise's 'BEGIN SOLUTION' region",
         ]
     )
     (html / "_images" / "gone.png").write_bytes(RED)
@@ -328,6 +471,7 @@ def test_site_check_names_missing_pages_images_files_and_anchors(tmp_path):
         .replace('href="#nowhere"', 'href="#top"')
         .replace("$w_k$", "")
         .replace("|\u2014|\u2014|", "")
+        .replace("### BEGIN SOLUTION", "# YOUR CODE HERE")
     )
     assert check_site(html, ["a", "b"], figures={"a": 2}) == []
 

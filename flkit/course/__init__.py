@@ -7,6 +7,8 @@
   (autograde a folder of submissions into grades.csv and per-student feedback HTML), both through
   nbgrader's own generate_assignment / autograde / generate_feedback in a throwaway course folder
   (:mod:`.course_dir`);
+- :mod:`.student_version`: the graded cells of a notebook as the release writes them, the rest
+  left as it is (the book publishes executed notebooks with their exercises so);
 - :mod:`.exercise_cells`: which cells of a submission the grading runs (what the exercises need);
 - :mod:`.autograde`: one (student, notebook) graded in a course folder of its own, ``jobs`` at a
   time in separate processes;

@@ -20,20 +20,30 @@ from ..utils import FlkitError
 ASSIGNMENT = "flkit"
 
 
-def config(root: Path, cell_timeout: int, notebook_timeout: float = 0, pid_file: str = ""):
+def release_config():
+    """nbgrader's configuration as the release step applies it (its preprocessors' defaults:
+    nothing here changes how solutions and hidden tests are cleared); FlkitError when nbgrader
+    is missing. :func:`config` builds on it, and so does the book's student version of the
+    graded cells (:mod:`.student_version`)."""
     try:
         import nbgrader  # noqa: F401
     except ImportError as e:
         raise FlkitError(
-            "flkit course needs nbgrader: pip install 'flkit[course]' (or nbgrader>=0.9)"
+            "flkit course and the book need nbgrader: pip install 'flkit[course]' "
+            "(or nbgrader>=0.9)"
         ) from e
+    from traitlets.config import Config
+
+    return Config()
+
+
+def config(root: Path, cell_timeout: int, notebook_timeout: float = 0, pid_file: str = ""):
+    c = release_config()  # first: it says how to install nbgrader when it is missing
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader import preprocessors as pp
-    from traitlets.config import Config
 
     from .kernel_limits import LimitedExecute
 
-    c = Config()
     c.CourseDirectory.root = str(root)
     c.CourseDirectory.course_id = ASSIGNMENT
     c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"

@@ -6,14 +6,17 @@ paper READMEs as one static site, rendered by Sphinx with MyST-NB (docs/book/REA
 1. takes from the run folder, per notebook, the executed notebook of its lowest seed
    (``<runs>/<notebook>/seed<k>/<notebook>.ipynb``, as ``flkit reproduce --out`` writes it); a
    run recorded as failed stops the build;
-2. publishes a copy of each: widget state and widget views dropped (a static page cannot run
-   them; a demo's PNG copy stays), every figure a PNG, the file under 1.5 MB, else the build
-   stops naming the notebook;
+2. publishes a copy of each: the graded exercises as the student release shows them (answer
+   cells with nbgrader's stub, check cells without their hidden tests, neither with outputs: an
+   executed answer and its check's "right" would give the answer away), widget state and widget
+   views dropped (a static page cannot run them; a demo's PNG copy stays), every figure a PNG,
+   the file under 1.5 MB, else the build stops naming the notebook;
 3. lays out a source folder that mirrors the repository (``notebooks/``, ``docs/RESULTS.md``,
    ``flkit/papers/<slug>/README.md``, with the local files they show), so the links between them
    work in the book as in the checkout;
 4. runs Sphinx with execution off, then checks the site (:mod:`.book_site`): every page, every
-   image and every local link and anchor exists, and no formula or table is left as source.
+   image and every local link and anchor exists, no formula or table is left as source, and
+   no page shows a solution or hidden-test region.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import time
 from pathlib import Path
 from string import Template
 
+from ..course.student_version import student_sources
 from ..utils import FlkitError
 from .book_site import check_site
 from .plan import RUN_FILE, SOURCE_ROOT
@@ -48,6 +52,12 @@ NOTEBOOK_LIMIT_BYTES = 1_500_000
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # image types a figure may also carry; the book keeps only the PNG, which every figure must have
 OTHER_IMAGES = ("image/svg+xml", "application/pdf", "image/jpeg", "image/gif")
+# what the published page says where the exercises begin: their check cells show no output
+EXERCISES_NOTE = (
+    "```{note}\nThe exercises are shown as a student receives them: each answer cell holds a "
+    "stub to replace, and a check cell shows its verdict only once the notebook runs.\n```"
+)
+EXERCISES_NOTE_ID = "book-exercises-note"
 _SEED_DIR = re.compile(r"seed(\d+)")
 # relative targets of Markdown images and links, and of HTML src/href attributes
 _MD_TARGET = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -101,10 +111,33 @@ def executed_notebooks(runs) -> dict[str, dict]:
     return found
 
 
+def _as_student_sees(nb: dict, name: str) -> int | None:
+    """Give every graded cell of ``nb`` (in place) the source of the student release
+    (:mod:`flkit.course.student_version`) and no outputs; returns the index of the first
+    (None: the notebook has no exercise)."""
+    sources = student_sources(nb, name)
+    for index, source in sources.items():
+        cell = nb["cells"][index]
+        cell["source"] = source
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    return min(sources, default=None)
+
+
+def _exercises_note(nb: dict) -> dict:
+    note = {"cell_type": "markdown", "metadata": {}, "source": EXERCISES_NOTE}
+    if nb.get("nbformat", 4) > 4 or nb.get("nbformat_minor", 0) >= 5:
+        note["id"] = EXERCISES_NOTE_ID  # cell ids exist from nbformat 4.5 on, and only there
+    return note
+
+
 def publishable(nb: dict, name: str) -> dict:
-    """``nb`` (a notebook as JSON) as the book shows it: without widget state or widget views,
-    every figure a PNG alone. FlkitError naming the cell when a figure has no PNG."""
+    """``nb`` (a notebook as JSON) as the book shows it: every graded exercise as the student
+    release shows it, without outputs, below a note that says so; without widget state or widget
+    views; every figure a PNG alone. FlkitError naming the cell when a figure has no PNG, and
+    naming the notebook when nbgrader cannot make its student version."""
     nb = json.loads(json.dumps(nb))
+    first_graded = _as_student_sees(nb, name)
     nb.get("metadata", {}).pop("widgets", None)
     for index, cell in enumerate(nb.get("cells", [])):
         if "outputs" not in cell:
@@ -128,6 +161,8 @@ def publishable(nb: dict, name: str) -> dict:
                 out.get("metadata", {}).pop(k, None)
             kept.append(out)
         cell["outputs"] = kept
+    if first_graded is not None:  # inserted last, so the cell numbers above are the notebook's
+        nb["cells"].insert(first_graded, _exercises_note(nb))
     return nb
 
 

@@ -1,9 +1,11 @@
 """What a built book must hold (:mod:`.book`): every page, every image a page shows, every local
 file and anchor a page links to, on each notebook page as many figures as its notebook has PNG
-outputs, and no formula or Markdown table left as its source. Sphinx only warns on most of these,
-and not at all on source the Markdown parser did not take for math or a table (JupyterLab renders
-``$$...$$`` inside a paragraph and the tables of a cell's Markdown output; MyST, unless told,
-leaves the dollars and the pipes in the text); a published book must not lose them."""
+outputs, no formula or Markdown table left as its source, and no solution or hidden-test region
+of an exercise (the book shows the exercises as the student release does). Sphinx only warns on
+most of these, and not at all on source the Markdown parser did not take for math or a table
+(JupyterLab renders ``$$...$$`` inside a paragraph and the tables of a cell's Markdown output;
+MyST, unless told, leaves the dollars and the pipes in the text); a published book must not lose
+them."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ _VOID = ("img", "br", "hr", "input", "link", "meta", "source", "wbr")
 # a Markdown table's delimiter row left in the text, its dashes as typed or as the typographic
 # dashes the HTML builder makes of them ("|---|" becomes "|—|")
 _TABLE_ROW = re.compile(r"\|\s*:?[-\u2013\u2014]+:?\s*\|")
+# nbgrader's delimiters of what only the instructor version holds, whatever comment marks them
+ANSWER_MARKERS = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
 #: where Sphinx puts the images of a page (notebook outputs included)
 IMAGES_DIR = "_images"
 
@@ -36,6 +40,7 @@ class Page(HTMLParser):
         self.links: list[str] = []  # <a href>, <link href>, <script src>
         self.dollars: list[str] = []  # prose around a "$" left in the text: a formula not rendered
         self.tables: list[str] = []  # prose around a table's delimiter row: a table not rendered
+        self.answers: list[str] = []  # an exercise's solution or hidden tests, in code or prose
         self._skip: list[str] = []  # the open elements whose text is not prose (code, math)
 
     def handle_starttag(self, tag, attrs):
@@ -60,6 +65,7 @@ class Page(HTMLParser):
             self._skip.pop()
 
     def handle_data(self, data):
+        self.answers += [m for m in ANSWER_MARKERS if m in data]
         if self._skip:
             return
         if "$" in data:
@@ -105,6 +111,9 @@ def check_site(html: Path, pages: list[str], figures: dict[str, int] | None = No
         page = page_at(path)
         problems += [f"{rel}: a formula is not rendered: ...{t}..." for t in page.dollars]
         problems += [f"{rel}: a Markdown table is not rendered: ...{t}..." for t in page.tables]
+        problems += [
+            f"{rel}: shows an exercise's {m!r} region" for m in dict.fromkeys(page.answers)
+        ]
         for src in page.images:
             local = _local(src)
             if local and not (path.parent / local[0]).is_file():
