@@ -95,6 +95,45 @@ def test_fedast_fig2_states_the_papers_setting_and_gain_from_numbers():
     assert len([ln for ln in fig.axes[0].lines if ln.get_label().startswith("FedAST")]) == 1
 
 
+def _fedast_het_run(level: float):
+    """Two tasks evaluated at t = 0..40, flat at ``level`` (mnist) and ``level / 3`` (fmnist):
+    curves across the whole time axis, so a legend inside the axes would cover one of them."""
+    from types import SimpleNamespace
+
+    hist = [
+        {"task": t, "round": r, "sim_time": float(r), "accuracy": acc}
+        for t, acc in (("mnist", level), ("fmnist", level / 3))
+        for r in range(0, 41, 4)
+    ]
+    return SimpleNamespace(history=hist, tasks=["mnist", "fmnist"], completion_time={})
+
+
+@pytest.mark.parametrize("which", ["nobuffer", "heterogeneous"])
+def test_fedast_het_figures_legend_covers_no_axes(which):
+    """Figs. 4 and 6 list every curve and target once, in a legend outside the axes (inside, it
+    sat over the upper curves, where the fastest task reaches its target)."""
+    from flkit.papers.fedast import figures
+
+    preset = {"het_targets_main": [0.83, 0.72]}
+    a, b = _fedast_het_run(0.9), _fedast_het_run(0.6)
+    if which == "nobuffer":
+        fig = figures.nobuffer_figure(preset, a, b)
+    else:
+        fig = figures.heterogeneous_figure(preset, {("fedast_d", 0): a, ("sync_st", 0): b}, 0)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = fig.legends + [x.get_legend() for x in fig.axes if x.get_legend() is not None]
+    assert len(legends) == 1
+    texts = [t.get_text() for t in legends[0].get_texts()]
+    # two methods x two tasks, then the two targets
+    assert len(texts) == 6 and texts[-2:] == ["target mnist 0.83", "target fmnist 0.72"]
+    box = legends[0].get_window_extent(renderer)
+    for x in fig.axes:
+        assert not box.overlaps(x.get_window_extent(renderer))
+    # the legend stays on the figure
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+
+
 def test_feddip_accuracy_vs_round_says_no_paper_values_and_its_setting():
     from types import SimpleNamespace
 

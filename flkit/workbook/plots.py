@@ -8,7 +8,8 @@ Conventions for helpers added here: take data (tensors, DataFrames), never re-ru
 marker) or ``color_for(name)`` so one method looks the same in every figure and two methods never
 share both colour and line style; draw targets with ``target_line`` and the paper's numbers with
 ``paper_line`` / ``paper_marker`` (labelled "paper"); say when two curves coincide
-(``coincident`` + ``note_coincident``) instead of letting one hide the other.
+(``coincident`` + ``note_coincident``) instead of letting one hide the other; put a legend of many
+entries under the axes (``legend_below``), where it covers no curve.
 """
 
 from __future__ import annotations
@@ -240,6 +241,33 @@ def note_coincident(ax, pairs) -> str:
             leg = ax.legend()
         leg.set_title(text, prop={"size": 7})
     return text
+
+
+def legend_below(fig, ax, ncol: int = 4):
+    """Move ``ax``'s legend (entries and title) under all of ``fig``'s axes and shrink the axes
+    so it covers no data: a legend of many curves and targets inside the axes hides some of them.
+    Returns the figure's legend."""
+    handles, labels = ax.get_legend_handles_labels()
+    old = ax.get_legend()
+    title = old.get_title().get_text() if old is not None else ""
+    if old is not None:
+        old.remove()
+    leg = fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=ncol,
+        fontsize=8,
+        frameon=False,
+        title=title or None,
+        title_fontsize=7,
+    )
+    # the legend's height is known only once drawn: reserve exactly that strip at the bottom
+    fig.tight_layout()
+    fig.canvas.draw()
+    height = leg.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height
+    fig.tight_layout(rect=(0, height, 1, 1))
+    return leg
 
 
 def new_ax(ax=None, figsize=None):

@@ -112,7 +112,8 @@ def active_figure(preset, act: pd.DataFrame, central: float, largest: dict):
 
 def nobuffer_figure(preset, fedast, nobuffer):
     """Fig. 4: per-task accuracy of FedAST and NoBuffer on the heterogeneous tasks (one seed)."""
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    # taller than Fig. 2: the legend of two methods x four tasks and four targets sits below
+    fig, ax = plt.subplots(figsize=(8, 4.8))
     accuracy_curves(
         {"FedAST": fedast, "FedAST-NoBuffer": nobuffer},
         ax=ax,
@@ -120,6 +121,7 @@ def nobuffer_figure(preset, fedast, nobuffer):
         targets=_targets(preset, fedast),
         title="the heterogeneous tasks: FedAST vs NoBuffer (Fig. 4)",
     )
+    plots.legend_below(fig, ax)
     return fig
 
 
@@ -152,7 +154,7 @@ def heterogeneous_figure(preset, results: dict, seed: int):
     """Fig. 6: per-task accuracy of FedAST and Sync-ST on the heterogeneous tasks (one seed);
     ``results``: ``study.het_compare``'s runs."""
     fedast = results[("fedast_d", seed)]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
     accuracy_curves(
         {"FedAST": fedast, "Sync-ST": results[("sync_st", seed)]},
         ax=ax,
@@ -160,6 +162,7 @@ def heterogeneous_figure(preset, results: dict, seed: int):
         targets=_targets(preset, fedast),
         title=f"heterogeneous tasks, seed {seed} (Fig. 6); vertical lines: time to target",
     )
+    plots.legend_below(fig, ax)
     return fig
 
 

@@ -36,11 +36,8 @@ def accuracy_curves(hist, title: str = "", paper_dataset: str | None = "mnist"):
         plots.integer_ticks(a)
         a.set_ylabel(lab)
     # below both panels: inside either one it covers the early rounds, where the lag starts
-    fig.legend(
-        *ax[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False
-    )
     fig.suptitle(title or f"Fig. 11 (ours): stale clients lag by tau = {tau} from round {tau + 1}")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    plots.legend_below(fig, ax[0])
     return fig
 
 
