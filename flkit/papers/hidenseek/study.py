@@ -289,6 +289,45 @@ def time_table(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def captioned(table: pd.DataFrame, caption: str, digits: int):
+    """``table`` rounded to ``digits`` as a Styler with ``caption`` above it, in bold: two tables
+    shown one under the other read as one without a title each. NaN shows as a dash."""
+    styles = [{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}]
+    return (
+        table.round(digits)
+        .style.set_caption(caption)
+        .set_table_styles(styles)
+        .format(precision=digits, na_rep="–")
+    )
+
+
+def accuracy_views(acc: pd.DataFrame) -> list:
+    """Table 1 as the notebook shows it: the mean final accuracy per method and task, then the
+    share of clients scored (``accuracy_table``'s ``coverage``), each captioned."""
+    mean = acc.pivot(index="method", columns="task", values="mean")
+    cover = acc.pivot(index="method", columns="task", values="coverage")
+    return [
+        captioned(mean, "Table 1: final accuracy (%), mean over seeds", 1),
+        captioned(
+            cover,
+            "Share of clients scored at the last round (–: every client, with the global model)",
+            2,
+        ),
+    ]
+
+
+def cost_views(byt: pd.DataFrame, tim: pd.DataFrame) -> list:
+    """Tables 2 and 3 as the notebook shows them (``bytes_table``, ``time_table``), captioned."""
+    up_down = byt.pivot(index="method", columns="task", values=["up_MiB", "down_MiB"])
+    total = tim.pivot(index="method", columns="task", values="total_s")
+    return [
+        captioned(up_down, "Table 2: MiB per participating client per round, up and down", 4),
+        captioned(
+            total, "Table 3: local-training seconds per run (all rounds), mean over seeds", 1
+        ),
+    ]
+
+
 def relative_to(
     table: pd.DataFrame,
     column: str,
