@@ -183,6 +183,37 @@ def test_paper_preset_refuses_reduced_cifar():
     assert info["reduced"] and info["train_images"] < 50_000
 
 
+def test_data_note_names_the_copy_under_the_data_root_not_the_machine_path():
+    """The claims table a reader sees says which copy was read ('FashionMNIST/raw'), not where
+    it lies on the machine that ran the notebook."""
+    notes = {}
+
+    class Recorder:
+        def number(self, key, measured, note=""):
+            notes[key] = (measured, note)
+
+    info = {
+        "dataset": "fmnist",
+        "train_images": 60_000,
+        "full_train_images": 60_000,
+        "source": "/home/alice/flkit-data/FashionMNIST/raw",
+        "reduced": False,
+    }
+    reduced = dict(
+        info, dataset="cifar10", train_images=12_000, full_train_images=50_000, reduced=True
+    )
+    reduced["source"] = "/srv/x/cifar10.npz"
+    study.record_data(Recorder(), [info, reduced])
+    assert notes["fmnist: training images available"] == (
+        60_000,
+        "of 60,000 in the full set; source FashionMNIST/raw",
+    )
+    assert notes["cifar10: training images available"] == (
+        12_000,
+        "of 50,000 in the full set; source x/cifar10.npz; REDUCED COPY",
+    )
+
+
 def _erk_by_the_text(shapes, density, power=1.0):
     """ERK written from the exercise's text alone (not the library): scores (sum / prod)^power,
     eps solved over the non-dense layers, the largest-score layer made dense while eps r > 1."""

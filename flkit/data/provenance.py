@@ -58,6 +58,7 @@ __all__ = [
     "checked",
     "cache_key",
     "describe",
+    "shown_source",
     "set_policy",
     "policy",
     "reduced_allowed",
@@ -161,6 +162,13 @@ def cache_key(ident: dict) -> dict:
     return {k: ident[k] for k in KEY_FIELDS}
 
 
+def shown_source(source) -> str:
+    """A dataset copy's place as a reader is shown it: its last two path parts, the folder under
+    the data root ('/home/a/data/FashionMNIST/raw' -> 'FashionMNIST/raw'); the machine's own
+    directories say nothing about the data and differ from one machine to the next."""
+    return "/".join(str(source).replace(os.sep, "/").split("/")[-2:])
+
+
 def describe(ident: dict) -> str:
     """One line for people: 'cifar10: 12,000 train / 3,000 test, REDUCED copy (full 50,000 /
     10,000), sha256 1a2b3c4d5e6f, from cifar10.npz' (the checksum of all its arrays)."""
@@ -175,7 +183,7 @@ def describe(ident: dict) -> str:
         size += f", REDUCED copy (full {full})"
     elif full:
         size += " (full dataset)"
-    src = "/".join(str(ident.get("source", "")).replace(os.sep, "/").split("/")[-2:])
+    src = shown_source(ident.get("source", ""))
     digest = ident.get("content_sha256")  # absent from identities recorded by older versions
     check = f"sha256 {digest[:12]}" if digest else f"labels sha256 {ident['labels_sha256'][:12]}"
     return f"{ident['dataset']}: {size}, {check}, from {src}"

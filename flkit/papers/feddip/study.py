@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import data as data_mod
-from ...data.provenance import reduced_allowed
+from ...data.provenance import reduced_allowed, shown_source
 from ...experiment import RunConfig, Setup, is_cached, run
 from ...preset_runs import distinct, from_preset, seeds_of
 from ...prune.schedules import check_landing
@@ -458,7 +458,7 @@ def record_data(report, infos: list[dict]) -> None:
             f"{info['dataset']}: training images available",
             info["train_images"],
             note=f"of {info['full_train_images']:,} in the full set; source "
-            f"{info['source']}{'; REDUCED COPY' if info['reduced'] else ''}",
+            f"{shown_source(info['source'])}{'; REDUCED COPY' if info['reduced'] else ''}",
         )
 
 
