@@ -20,7 +20,7 @@ from flkit.workbook.results import readable
 
 from . import claims
 from .numbers import NUMBERS as PAPER
-from .regime import PAPER_ROUNDS, PAPER_SHARE, REGIME, measure
+from .regime import MIN_FRACTION, PAPER_ROUNDS, PAPER_SHARE, REGIME, measure
 from .tables import per_seed, summary
 
 __all__ = ["ABLATION_TARGET", "PAPER_STC_RATIO", "stc_ratios", "table", "ablation"]
@@ -33,6 +33,10 @@ ABLATION_TARGET = 0.9
 #: the paper's STC / FedAvg rounds to 95 % (157 / 197): the claim ``stc_before_fedavg``'s
 #: numbers, and what the calibration search (a decision) aimed STC at
 PAPER_STC_RATIO = round(PAPER_ROUNDS["stc"] / PAPER_ROUNDS["fedavg"], 3)
+
+#: a claim read at face value and the regime's condition, in the words of the results page
+FACE = {True: "holds", False: "does not hold", None: "unmeasured"}
+MET = {True: "met", False: "not met"}
 
 
 def stc_ratios(tab: pd.DataFrame) -> list:
@@ -118,9 +122,9 @@ def table(tab: pd.DataFrame) -> pd.DataFrame:
 def ablation(results: dict, targets) -> pd.DataFrame:
     """The same MNIST runs judged at two targets (the notebook's: ``ABLATION_TARGET``, then the
     preset's): each row of :func:`table` with the paper's value, ours at each target and the
-    face value of the claim the row bears on at each, then whether the runs are in
-    ``regime.REGIME`` at each. ``results``: {(method, seed): RunResult} of
-    ``study.run_comparison``."""
+    claim the row bears on at face value at each ("holds" / "does not hold"), then whether the
+    regime's condition (``regime.REGIME``) is met at each, in words as the results page puts
+    them. ``results``: {(method, seed): RunResult} of ``study.run_comparison``."""
     targets = [float(t) for t in targets]
     if len(targets) != 2:
         raise FlkitError(f"targets={targets}; accepted: two targets (before, after)")
@@ -129,6 +133,7 @@ def ablation(results: dict, targets) -> pd.DataFrame:
     tabs = [summary(results, t) for t in targets]
     evidence = [table(t) for t in tabs]
     faces = [{c["key"]: c["holds"] for c in claims.verdicts(t, "mnist")} for t in tabs]
+    face = [f"claim at {t:.0%} (face value)" for t in targets]
     rows = []
     for i in range(len(evidence[0])):
         before, after = evidence[0].iloc[i], evidence[1].iloc[i]
@@ -141,19 +146,20 @@ def ablation(results: dict, targets) -> pd.DataFrame:
                 "paper": after["paper"],
                 f"ours at {targets[0]:.0%}": before["ours"],
                 f"ours at {targets[1]:.0%}": after["ours"],
-                f"verdict at {targets[0]:.0%}": faces[0].get(key),
-                f"verdict at {targets[1]:.0%}": faces[1].get(key),
+                face[0]: FACE[faces[0].get(key)],
+                face[1]: FACE[faces[1].get(key)],
             }
         )
-    inside = [REGIME.inside(measure(t)) is True for t in tabs]  # unmeasured counts as not in
+    inside = [REGIME.inside(measure(t)) is True for t in tabs]  # unmeasured counts as not met
     rows.append(
         {
-            "indicator": "in FedAvg's calibrated regime (REGIME)",
-            "paper": True,
-            f"ours at {targets[0]:.0%}": inside[0],
-            f"ours at {targets[1]:.0%}": inside[1],
-            f"verdict at {targets[0]:.0%}": None,
-            f"verdict at {targets[1]:.0%}": None,
+            "indicator": f"condition: FedAvg spends at least {MIN_FRACTION:.0%} of the run "
+            "reaching the target",
+            "paper": MET[True],
+            f"ours at {targets[0]:.0%}": MET[inside[0]],
+            f"ours at {targets[1]:.0%}": MET[inside[1]],
+            face[0]: "",
+            face[1]: "",
         }
     )
     return pd.DataFrame(rows, dtype=object)
