@@ -202,6 +202,9 @@ def test_fedast_queue_timeline_title_counts_the_run_tasks():
 def test_fedast_staleness_hist_outlines_and_says_identical(monkeypatch):
     from flkit.papers.fedast import panels, tables
 
+    # a fresh session's style registry: which styles two names get depends on how many names
+    # earlier figures of the session registered (four line styles cycle), not on this panel
+    monkeypatch.setattr(plots, "_NAMED", {})
     st = {
         "a": pd.DataFrame({"staleness": [0, 1, 1, 2, 3]}),
         "b": pd.DataFrame({"staleness": [0, 1, 1, 2, 3]}),
