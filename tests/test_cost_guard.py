@@ -57,7 +57,15 @@ def test_cpu_estimate_sums_the_measured_run_times():
     assert "02_feddip: 14.7 min x 2 runs (measured 2026-11-27)" in two.text()
 
 
-def test_long_estimate_names_the_untimed_notebook():
+def test_long_estimate_sums_the_measured_notebooks():
+    est = estimate("long", {n: 1 for n in ("01_stc_projection", "02_feddip", "03_fedast")})
+    assert est.seconds == pytest.approx((102.7 + 31.6 + 61.7) * 60)
+    assert not est.unknown
+
+
+def test_long_estimate_names_the_untimed_notebook(monkeypatch):
+    # a notebook whose settings changed since its last timing: None with that timing's date
+    monkeypatch.setitem(cost_guard.LONG_RUN_TIMES, "02_feddip", (None, "2026-11-27"))
     est = estimate("long", {n: 1 for n in ("01_stc_projection", "02_feddip", "03_fedast")})
     assert est.seconds == pytest.approx((102.7 + 61.7) * 60)
     text = est.text()
