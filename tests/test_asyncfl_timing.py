@@ -3,12 +3,15 @@ timing_run) on tiny synthetic configs, checked against the simulator's own event
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import pytest
 
 from flkit import asyncfl
 from flkit.asyncfl import TimingTrainer, timing_config, timing_run
+from flkit.asyncfl import fedast as fedast_module
+from flkit.utils import FlkitError
 
 
 def _cfg(method="fedast_s", **kw) -> dict:
@@ -73,9 +76,10 @@ def test_option_d_is_timed_as_option_s():
     assert timing_config(_cfg("sync_st"), 5.0).method == "sync_st"
 
 
-def test_nobuffer_option_d_keeps_its_first_allocation():
-    """NoBuffer keeps option D in a timing run; its Realloc reads placeholders (dispersion NaN)
-    and never reallocates, while a trainer that reports a dispersion does reallocate."""
+def test_nobuffer_option_d_keeps_its_first_allocation(monkeypatch):
+    """NoBuffer keeps option D in a timing run, and its Realloc is off: it measures no
+    dispersion of the placeholder updates (that would be NaN), while a trainer that reports a
+    dispersion does reallocate."""
 
     class WithDispersion(TimingTrainer):
         def dispersion(self, task, updates):
@@ -83,7 +87,27 @@ def test_nobuffer_option_d_keeps_its_first_allocation():
 
     cfg = _cfg("nobuffer")
     assert asyncfl.FedASTRun.from_dict(cfg).fedast_option == "D"
-    plain = timing_run(cfg, seed=0, horizon=1e9, max_events=400)
-    assert plain.stats["reallocations"] == 0 and plain.allocations == []
     moved = timing_run(cfg, seed=0, horizon=1e9, max_events=400, trainer=WithDispersion())
     assert moved.stats["reallocations"] > 0
+
+    def no_dispersion(*a, **k):
+        raise AssertionError("a timing run measured the dispersion of placeholder updates")
+
+    monkeypatch.setattr(fedast_module, "normalized_dispersion", no_dispersion)
+    plain = timing_run(cfg, seed=0, horizon=1e9, max_events=400)
+    assert plain.stats["reallocations"] == 0 and plain.allocations == []
+
+
+def test_a_nan_variance_estimate_stops_realloc_with_the_task_named():
+    """A trained run whose updates hold NaN gives Realloc a NaN estimate: an error naming the
+    task, not an allocation skipped without a word (the placeholder-free trainer here reports
+    the NaN dispersion a diverged task's updates give)."""
+
+    class Diverged(TimingTrainer):
+        placeholder_updates = False
+
+        def dispersion(self, task, updates):
+            return math.nan if task == "b" else 1.0
+
+    with pytest.raises(FlkitError, match=r"variance estimate of task 'b' is nan"):
+        timing_run(_cfg("nobuffer"), seed=0, horizon=1e9, max_events=400, trainer=Diverged())

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from flkit import asyncfl
-from flkit.papers.fedast import claims, configs, readings, record, regime, study
+from flkit.papers.fedast import claim_readings, claims, configs, record, regime, study
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 from flkit.workbook.report import Report
@@ -220,27 +220,27 @@ def _timing(ours_round: float) -> pd.DataFrame:
 
 def test_timing_readings_by_hand():
     """Round length 11.9 is 19 % above 10: inside; 12.1 is 21 % above: outside."""
-    inside = readings.timing_readings(_timing(11.9), "fig2")
+    inside = claim_readings.timing_readings(_timing(11.9), "fig2")
     assert [r.inside for r in inside] == [True, True, True]
     assert inside[0].indicator.key == "identical_sync_round_length"
-    outside = readings.timing_readings(_timing(12.1), "fig5")
+    outside = claim_readings.timing_readings(_timing(12.1), "fig5")
     assert [r.inside for r in outside] == [False, True, True]
-    assert readings.timing_readings(None, "fig2") == []
+    assert claim_readings.timing_readings(None, "fig2") == []
 
 
 def test_timing_readings_bad_input():
     with pytest.raises(FlkitError, match=r"claim.*'fig9'.*fig2"):
-        readings.timing_readings(_timing(10.0), "fig9")
+        claim_readings.timing_readings(_timing(10.0), "fig9")
     with pytest.raises(FlkitError, match=r"'realloc_room' of experiment 'heterogeneous'"):
-        readings.timing_readings(_timing(10.0).assign(experiment="heterogeneous"), "dynamic")
+        claim_readings.timing_readings(_timing(10.0).assign(experiment="heterogeneous"), "dynamic")
 
 
 def test_k_readings_by_hand(cpu):
     """ks 2 / 10 / 60 of N_avail = 100: 0.02 <= 0.1 and 0.6 >= 0.1 bracket the paper's 30/300;
     ks 20 / 60 start above it."""
-    assert [r.inside for r in readings.k_readings(cpu)] == [True, True]
-    assert [r.ours for r in readings.k_readings(cpu)] == [0.02, 0.6]
-    assert [r.inside for r in readings.k_readings(dict(cpu, ks=[20, 60]))] == [False, True]
+    assert [r.inside for r in claim_readings.k_readings(cpu)] == [True, True]
+    assert [r.ours for r in claim_readings.k_readings(cpu)] == [0.02, 0.6]
+    assert [r.inside for r in claim_readings.k_readings(dict(cpu, ks=[20, 60]))] == [False, True]
 
 
 def test_every_claim_of_the_cpu_run_carries_readings(cpu):
@@ -254,7 +254,7 @@ def test_every_claim_of_the_cpu_run_carries_readings(cpu):
     for experiment, keys in regime.TIMING_CLAIMS.values():
         assert experiment in regime.TIMING_EXPERIMENTS
         assert set(keys) <= set(regime.TIMING_INDICATORS)
-    assert readings.buffer_readings(cpu)[0].inside is True  # 1.16 vs 1.167
+    assert claim_readings.buffer_readings(cpu)[0].inside is True  # 1.16 vs 1.167
 
 
 # ------------------------------------------------------------------------------ describe

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from flkit import asyncfl
-from flkit.papers.fedast import readings, record, run_evidence, timing_only
+from flkit.papers.fedast import claim_readings, record, run_evidence, timing_only
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 from flkit.workbook.report import Report
@@ -152,7 +152,7 @@ def test_claim_without_a_table_computes_the_mix_timing_of_the_preset(tmp_path):
 
 def test_readings_need_the_mix_rows():
     with pytest.raises(FlkitError, match="heterogeneous"):
-        readings.timing_readings(
+        claim_readings.timing_readings(
             _timing(40.0, 37.2).query("experiment == 'identical'"), "heterogeneous"
         )
     with pytest.raises(FlkitError, match="experiment"):

@@ -7,15 +7,18 @@ tests/fixtures/run_configs_cpu.json)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from flkit.experiment import RunConfig
-from flkit.preset_runs import distinct, from_preset, seeds_of, use_threads
+from flkit.preset_runs import DATASET_KEYS, distinct, from_preset, seeds_of, use_threads
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -153,3 +156,61 @@ def test_paper_cost_costs_the_runs_the_study_lists(nb):
         assert [c for c, _ in costed] == [c for c, _ in listed]
     else:
         assert costed == listed
+
+
+# ------------------------------------------------------------------ every preset key is read
+#: keys read by the shared code for every paper (``use_threads``, the preset loader's own keys)
+_SHARED_SOURCES = ("flkit/preset_runs.py", "flkit/workbook/presets.py")
+_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} | set(DATASET_KEYS)
+
+
+def _source(folder: Path, notebook: str) -> str:
+    """The paper folder's code, its notebook's cells and the shared preset code, as one text."""
+    parts = [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))]
+    parts += [(ROOT / s).read_text(encoding="utf-8") for s in _SHARED_SOURCES]
+    nb = ROOT / "notebooks" / notebook
+    if nb.exists():
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        parts += ["".join(c["source"]) for c in cells]
+    return "\n".join(parts)
+
+
+def unread_keys(preset_file: Path) -> list[str]:
+    """Keys of ``preset_file`` that nothing reads: not a RunConfig field (alone or behind a
+    part's prefix, which ``from_preset`` reads), not quoted in the paper folder's code, its
+    notebook or the shared preset code, and matched by none of their f-strings (``f"{method}_lr"``
+    reads ``fedmask_lr``). Such a key is a misspelling that would be ignored without a word."""
+    data = presets.validate_file(preset_file)
+    text = _source(preset_file.parent, data["meta"].get("notebook", ""))
+    quoted = set(re.findall(r"""["']([A-Za-z0-9_]+)["']""", text))
+    # a key built by an f-string: the string is a key's shape, with a literal part to match
+    shapes = re.findall(r"""\bf["']([A-Za-z0-9_]*(?:\{[^}"'\n]*\}[A-Za-z0-9_]*)+)["']""", text)
+    built = [
+        re.compile(re.sub(r"\\\{[^}]*\\\}", "[A-Za-z0-9_]+", re.escape(s)) + "$")
+        for s in shapes
+        if len(re.sub(r"\{[^}]*\}", "", s)) >= 3
+    ]
+    out = []
+    for key in sorted(set().union(*(set(t) for t in data["presets"].values()))):
+        tail = [key[i + 1 :] for i, c in enumerate(key) if c == "_"]
+        if key in _FIELDS or any(t in _FIELDS for t in tail) or key in quoted:
+            continue
+        if not any(p.match(key) for p in built):
+            out.append(key)
+    return out
+
+
+@pytest.mark.parametrize("path", presets.paper_presets(), ids=lambda p: p.parent.name)
+def test_every_preset_key_is_read(path):
+    assert unread_keys(path) == []
+
+
+def test_a_misspelled_key_is_reported(tmp_path):
+    # a new paper's preset with num_clients written num_client: from_preset reads no such key
+    folder = tmp_path / "paper"
+    shutil.copytree(ROOT / "flkit" / "papers" / "_template", folder)
+    text = (folder / "preset.toml").read_text(encoding="utf-8")
+    text = re.sub(r"^(\[(?:smoke|cpu|paper)\][^\n]*\n)", r"\1num_client = 5\n", text, flags=re.M)
+    (folder / "preset.toml").write_text(text, encoding="utf-8")
+    assert unread_keys(folder / "preset.toml") == ["num_client"]
+    assert "num_client" not in from_preset({"num_client": 5}, rounds=1).to_dict()

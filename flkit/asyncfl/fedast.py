@@ -88,6 +88,10 @@ class FedAST:
         )
         self.rng_redistribute = numpy_rng(self.seed, "redistribute")
         self._dispersion = getattr(trainer, "dispersion", None)
+        # a trainer of placeholder updates (a timing run) gives Realloc nothing to measure
+        self._measures = self._dispersion is not None or not getattr(
+            trainer, "placeholder_updates", False
+        )
         self._release = getattr(trainer, "release", None)
 
     # ------------------------------------------------------------------ helpers
@@ -187,11 +191,11 @@ class FedAST:
                 ]
                 self.counter = 0
                 self.estimates = [[] for _ in range(self.M)]
-                if all(math.isfinite(s) for s in sigma):
-                    self._apply_realloc(
-                        realloc_official(sigma, self.sumR, cfg.realloc_unit or cfg.ratio, n_act),
-                        sigma,
-                    )
+                self._check_estimates(sigma)
+                self._apply_realloc(
+                    realloc_official(sigma, self.sumR, cfg.realloc_unit or cfg.ratio, n_act),
+                    sigma,
+                )
         else:  # paper
             if self.counter < self.c_period:
                 return
@@ -213,8 +217,21 @@ class FedAST:
                     else:
                         s2.append(0.0)
                 self.counter = 0
-                if all(math.isfinite(s) for s in s2):
-                    self._apply_realloc(realloc_paper(s2, self.sumR, n_act), s2)
+                self._check_estimates(s2)
+                self._apply_realloc(realloc_paper(s2, self.sumR, n_act), s2)
+
+    def _check_estimates(self, estimates):
+        """Realloc moves requests by these variance estimates: a NaN or infinite one means a
+        task's updates hold NaN or inf (a diverged run) or sum to zero, and no allocation
+        follows from it."""
+        bad = {n: e for n, e in zip(self.names, estimates) if not math.isfinite(e)}
+        if bad:
+            raise FlkitError(
+                f"Realloc at simulated time {self.sim.now:g}: the variance estimate of "
+                + ", ".join(f"task {n!r} is {e}" for n, e in bad.items())
+                + "; accepted: finite estimates (check those tasks' updates for NaN or inf, "
+                "or a mean update of zero)"
+            )
 
     def _apply_realloc(self, new_requests, estimates):
         self.R = list(new_requests)
@@ -357,7 +374,7 @@ class FedAST:
             n_events += 1
             m = req.task
             upd = self._update_of(req)
-            if dynamic:
+            if dynamic and self._measures:
                 self._bookkeeping(m, upd)
             self.buf[m].append(upd)
             self.bstale[m].append(req.staleness)

@@ -33,6 +33,8 @@ class Trainer(Protocol):
       the official rule excludes bias tensors).
     - ``loss(task, update) -> float`` — reported local training loss (Sync-UCB-ST only).
     - ``release(task, version)`` — the scheduler no longer needs that stored version.
+    - ``placeholder_updates = True`` — the updates are stand-ins (a timing run): option D's
+      Realloc has nothing to measure and is off, unless ``dispersion`` is given.
     """
 
     def train(self, task: str, version: int, client_ids: list) -> list: ...

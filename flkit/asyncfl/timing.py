@@ -9,8 +9,9 @@ for regime indicators, cost counts, schedule figures and the simulator's benchma
 No target is ever reached (evaluation is 0), so a timing run goes to its horizon. Option D's
 Realloc moves requests by the dispersion of real updates, which a timing run has none of:
 :func:`timing_config` runs FedAST option D as option S with b = ceil(R / r), the timing option D has
-until its first reallocation. NoBuffer keeps its option; with D its Realloc reads the placeholders'
-dispersion as NaN and never reallocates, so it too keeps its first allocation.
+until its first reallocation. NoBuffer keeps its option D, and with it D's handling of a finished
+task's requests (not re-sent, as S would); its Realloc is off (``placeholder_updates``), so it
+keeps its first allocation.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ class TimingTrainer:
     """A trainer that trains nothing: updates are placeholders, aggregation only counts versions,
     evaluation is 0 (no target is ever reached). What a run then records is its timing alone.
 
-    Subclass it to record what the scheduler asks for (the clients it trains, the tests)."""
+    Subclass it to record what the scheduler asks for (the clients it trains, the tests); a
+    subclass that defines ``dispersion(task, updates)`` turns Realloc back on."""
+
+    #: the updates are placeholders: Realloc has no dispersion to measure and stays off
+    placeholder_updates = True
 
     def __init__(self):
         self.v: dict = {}

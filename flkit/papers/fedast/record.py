@@ -1,5 +1,5 @@
 """What notebook 03 puts into its report: each section's numbers beside the paper's and the
-verdicts of its claims (``claims``), with the regime readings (``readings``) and the trained
+verdicts of its claims (``claims``), with the regime readings (``claim_readings``) and the trained
 runs' own Sync-ST rounds and staleness (``run_evidence``) in the evidence of every FedAST-vs-Sync
 claim. The paper's number goes beside ours only where it measures the same
 thing; where the settings differ the note says so.
@@ -15,7 +15,7 @@ import pandas as pd
 
 from flkit.workbook import verdict
 
-from . import claims, configs, readings, run_evidence, timing_only
+from . import claim_readings, claims, configs, run_evidence, timing_only
 from .numbers import NUMBERS
 
 __all__ = [
@@ -97,7 +97,7 @@ def record_sync_variants(
         "ucb_bayes_near": "Sync-UCB-ST and Sync-Bayes-ST ≈ Sync-ST "
         f"(within {100 * claims.NEAR:g} %), every seed",
     }
-    fig2_readings = readings.timing_readings(timing, "fig2")
+    fig2_readings = claim_readings.timing_readings(timing, "fig2")
     for key, text in texts.items():
         holds, evidence = v[key]
         _claim(
@@ -131,7 +131,7 @@ def record_gain(
         seeds,
         f"{ev}; at M = {most_tasks}: {note}",
         "Fig. 5",
-        readings.timing_readings(timing, "fig5"),
+        claim_readings.timing_readings(timing, "fig5"),
         "gain at the largest M > gain at the smallest M, in every seed",
     )
 
@@ -167,7 +167,7 @@ def record_active(
         _seeds(act),
         f"{ev}; centralised {central:.3f}",
         "Figs. 3/13",
-        readings.timing_readings(timing, "fig3"),
+        claim_readings.timing_readings(timing, "fig3"),
         f"FedAST − NoBuffer within {claims.EQUAL_GAP:g} at the fewest active clients and above "
         f"{claims.MIN_GAP:g} at the most",
     )
@@ -200,7 +200,7 @@ def record_nobuffer(
         seeds,
         f"{ev}; {note}",
         "Fig. 4",
-        readings.timing_readings(timing, "fig4"),
+        claim_readings.timing_readings(timing, "fig4"),
         "NoBuffer's mean |Δacc| per time step > FedAST's, in every seed",
     )
 
@@ -231,7 +231,7 @@ def _mix_timing(preset, seeds, timing=None, reuse_for=None) -> pd.DataFrame:
 def _readings(timing: pd.DataFrame) -> list:
     """The regime readings the heterogeneous claims depend on: timing-only, ours beside the
     paper setting's, both from ``timing``."""
-    return readings.timing_readings(timing, "heterogeneous")
+    return claim_readings.timing_readings(timing, "heterogeneous")
 
 
 _HET_TEST = (
@@ -365,7 +365,7 @@ def record_buffer(report, preset, buf: pd.DataFrame):
         _seeds(buf),
         ev,
         "Figs. 8/9",
-        readings.buffer_readings(preset),
+        claim_readings.buffer_readings(preset),
         "the best b is neither the smallest nor the largest swept",
     )
 
@@ -386,7 +386,7 @@ def record_k(report, preset, ksw: pd.DataFrame):
         _seeds(ksw),
         ev,
         "Figs. 10-12",
-        readings.k_readings(preset),
+        claim_readings.k_readings(preset),
         "a larger k gives longer mean rounds and fewer rounds",
     )
 
@@ -414,7 +414,7 @@ def record_dynamic(report, dvs: pd.DataFrame, timing=None) -> pd.DataFrame:
             None,
             evidence=ev,
             paper="Figs. 21-26",
-            regime=readings.timing_readings(timing, "dynamic"),
+            regime=claim_readings.timing_readings(timing, "dynamic"),
             seeds=_seeds(dvs),
             reason="one target level: whether the gain grows with difficulty is not measured; at "
             f"face value the small-margin half {half}"
@@ -428,7 +428,7 @@ def record_dynamic(report, dvs: pd.DataFrame, timing=None) -> pd.DataFrame:
             _seeds(dvs),
             ev,
             "Figs. 21-26",
-            readings.timing_readings(timing, "dynamic"),
+            claim_readings.timing_readings(timing, "dynamic"),
             "dynamic's gain over static > 0 at every target level and larger at the harder one",
         )
     return table

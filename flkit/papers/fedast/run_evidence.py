@@ -6,7 +6,7 @@ These are evidence, not regime indicators: a trained run stops each task at its 
 rounds shorten and its update rate thins out as tasks finish, and both depend on the targets,
 not on the timing alone. They have no rule, the paper reports no staleness of its trained runs,
 and the claims are judged by the timing-only indicators of ``regime.REGIME`` (read through
-:mod:`.readings`). So ``REGIME.table`` cannot render them, and they live here."""
+:mod:`.claim_readings`). So ``REGIME.table`` cannot render them, and they live here."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from ...prune import (
     weight_fraction,
 )
 from ...utils import FlkitError, check_choice, derive_seed
+from ...workbook.tables import captioned
 from .numbers import SETTINGS as PAPER_SETTINGS
 from .regime import FIRST_FLIP_ROUND, chance, plateau_rise
 
@@ -286,18 +287,6 @@ def time_table(runs: pd.DataFrame) -> pd.DataFrame:
         .mean()
         .rename(columns={"sum": "total_s", "mean": "per_round_s"})
         .reset_index()
-    )
-
-
-def captioned(table: pd.DataFrame, caption: str, digits: int):
-    """``table`` rounded to ``digits`` as a Styler with ``caption`` above it, in bold: two tables
-    shown one under the other read as one without a title each. NaN shows as a dash."""
-    styles = [{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}]
-    return (
-        table.round(digits)
-        .style.set_caption(caption)
-        .set_table_styles(styles)
-        .format(precision=digits, na_rep="–")
     )
 
 
