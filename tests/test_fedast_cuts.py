@@ -6,6 +6,9 @@ regime readings, version 0 in ``describe``). Expected values are computed by han
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -226,6 +229,34 @@ def test_timing_readings_by_hand():
     outside = claim_readings.timing_readings(_timing(12.1), "fig5")
     assert [r.inside for r in outside] == [False, True, True]
     assert claim_readings.timing_readings(None, "fig2") == []
+
+
+_MEASURED_KEYS = """
+import pandas as pd
+from flkit.papers.fedast.regime import TIMING_CLAIMS, measure
+rows = {(e, k) for e, keys in TIMING_CLAIMS.values() for k in keys}
+timing = pd.DataFrame(
+    [{"experiment": e, "key": k, "ours": 1.0, "paper": 1.0} for e, k in sorted(rows)]
+)
+print(list(measure(timing=timing)))
+"""
+
+
+def test_measured_keys_keep_one_order_whatever_the_string_hash():
+    """A recorded claim's measurements come out in one order in every run: Python's string hash
+    (and with it a set's order) changes from process to process, so three hash seeds must give
+    one key order."""
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", _MEASURED_KEYS],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(3)
+    }
+    assert len(orders) == 1 and orders.pop().count("@paper") > 5
 
 
 def test_timing_readings_bad_input():

@@ -156,7 +156,9 @@ def measure(timing: pd.DataFrame | None = None, preset=None) -> dict:
     is not measured."""
     out: dict = {}
     if timing is not None:
-        for exp, key in {(e, k) for e, keys in TIMING_CLAIMS.values() for k in keys}:
+        # in TIMING_CLAIMS' order (a set's order follows the string hash, which changes from run
+        # to run, and so would every recorded claim's measurements)
+        for exp, key in dict.fromkeys((e, k) for e, keys in TIMING_CLAIMS.values() for k in keys):
             rows = timing[(timing.experiment == exp) & (timing.key == key)]
             if rows.empty:
                 continue
