@@ -3,6 +3,8 @@ paper folder's numbers.py quotes, labelled as the paper's."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import matplotlib
 import pandas as pd
 import pytest
@@ -132,6 +134,46 @@ def test_fedast_het_figures_legend_covers_no_axes(which):
         assert not box.overlaps(x.get_window_extent(renderer))
     # the legend stays on the figure
     assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+
+
+def test_fedast_fig14_legend_covers_no_axes():
+    """Fig. 14's eight curves (two methods x four tasks) are named in a legend below both panels
+    (inside, it sat over the curves of the slower tasks); Fig. 13 keeps its own two-entry
+    legend."""
+    import pandas as pd
+
+    from flkit.papers.fedast import figures
+
+    def run(level):
+        hist = [
+            {"task": t, "round": r, "sim_time": float(r), "accuracy": 0.5, "test_loss": level * i}
+            for i, t in enumerate(("mnist", "fmnist", "cifar10", "shakespeare"), start=1)
+            for r in range(0, 41, 4)
+        ]
+        tasks = ["mnist", "fmnist", "cifar10", "shakespeare"]
+        return SimpleNamespace(history=hist, tasks=tasks, completion_time={})
+
+    act = pd.DataFrame(
+        [
+            {"label": m, "active": a, "seed": s, "final_test_loss": 0.6 + 0.1 * s + a / 500}
+            for m in ("FedAST", "FedAST-NoBuffer")
+            for a in (12, 96)
+            for s in (0, 1)
+        ]
+    )
+    fig = figures.test_loss_figure(act, run(1.0), run(0.8))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert len(fig.legends) == 1 and fig.axes[1].get_legend() is None
+    assert len(fig.legends[0].get_texts()) == 8
+    box = fig.legends[0].get_window_extent(renderer)
+    for x in fig.axes:
+        assert not box.overlaps(x.get_window_extent(renderer))
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "FedAST",
+        "FedAST-NoBuffer",
+    ]
 
 
 def test_feddip_accuracy_vs_round_says_no_paper_values_and_its_setting():

@@ -92,7 +92,8 @@ def gain_figure(preset, gains: pd.DataFrame, df: pd.DataFrame):
 def active_figure(preset, act: pd.DataFrame, central: float, largest: dict):
     """Figs. 3/13 left: final accuracy vs active requests beside the centralised reference;
     right: the staleness histogram of ``largest`` ({label: run} at the largest R)."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    # taller than one row needs: Fig. 14's eight curves have their legend below, off the data
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
     sweep_plot(
         act,
         "active",
@@ -128,7 +129,8 @@ def nobuffer_figure(preset, fedast, nobuffer):
 def test_loss_figure(act: pd.DataFrame, fedast, nobuffer):
     """Figs. 13/14: final test loss vs active requests; test loss over time of FedAST and
     NoBuffer on the heterogeneous tasks (one seed)."""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    # taller than one row needs: Fig. 14's eight curves have their legend below, off the data
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
     sweep_plot(
         act,
         "active",
@@ -147,6 +149,7 @@ def test_loss_figure(act: pd.DataFrame, fedast, nobuffer):
         metric="test_loss",
         title="Fig. 14: test loss over time",
     )
+    plots.legend_below(fig, a2)
     return fig
 
 
@@ -187,7 +190,8 @@ def buffer_figure(preset, buf: pd.DataFrame):
     requests, best = preset["buffer_requests"], NUMBERS["buffer_best_ratio"]
     b_paper = requests / best
     paper = dict(paper_x=b_paper, paper_label=f"paper's best R/b = {best} (b = {b_paper:.2g})")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.6))
+    # taller than one row needs: Fig. 14's eight curves have their legend below, off the data
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
     sweep_plot(
         buf,
         "buffer",
