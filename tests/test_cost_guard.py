@@ -59,7 +59,7 @@ def test_cpu_estimate_sums_the_measured_run_times():
 
 def test_long_estimate_sums_the_measured_notebooks():
     est = estimate("long", {n: 1 for n in ("01_stc_projection", "02_feddip", "03_fedast")})
-    assert est.seconds == pytest.approx((102.7 + 31.6 + 61.7) * 60)
+    assert est.seconds == pytest.approx((102.7 + 24.5 + 61.7) * 60)
     assert not est.unknown
 
 

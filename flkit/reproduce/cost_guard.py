@@ -40,7 +40,7 @@ ASK_ABOVE_S = 3600.0
 #: timed at the current settings, date); seed 0, ``flkit reproduce``, alone on 2 CPU cores
 LONG_RUN_TIMES: dict[str, tuple[float | None, str]] = {
     "01_stc_projection": (102.7 * 60, "2026-11-28"),
-    "02_feddip": (31.6 * 60, "2026-11-29"),
+    "02_feddip": (24.5 * 60, "2026-11-29"),
     "03_fedast": (61.7 * 60, "2026-11-27"),
     "04_hidenseek": (47.1 * 60, "2026-11-28"),
 }
