@@ -325,3 +325,13 @@ def test_same_curve_accepts_rounding_and_names_bad_rounds():
         primer.same_curve([0.5, 0.62, 0.7], h)
     with pytest.raises(FlkitError, match="eval_every"):
         primer.same_curve([0.5, 0.6], h)
+
+
+def test_describe_says_the_smoke_setting_by_hand():
+    # [smoke] of flkit/papers/fl_primer/preset.toml: MNIST, mlp_mnist, 20 clients, 5 per round,
+    # 4 rounds; 2000 training samples as the caller counted them
+    text = primer.describe(presets.load("00_fl_primer", "smoke"), 3, "cpu", 2000)
+    assert text == (
+        "**Preset `smoke`**, seed 3, device `cpu`: mnist (2,000 training samples), model "
+        "`mlp_mnist`, 20 clients, 5 per round, 4 rounds."
+    )

@@ -262,3 +262,14 @@ def test_config_takes_the_device():
     assert study.config(pre, "unstale", 0).key() == named.key()
     with pytest.raises(FlkitError, match="'tpu'.*accepted"):
         study.config(pre, "unstale", 0, device="tpu")
+
+
+def test_describe_says_the_smoke_setting_by_hand():
+    from flkit.workbook import presets
+
+    # [smoke] of flkit/papers/staleness/preset.toml: MNIST, 10 clients, 5 per round, 5 rounds,
+    # tau 2, inversions of 4 samples in 6 iterations
+    assert study.describe(presets.load("05_staleness", "smoke")) == (
+        "**Preset `smoke`**: mnist, 10 clients, 5 per round, 5 rounds, staleness τ = 2 rounds; "
+        "each inversion fits 4 surrogate samples in 6 iterations."
+    )

@@ -30,6 +30,7 @@ from flkit.state import flatten, param_names
 from flkit.utils import FlkitError, check_range
 
 __all__ = [
+    "describe",
     "load_data",
     "configs",
     "runs",
@@ -53,6 +54,17 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ settings
+def describe(preset, seed: int, device: str, train_samples: int) -> str:
+    """Markdown: the preset, seed and device of this run, its data (``train_samples`` training
+    samples), model, clients and rounds."""
+    return (
+        f"**Preset `{preset.name}`**, seed {seed}, device `{device}`: {preset['dataset']} "
+        f"({train_samples:,} training samples), model `{preset['model']}`, "
+        f"{preset['num_clients']} clients, {preset['clients_per_round']} per round, "
+        f"{preset['rounds']} rounds."
+    )
+
+
 def load_data(preset: Mapping, device="auto"):
     """The preset's dataset on `device` (train_subset/test_subset 0 = the whole split)."""
     kw = {

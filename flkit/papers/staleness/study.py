@@ -30,6 +30,17 @@ NAMES = {
 _SETUPS: dict = {}
 
 
+def describe(preset) -> str:
+    """Markdown: the data, clients, staleness and rounds this preset runs, and the size of each
+    gradient inversion."""
+    return (
+        f"**Preset `{preset.name}`**: {preset['dataset']}, {preset['num_clients']} clients, "
+        f"{preset['clients_per_round']} per round, {preset['rounds']} rounds, staleness "
+        f"τ = {preset['tau']} rounds; each inversion fits {preset['gi_size']} surrogate samples "
+        f"in {preset['gi_iters']} iterations."
+    )
+
+
 def config(
     preset,
     method: str,
