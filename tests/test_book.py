@@ -302,6 +302,10 @@ def test_book_builds_every_page_and_figure_from_stored_outputs(stand_in, tmp_pat
     # the book's own styles are on every page
     assert (html / "_static" / "book.css").is_file()
     assert "_static/book.css" in demo
+    # a styled table's cells are padded (the theme pads only its own tables: "59.114.3")
+    css = (html / "_static" / "book.css").read_text(encoding="utf-8")
+    padded = r"\.output table th \{\s*padding: [0-9.]+rem [0-9.]*[1-9]"
+    assert re.search(padded, css)
     # the exercise as a student gets it: the stub, the visible check, no answer, no verdict
     assert "NotImplementedError" in demo and "check_bytes" in demo
     for answer in (SOLUTION_LINE, HIDDEN_LINE, "BEGIN SOLUTION", "628000", VERDICT):
