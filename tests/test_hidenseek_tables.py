@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
+from styled_table import caption as _caption
+from styled_table import cells as _cells
 
 from flkit.papers.hidenseek import study
-
-
-def _cells(styler) -> list[str]:
-    """The data cells of a rendered Styler, row by row."""
-    return re.findall(
-        r'<td id="T_\w+_row\d+_col\d+" class="data[^"]*" >([^<]*)</td>', styler.to_html()
-    )
-
-
-def _caption(styler) -> list[str]:
-    return re.findall(r"<caption>([^<]*)</caption>", styler.to_html())
 
 
 def test_accuracy_views_caption_each_table_and_keep_the_numbers():

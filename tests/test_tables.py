@@ -4,25 +4,21 @@ kind of cell by hand."""
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from styled_table import caption, cells
 
 from flkit.workbook.tables import MISSING, captioned, cell_text
 
 
-def _cells(styler) -> list[str]:
-    return re.findall(r"<td [^>]*>([^<]*)</td>", styler.to_html())
-
-
 def test_a_captioned_table_is_rounded_titled_above_and_dashes_missing_values():
     table = pd.DataFrame({"acc": [91.2345, math.nan]}, index=["fedavg", "hidenseek"])
-    html = captioned(table, "Table 1: final accuracy (%)", 1).to_html()
-    assert "<caption>Table 1: final accuracy (%)</caption>" in html
-    assert "caption-side: top" in html and "font-weight: bold" in html
-    assert _cells(captioned(table, "t", 1)) == ["91.2", MISSING]  # 1 decimal; NaN as a dash
+    shown = captioned(table, "Table 1: final accuracy (%)", 1)
+    assert caption(shown) == ["Table 1: final accuracy (%)"]
+    assert "caption-side: top" in shown.to_html() and "font-weight: bold" in shown.to_html()
+    assert cells(shown) == ["91.2", MISSING]  # 1 decimal; NaN as a dash
     assert table.loc["fedavg", "acc"] == 91.2345  # the caller's table is untouched
 
 
@@ -35,9 +31,9 @@ def test_an_object_table_shows_no_none():
         ],
         dtype=object,
     )
-    cells = _cells(captioned(table, "evidence"))
-    assert "None" not in " ".join(cells)
-    assert cells == ["STC: rounds", "157", MISSING, f"{MISSING}, 53.0", "share", MISSING, "0.881",
+    shown = cells(captioned(table, "evidence"))
+    assert "None" not in " ".join(shown)
+    assert shown == ["STC: rounds", "157", MISSING, f"{MISSING}, 53.0", "share", MISSING, "0.881",
                      "0.925, 0.838"]  # fmt: skip
 
 

@@ -44,6 +44,7 @@ from .course_dir import ASSIGNMENT, environment, generate
 from .exercise_cells import skip_unneeded
 from .hidden_tests import seal_cell, seal_hidden_tests
 from .seal import REPORT
+from .student_version import INSTRUCTOR_MARKERS  # a release never writes over a file with one
 from .tampering import findings
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "note")
@@ -60,10 +61,6 @@ def _select(notebooks_dir, only) -> dict[str, Path]:
     if not only:
         return found
     return {n: found[n] for n in dict.fromkeys(match_notebook(o, list(found)) for o in only)}
-
-
-#: what only an instructor notebook holds: a release never writes over a file that has one
-INSTRUCTOR_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 
 
 def _check_release_target(dest: Path, notebooks: dict[str, Path]) -> None:

@@ -16,7 +16,11 @@ import json
 from ..utils import FlkitError
 from .course_dir import release_config
 
-__all__ = ["is_graded", "student_sources"]
+__all__ = ["INSTRUCTOR_MARKERS", "is_graded", "student_sources"]
+
+#: nbgrader's delimiters of what only the instructor version holds: the release removes each region
+#: they open, so no student version (and no page built from one) may show them
+INSTRUCTOR_MARKERS = ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS")
 
 
 def is_graded(cell: dict) -> bool:

@@ -14,6 +14,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..course.student_version import INSTRUCTOR_MARKERS
+
 __all__ = ["Page", "read_page", "check_site"]
 
 # Sphinx's own folders: assets and copies of the sources, not pages
@@ -25,7 +27,8 @@ _VOID = ("img", "br", "hr", "input", "link", "meta", "source", "wbr")
 # dashes the HTML builder makes of them ("|---|" becomes "|—|")
 _TABLE_ROW = re.compile(r"\|\s*:?[-\u2013\u2014]+:?\s*\|")
 # nbgrader's delimiters of what only the instructor version holds, whatever comment marks them
-ANSWER_MARKERS = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
+# (in a page's prose the "###" may be gone)
+ANSWER_MARKERS = tuple(m.lstrip("# ") for m in INSTRUCTOR_MARKERS)
 #: where Sphinx puts the images of a page (notebook outputs included)
 IMAGES_DIR = "_images"
 
