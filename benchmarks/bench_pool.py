@@ -1,6 +1,15 @@
-"""Does the run pool pay on this CPU? Two runs packed as two one-thread workers at once (A)
-against the same two runs one after another at two threads each (B), the way ``flkit reproduce``
-trains with and without ``--no-pool`` on a 2-core machine.
+"""Does the run pool pay on this CPU? Two comparisons (``--compare``):
+
+- ``threads`` (default): runs packed as one-thread workers, one per core, at once (A) against the
+  same runs one after another at two threads each (B): whether ``FLKIT_THREADS=1`` pays on a
+  2-core machine. The two compute other runs (a CPU run's floats depend on its thread count).
+- ``pool``: a notebook's runs at the thread count they have in ``flkit reproduce`` (the count its
+  preset pins, else ``FLKIT_THREADS`` or torch's default), the pool on every core (A) against the
+  same runs one after another (B), as a notebook that trains its runs in its kernel does with
+  ``--no-pool`` (03's notebook runs its simulations in worker processes of its own). The runs
+  are the same, so what each computed (a training's history, less its wall-clock columns, and
+  final weights; a simulation's result) must be equal bit for bit in A and B, and the benchmark
+  checks that it is.
 
 Both go through the pool's own workers (a fresh process per run, so process start-up and data
 loading count alike in A and B); every repetition trains into fresh, empty run caches; A and B
@@ -8,6 +17,7 @@ alternate (A B A B ...) so that a change in the machine's load hits both. Prints
 the median wall time of each and their ratio, and with ``--out`` writes them as JSON.
 
     python benchmarks/bench_pool.py                                   # 02's first two cpu runs
+    python benchmarks/bench_pool.py --compare pool --notebook 04_hidenseek --runs 4
     python benchmarks/bench_pool.py --notebook 00_fl_primer --preset smoke --reps 3  # a check
 
 Run it alone on the machine: anything else running changes both numbers."""
@@ -26,22 +36,45 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # flkit from this checkout
 
+from flkit.reproduce.plan import run_threads  # noqa: E402
 from flkit.reproduce.pool import Pool, PoolPlan  # noqa: E402
 from flkit.reproduce.pool_jobs import notebook_jobs  # noqa: E402
 from flkit.reproduce.pool_slots import Slots, cpu_cores  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
 
 
-def jobs_of(notebook: str, preset: str, count: int, threads: int) -> list:
-    """The first ``count`` runs of ``notebook`` at ``preset`` (notebook seed 0), at ``threads``
-    torch threads each."""
-    jobs = [j for j in notebook_jobs(notebook, preset, [0], {}, threads) if j.kind == "run"]
+def jobs_of(notebook: str, preset: str, count: int, threads: int | None) -> list:
+    """The first ``count`` runs of ``notebook`` at ``preset`` (notebook seed 0; trainings or
+    FedAST simulations), at ``threads`` torch threads each, or (None) at the count ``flkit
+    reproduce`` gives them."""
+    jobs = notebook_jobs(notebook, preset, [0], {}, run_threads())
     if len(jobs) < count:
         raise FlkitError(f"{notebook} at {preset} has {len(jobs)} runs; accepted: --runs <= that")
+    if threads is None:
+        return jobs[:count]
     return [dataclasses.replace(j, threads=threads) for j in jobs[:count]]
+
+
+def fingerprint(job, root: Path) -> tuple:
+    """What a run computed, less its wall-clock times: a training's history.csv without its
+    ``*_seconds`` columns and its final weights' bytes; a simulation's result.json without its
+    ``*_seconds`` statistics."""
+    folder = job.folder(root)
+    if job.kind == "simulation":
+        result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        result["stats"] = {k: v for k, v in result["stats"].items() if not k.endswith("_seconds")}
+        return (result,)
+    rows = [line.split(",") for line in (folder / "history.csv").read_text().splitlines()]
+    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
+    history = [[r[i] for i in keep if i < len(r)] for r in rows]
+    state = torch.load(folder / "final_state.pt", map_location="cpu", weights_only=False)
+    weights = {k: v.numpy().tobytes() for k, v in state.items() if torch.is_tensor(v)}
+    return history, weights
 
 
 def timed(jobs: list, cores: int, root: Path) -> float:
@@ -56,6 +89,7 @@ def timed(jobs: list, cores: int, root: Path) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--compare", choices=("threads", "pool"), default="threads")
     ap.add_argument("--notebook", default="02_feddip")
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--runs", type=int, default=2, help="runs per measurement (default: 2)")
@@ -69,32 +103,61 @@ def main(argv=None) -> int:
     cores = cpu_cores()
     if cores < 2:
         raise FlkitError(f"this machine gives the process {cores} core; accepted: 2 or more")
-    packed = jobs_of(a.notebook, a.preset, a.runs, 1)  # A: one thread each, two at once
-    serial = jobs_of(a.notebook, a.preset, a.runs, 2)  # B: two threads each, one at a time
+    if a.compare == "threads":
+        packed = jobs_of(a.notebook, a.preset, a.runs, 1)  # A: one thread each, one per core
+        serial = jobs_of(a.notebook, a.preset, a.runs, 2)  # B: two threads each, one at a time
+        serial_cores = 2
+        names = ("packed, 1 thread each", "one after another, 2 threads each")
+    else:
+        packed = serial = jobs_of(a.notebook, a.preset, a.runs, None)  # their own thread count
+        threads = packed[0].threads
+        if threads * 2 > cores:
+            raise FlkitError(
+                f"{a.notebook}'s runs compute with {threads} threads, so {cores} cores hold one "
+                f"at a time and the pool has nothing to pack; accepted: a notebook whose preset "
+                f"pins fewer threads, or FLKIT_THREADS <= {cores // 2}"
+            )
+        serial_cores = threads  # one at a time, as the notebook trains them with --no-pool
+        names = (f"the pool on {cores} cores", f"one after another ({threads} thread(s) each)")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     scratch = Path(tempfile.mkdtemp(prefix="flkit-bench-pool-"))
     for j in packed + serial:  # the data decoded and checksummed once, before any timing
         j.folder(scratch / "warm")
     times = {"A": [], "B": []}
+    same = None
     try:
         for rep in range(a.reps):
-            for mode, jobs in (("A", packed), ("B", serial)):
+            for mode, jobs, use in (("A", packed, cores), ("B", serial, serial_cores)):
                 root = scratch / f"{mode}{rep}"
-                times[mode].append(timed(jobs, 2, root))
+                times[mode].append(timed(jobs, use, root))
+                if a.compare == "pool" and rep == 0:  # the same runs: the same numbers
+                    printed = [fingerprint(j, root) for j in jobs]
+                    if mode == "A":
+                        first = printed
+                    else:
+                        same = printed == first
+                        if not same:
+                            bad = [j.label() for j, x, y in zip(jobs, first, printed) if x != y]
+                            raise FlkitError(f"packed and alone differ for {', '.join(bad)}")
                 shutil.rmtree(root)
                 print(f"rep {rep + 1}/{a.reps} {mode}: {times[mode][-1]:.1f} s", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     out = {
+        "compare": a.compare,
         "notebook": a.notebook,
         "preset": a.preset,
         "runs": [j.label() for j in packed],
+        "threads": {"A": packed[0].threads, "B": serial[0].threads},
         "reps": a.reps,
         "cores": cores,
         "machine": platform.node(),
         "load_average_at_start": load,
-        "A_packed_1_thread_s": times["A"],
-        "B_serial_2_threads_s": times["B"],
+        "A": names[0],
+        "B": names[1],
+        "A_s": times["A"],
+        "B_s": times["B"],
+        "same_numbers": same,
     }
     for mode in ("A", "B"):
         out[f"{mode}_min_s"] = min(times[mode])
@@ -102,10 +165,10 @@ def main(argv=None) -> int:
     out["speedup_median"] = out["B_median_s"] / out["A_median_s"]
     out["speedup_min"] = out["B_min_s"] / out["A_min_s"]
     print(
-        f"A (packed, 1 thread each): min {out['A_min_s']:.1f} s, median {out['A_median_s']:.1f} s"
-        f"\nB (one after another, 2 threads): min {out['B_min_s']:.1f} s, median "
-        f"{out['B_median_s']:.1f} s\nB / A: {out['speedup_median']:.2f} (medians), "
-        f"{out['speedup_min']:.2f} (minima)"
+        f"A ({names[0]}): min {out['A_min_s']:.1f} s, median {out['A_median_s']:.1f} s"
+        f"\nB ({names[1]}): min {out['B_min_s']:.1f} s, median {out['B_median_s']:.1f} s"
+        f"\nB / A: {out['speedup_median']:.2f} (medians), {out['speedup_min']:.2f} (minima)"
+        + ("" if same is None else "\nwhat every run computed: equal in A and B")
     )
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

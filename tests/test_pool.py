@@ -1,7 +1,8 @@
 """The run pool (flkit/reproduce/pool.py) on the CPU: runs packed two at a time write, byte for
 byte, the histories they write alone at the same thread count; the pool's order changes no
 number; a worker killed mid-run leaves a checkpoint that the next pool resumes from, to the same
-history; bad settings are refused, with the accepted ones, before any training."""
+history; runs the cores hold only one at a time are left to their notebooks; bad settings are
+refused, with the accepted ones, before any training."""
 
 from __future__ import annotations
 
@@ -270,7 +271,14 @@ def driver_threads(monkeypatch):
     torch.set_num_threads(before)
 
 
-def test_a_cpu_pool_run_computes_with_the_executors_thread_count(tmp_path, driver_threads):
+@pytest.fixture
+def cores(monkeypatch):
+    """A machine of 8 cores, whatever this one has: the pool packs by the cores it is given."""
+    monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 8)
+    return 8
+
+
+def test_a_cpu_pool_run_computes_with_the_executors_thread_count(tmp_path, driver_threads, cores):
     # the count the executors hand every notebook's kernel (plan.with_threads) is the one a pooled
     # run of a preset that pins none computes with: same floats, same cache folder as unpooled
     from flkit.reproduce.plan import with_threads
@@ -285,18 +293,42 @@ def test_a_cpu_pool_run_computes_with_the_executors_thread_count(tmp_path, drive
     assert costs == sorted(costs, reverse=True)  # the dearest start first
 
 
-def test_a_cpu_pool_run_follows_flkit_threads(tmp_path, driver_threads, monkeypatch):
+def test_a_cpu_pool_run_follows_flkit_threads(tmp_path, driver_threads, cores, monkeypatch):
     monkeypatch.setenv("FLKIT_THREADS", "1")
     pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip"]), root=tmp_path / "cache")
     assert {j.threads for j in pooled.jobs} == {1}
     assert pooled.slots.capacity() == pooled.slots.cores  # one core a run
 
 
-def test_a_preset_that_pins_its_threads_keeps_them_in_the_pool(tmp_path, driver_threads):
+def test_a_preset_that_pins_its_threads_keeps_them_in_the_pool(tmp_path, driver_threads, cores):
     pinned = presets.load("03_fedast", "smoke")["threads"]
     assert pinned not in (0, driver_threads)
     pooled = prepare_pool(_plan_dict(tmp_path, ["03_fedast"]), root=tmp_path / "cache")
     assert pooled.jobs and {j.threads for j in pooled.jobs} == {pinned}
+
+
+def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_path, monkeypatch):
+    # 2 cores: 02's smoke runs at 2 threads go one at a time, where a worker per run only adds
+    # its start-up; 03's simulations pin 1 thread, so two go at once and the pool keeps them
+    monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 2)
+    monkeypatch.setenv("FLKIT_THREADS", "2")
+    pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip", "03_fedast"]), root=tmp_path / "c")
+    assert pooled.jobs and {j.notebook for j in pooled.jobs} == {"03_fedast"}
+    assert {j.threads for j in pooled.jobs} == {1} and pooled.slots.capacity() == 2
+    assert pooled.notes == [
+        "02_feddip trains its own 12 run(s): each computes with 2 torch thread(s), so the 2 "
+        "core(s) hold one at a time and a worker process per run would only add its start-up"
+    ]
+    # at one thread a run, 02's runs pack two to the 2 cores and the pool takes them
+    monkeypatch.setenv("FLKIT_THREADS", "1")
+    pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip"]), root=tmp_path / "c")
+    assert len(pooled.jobs) == 12 and pooled.notes == []
+    # on a GPU the pool keeps every run, whatever its CPU thread count
+    monkeypatch.setenv("FLKIT_THREADS", "2")
+    big = [{"index": 0, "name": "A", "free": 80 * 2**30, "total": 80 * 2**30}]
+    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: big)
+    pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip"]), root=tmp_path / "c")
+    assert len(pooled.jobs) == 12 and pooled.slots.gpu and pooled.notes == []
 
 
 def test_a_notebook_whose_runs_cannot_be_listed_trains_them_itself(tmp_path):

@@ -5,8 +5,10 @@ A notebook's runs are known before it executes: its paper folder's ``study.runs(
 lists them (:mod:`flkit.preset_runs`, :mod:`.pool_jobs`). The pool trains each in a worker
 process of its own (:mod:`.pool_worker`), as many at a time as the machine holds
 (:mod:`.pool_slots`): on a CPU machine, as many runs as the cores hold at the executors' torch
-thread count (``$FLKIT_THREADS``, else the driver's: :func:`.plan.run_threads`); on a GPU machine,
-several runs per GPU on every chosen GPU. A run's numbers never depend on the packing or the
+thread count (``$FLKIT_THREADS``, else the driver's: :func:`.plan.run_threads`), and only runs two
+of which fit at once (one that takes every core is faster in its notebook's kernel, which has
+already started Python, torch and the data); on a GPU machine, several runs per GPU on every
+chosen GPU. A run's numbers never depend on the packing or the
 order: each worker is a fresh process that computes its run exactly as the notebook would without
 the pool (same config, device type, backend and thread count, hence the same cache folder and the
 same floats).
@@ -83,7 +85,7 @@ class PoolPlan:
     root: Path
     device: str = "auto"
     cached: int = 0
-    threads: int | None = None  # torch threads of a run on the CPU (None: the runs go to GPUs)
+    threads: int | None = None  # torch threads of a CPU run, the most (None: the runs go to GPUs)
     notes: list[str] = field(default_factory=list)
     log_dir: Path | None = None
     allow_reduced: bool = False
@@ -163,6 +165,8 @@ def prepare_pool(
             if key not in seen:
                 seen.add(key)
                 jobs.append(job)
+    if not chosen:
+        jobs = _packable(jobs, cpu_cores(), notes)
     place = "auto" if chosen else device
     todo, cached = [], 0
     for job in jobs:
@@ -175,6 +179,8 @@ def prepare_pool(
             cached += 1
         else:
             todo.append(job)
+    # a preset may pin fewer threads than the executors': the runs' own count sets how many fit
+    threads = max((j.threads for j in todo), default=threads)
     slots = Slots(cpu_cores(), threads=threads)
     if chosen:
         loaded: dict = {}
@@ -193,6 +199,27 @@ def prepare_pool(
         checkpoint_every,
         checkpoint_seconds,
     )
+
+
+def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob]:
+    """The CPU jobs two of which fit the ``cores`` at once; each notebook whose runs do not fit
+    two at a time trains them itself, with a line in ``notes``. Such a run would only go one at a
+    time in a worker process of its own, which starts Python, torch and the data again for every
+    run: the same run, slower than in the notebook's kernel (``benchmarks/RESULTS.md``)."""
+    kept, alone = [], {}
+    for job in jobs:
+        if min(job.threads, cores) * 2 <= cores:
+            kept.append(job)
+        else:
+            alone.setdefault(job.notebook, []).append(job)
+    for notebook, left in alone.items():
+        threads = sorted({j.threads for j in left})
+        notes.append(
+            f"{notebook} trains its own {len(left)} run(s): each computes with "
+            f"{'/'.join(map(str, threads))} torch thread(s), so the {cores} core(s) hold one at "
+            "a time and a worker process per run would only add its start-up"
+        )
+    return kept
 
 
 def plan_pool(plan: dict, pool: bool = True, **settings) -> PoolPlan | None:
