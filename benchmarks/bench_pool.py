@@ -41,10 +41,11 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # flkit from this checkout
 
+from flkit.experiment import computed_history  # noqa: E402
 from flkit.reproduce.plan import run_threads  # noqa: E402
 from flkit.reproduce.pool import Pool, PoolPlan  # noqa: E402
 from flkit.reproduce.pool_jobs import notebook_jobs  # noqa: E402
-from flkit.reproduce.pool_slots import Slots, cpu_cores  # noqa: E402
+from flkit.reproduce.pool_slots import Slots, cpu_cores, packs  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
 
 
@@ -69,9 +70,7 @@ def fingerprint(job, root: Path) -> tuple:
         result = json.loads((folder / "result.json").read_text(encoding="utf-8"))
         result["stats"] = {k: v for k, v in result["stats"].items() if not k.endswith("_seconds")}
         return (result,)
-    rows = [line.split(",") for line in (folder / "history.csv").read_text().splitlines()]
-    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
-    history = [[r[i] for i in keep if i < len(r)] for r in rows]
+    history = computed_history(folder)
     state = torch.load(folder / "final_state.pt", map_location="cpu", weights_only=False)
     weights = {k: v.numpy().tobytes() for k, v in state.items() if torch.is_tensor(v)}
     return history, weights
@@ -111,7 +110,7 @@ def main(argv=None) -> int:
     else:
         packed = serial = jobs_of(a.notebook, a.preset, a.runs, None)  # their own thread count
         threads = packed[0].threads
-        if threads * 2 > cores:
+        if not packs(threads, cores):
             raise FlkitError(
                 f"{a.notebook}'s runs compute with {threads} threads, so {cores} cores hold one "
                 f"at a time and the pool has nothing to pack; accepted: a notebook whose preset "

@@ -52,6 +52,7 @@ __all__ = [
     "resolve_backend",
     "run",
     "run_folder",
+    "computed_history",
 ]
 
 #: the files of a finished run, checked against its manifest before it is served
@@ -157,6 +158,15 @@ def resolve_backend(
 def run_folder(config: RunConfig, out_dir: str | Path | None = None) -> Path:
     """The cache folder of ``config`` (backend resolved) named by :meth:`RunConfig.cache_key`."""
     return store.run_dir(out_dir, config.cache_key(), prefix=config.method)
+
+
+def computed_history(folder: str | Path) -> bytes:
+    """A run folder's history.csv less its wall-clock columns (``*_seconds``, e.g. the personal
+    methods' ``train_seconds``): what the run computed, the bytes a rerun, a resume or another
+    packing of the same run must give again."""
+    rows = [line.split(",") for line in (Path(folder) / "history.csv").read_text().split("\n")]
+    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
+    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows).encode()
 
 
 def is_cached(config: RunConfig, out_dir: str | Path | None = None) -> bool:

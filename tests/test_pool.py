@@ -16,6 +16,7 @@ import torch
 from tiny_runs import TINY_FEDAVG
 
 from flkit import store
+from flkit.experiment import computed_history as _history
 from flkit.experiment import run
 from flkit.papers.staleness import study as staleness
 from flkit.reproduce import pool as pool_mod
@@ -48,13 +49,6 @@ def _jobs() -> list[PoolJob]:
         (STALENESS, _unstale()),
     ]
     return [PoolJob("test", s, "smoke", "run", c.to_dict(), None, 1) for s, c in runs]
-
-
-def _history(folder: Path) -> bytes:
-    """history.csv's bytes, less the wall-clock columns ("*_seconds")."""
-    rows = [line.split(",") for line in (folder / "history.csv").read_text().split("\n")]
-    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
-    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows).encode()
 
 
 def _alone(job: PoolJob, root: Path) -> bytes:

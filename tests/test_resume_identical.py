@@ -11,7 +11,7 @@ import torch
 
 from flkit import methods
 from flkit.data import Dataset
-from flkit.experiment import RunConfig, Setup, run, run_folder
+from flkit.experiment import RunConfig, Setup, computed_history, run, run_folder
 
 CFG = RunConfig(
     method="fedavg",
@@ -52,13 +52,9 @@ def _run(cfg, out, **kw):
 
 
 def _history(cfg, out) -> bytes:
-    """history.csv's bytes, less the wall-clock columns ("*_seconds", e.g. the personal methods'
-    train_seconds), the only ones a rerun may change."""
-    rows = [
-        line.split(",") for line in (run_folder(cfg, out) / "history.csv").read_text().split("\n")
-    ]
-    keep = [i for i, name in enumerate(rows[0]) if not name.endswith("_seconds")]
-    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows).encode()
+    """What the run computed: its history less the wall-clock columns, the only ones a rerun may
+    change."""
+    return computed_history(run_folder(cfg, out))
 
 
 _STALE = {"tau": 1, "num_stale": 2}  # stale clients from round 2 on, inside the 4 rounds

@@ -49,6 +49,7 @@ from .pool_slots import (
     check_fit,
     cpu_cores,
     job_bytes,
+    packs,
     parse_devices,
     probe_gpus,
     threads_per_gpu_worker,
@@ -208,7 +209,7 @@ def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob
     run: the same run, slower than in the notebook's kernel (``benchmarks/RESULTS.md``)."""
     kept, alone = [], {}
     for job in jobs:
-        if min(job.threads, cores) * 2 <= cores:
+        if packs(job.threads, cores):
             kept.append(job)
         else:
             alone.setdefault(job.notebook, []).append(job)

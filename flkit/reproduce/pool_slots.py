@@ -23,6 +23,7 @@ from ..utils import FlkitError
 __all__ = [
     "Slots",
     "cpu_cores",
+    "packs",
     "probe_gpus",
     "parse_devices",
     "check_fit",
@@ -71,6 +72,12 @@ class Slots:
             names = ", ".join(f"cuda:{i}" for i in self.devices)
             return f"{self.per_device} run(s) on each of {names}"
         return f"{self.cores} CPU core(s)"
+
+
+def packs(threads: int, cores: int) -> bool:
+    """Whether two runs of ``threads`` torch threads fit ``cores`` at once: the CPU pool takes
+    only such runs (one that takes every core is faster in its notebook's kernel)."""
+    return min(threads, cores) * 2 <= cores
 
 
 def cpu_cores() -> int:
