@@ -15,7 +15,11 @@ Two things live here, and every ``flkit/papers/<slug>/study.py`` uses them:
   pool trains that list before the notebook executes, and ``benchmarks/paper_cost.py`` costs it.
   A study whose notebook trains a run other than by ``flkit.experiment.run(config)`` alone also
   defines ``study.train(config, **run_kwargs)``, the call its drivers make (notebook 05 starts
-  every run from a seeded global generator), and the pool trains through it.
+  every run from a seeded global generator), and the pool trains through it. A study whose
+  notebook reads runs' wall-clock times as evidence (a table of training seconds, a claim on
+  them) lists those runs in ``study.timed(preset, seeds)``, a part of ``runs``: a time depends on
+  what else runs beside it, so the pool never packs a timed run with others
+  (:mod:`flkit.reproduce.pool`).
 
     cfg = from_preset(P, "mnist_", method="stc", partition="shards", seed=0)
 """

@@ -325,6 +325,115 @@ def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_pa
     assert len(pooled.jobs) == 12 and pooled.slots.gpu and pooled.notes == []
 
 
+class _Worker:
+    """A stand-in for a pool worker process: it ends after ``polls`` polls."""
+
+    pid = 0
+
+    def __init__(self, polls: int):
+        self.left, self.returncode = polls, None
+
+    def poll(self):
+        self.left -= 1
+        if self.left <= 0:
+            self.returncode = 0
+        return self.returncode
+
+
+def _schedule(jobs, slots: Slots, tmp_path, monkeypatch) -> list[tuple]:
+    """Each start of ``Pool(jobs on slots).events()`` as (job index, GPU or None, the indices
+    running on that GPU, or on the machine, at that moment), with stand-in workers."""
+    starts, where = [], {}
+    monkeypatch.setattr(pool_mod, "_POLL_S", 0.0)
+
+    def start(self, i, job, gpu, tmp):
+        where[i] = gpu
+        return _Worker(polls=3), tmp_path / f"{i}.log"
+
+    monkeypatch.setattr(Pool, "_start", start)
+    plan = PoolPlan(jobs, slots, tmp_path / "cache", log_dir=tmp_path / "logs")
+    running: set = set()
+    for e in Pool(plan).events():
+        if e[0] == "start":
+            gpu = where[e[1]]
+            starts.append((e[1], gpu, sorted(j for j in running if where[j] == gpu)))
+            running.add(e[1])
+        elif e[0] == "done":
+            running.discard(e[1])
+    return starts
+
+
+def _timed_mix() -> list[PoolJob]:
+    """Five one-thread jobs, the second and fourth timed."""
+    return [
+        PoolJob(
+            "t",
+            PRIMER,
+            "smoke",
+            "run",
+            TINY_FEDAVG.replace(seed=i).to_dict(),
+            None,
+            1,
+            timed=i in (1, 3),
+        )
+        for i in range(5)
+    ]
+
+
+def test_a_timed_run_goes_alone_on_its_device(tmp_path, monkeypatch):
+    # its wall-clock times are evidence: nothing runs beside it on its device, pooled or not
+    jobs = _timed_mix()
+    starts = _schedule(jobs, Slots(2), tmp_path, monkeypatch)  # the CPU: two runs fit
+    assert sorted(i for i, _, _ in starts) == [0, 1, 2, 3, 4]
+    for i, _, beside in starts:
+        if jobs[i].timed:
+            assert beside == [], (i, beside)  # it started on an idle machine
+        else:
+            assert not any(jobs[j].timed for j in beside), (i, beside)  # and nothing joined it
+    assert any(len(beside) == 1 for _, _, beside in starts)  # the untimed ones still pack
+    # two GPUs of 2 slots: a timed run alone on its GPU while the other GPU goes on
+    starts = _schedule(jobs, Slots(2, [0, 1], 2), tmp_path, monkeypatch)
+    for i, gpu, beside in starts:
+        assert gpu in (0, 1)
+        if jobs[i].timed:
+            assert beside == [], (i, gpu, beside)
+        else:
+            assert not any(jobs[j].timed for j in beside), (i, gpu, beside)
+
+
+def test_a_cpu_pool_leaves_timed_runs_to_their_notebook(tmp_path, monkeypatch):
+    # 04 reads its Table 1 runs' training seconds: on the CPU the pool packs the others and its
+    # notebook trains those alone after it; on a GPU the pool keeps them, marked timed
+    from flkit.experiment import RunConfig
+    from flkit.papers.hidenseek import study as hidenseek
+    from flkit.preset_runs import identity
+
+    monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 2)
+    p = presets.load("04_hidenseek", "smoke")
+    timed = {identity(c) for c in hidenseek.timed(p, [0])}
+    listed = {identity(c) for c in hidenseek.runs(p, [0])}
+    assert timed < listed
+    assert len(timed) == len(hidenseek.tasks(p)) * len(p["methods"]) * p["seeds"]
+
+    def ids(pooled):
+        return {identity(RunConfig.from_dict(j.config)) for j in pooled.jobs}
+
+    pooled = prepare_pool(_plan_dict(tmp_path, ["04_hidenseek"]), root=tmp_path / "c")
+    assert ids(pooled) == listed - timed
+    assert not any(j.timed for j in pooled.jobs)
+    assert pooled.notes == [
+        f"04_hidenseek trains its own {len(timed)} timed run(s): it reads their wall-clock "
+        "times, so each goes alone on the machine, and alone a run is faster in the notebook's "
+        "kernel than in a worker process of its own"
+    ]
+    big = [{"index": 0, "name": "A", "free": 80 * 2**30, "total": 80 * 2**30}]
+    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: big)
+    pooled = prepare_pool(_plan_dict(tmp_path, ["04_hidenseek"]), root=tmp_path / "c")
+    assert ids(pooled) == listed
+    assert {identity(RunConfig.from_dict(j.config)) for j in pooled.jobs if j.timed} == timed
+    assert [j.timed for j in pooled.jobs] == sorted(j.timed for j in pooled.jobs)  # timed last
+
+
 def test_a_notebook_whose_runs_cannot_be_listed_trains_them_itself(tmp_path):
     plan = _plan_dict(tmp_path, ["02_feddip"], overrides={"no_such_key": 1})
     pooled = prepare_pool(plan, root=tmp_path / "cache")

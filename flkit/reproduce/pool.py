@@ -11,7 +11,9 @@ already started Python, torch and the data); on a GPU machine, several runs per 
 chosen GPU. A run's numbers never depend on the packing or the
 order: each worker is a fresh process that computes its run exactly as the notebook would without
 the pool (same config, device type, backend and thread count, hence the same cache folder and the
-same floats).
+same floats). Wall-clock times do depend on what runs beside a run, so a run whose times a
+notebook reads as evidence (``study.timed``, :attr:`.pool_jobs.PoolJob.timed`) goes alone: on a
+GPU alone on its device, on the CPU in its notebook's kernel after the pool.
 
 Progress shows runs done / total and an estimate of the time left. A run whose worker fails or
 dies is reported and left to its notebook, which trains it, resuming from its last checkpoint;
@@ -203,22 +205,31 @@ def prepare_pool(
 
 
 def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob]:
-    """The CPU jobs two of which fit the ``cores`` at once; each notebook whose runs do not fit
-    two at a time trains them itself, with a line in ``notes``. Such a run would only go one at a
-    time in a worker process of its own, which starts Python, torch and the data again for every
-    run: the same run, slower than in the notebook's kernel (``benchmarks/RESULTS.md``)."""
-    kept, alone = [], {}
+    """The CPU jobs two of which fit the ``cores`` at once and whose wall-clock times no
+    notebook reads; each notebook trains the others itself, with a line in ``notes``. Such a run
+    goes one at a time (a timed run alone, so that its times are those of a run alone), and in a
+    worker process of its own, which starts Python, torch and the data again for every run, it
+    is the same run, slower than in the notebook's kernel (``benchmarks/RESULTS.md``)."""
+    kept, alone, timed = [], {}, {}
     for job in jobs:
-        if packs(job.threads, cores):
-            kept.append(job)
-        else:
+        if not packs(job.threads, cores):
             alone.setdefault(job.notebook, []).append(job)
+        elif job.timed:
+            timed.setdefault(job.notebook, []).append(job)
+        else:
+            kept.append(job)
     for notebook, left in alone.items():
         threads = sorted({j.threads for j in left})
         notes.append(
             f"{notebook} trains its own {len(left)} run(s): each computes with "
             f"{'/'.join(map(str, threads))} torch thread(s), so the {cores} core(s) hold one at "
             "a time and a worker process per run would only add its start-up"
+        )
+    for notebook, left in timed.items():
+        notes.append(
+            f"{notebook} trains its own {len(left)} timed run(s): it reads their wall-clock "
+            "times, so each goes alone on the machine, and alone a run is faster in the "
+            "notebook's kernel than in a worker process of its own"
         )
     return kept
 
@@ -249,9 +260,10 @@ def _item(job: PoolJob):
 
 def _order(jobs: list[PoolJob]) -> list[PoolJob]:
     """Simulations first, then the dearest runs first (:meth:`PoolJob.cost`): the long runs start
-    early and the short ones fill the gaps at the end. The order changes the wall time only."""
+    early and the short ones fill the gaps at the end; timed runs last, each alone once the
+    packed runs are done. The order changes the wall time only."""
     sims = [j for j in jobs if j.kind == "simulation"]
-    runs = sorted((j for j in jobs if j.kind != "simulation"), key=lambda j: -j.cost())
+    runs = sorted((j for j in jobs if j.kind != "simulation"), key=lambda j: (j.timed, -j.cost()))
     return sims + runs
 
 
@@ -322,6 +334,7 @@ class Pool:
         running: dict[int, tuple] = {}  # i -> (process, log, started, gpu or None, cores)
         free_cores = slots.cores
         free_gpu = {d: slots.per_device for d in slots.devices}
+        alone: set = set()  # where a timed run goes: its GPU, or None for the CPU machine
         tmp = Path(tempfile.mkdtemp(prefix="flkit-pool-"))
         last_tick = time.monotonic()
         try:
@@ -329,15 +342,22 @@ class Pool:
                 for i in list(pending):  # start what fits, in order, skipping what does not
                     job, gpu, cores = jobs[i], None, 0
                     if slots.gpu:
-                        gpu = max(free_gpu, key=lambda d: free_gpu[d])
+                        open_ = [d for d in free_gpu if d not in alone]
+                        if job.timed:  # a device with nothing on it
+                            open_ = [d for d in open_ if free_gpu[d] == slots.per_device]
+                        if not open_:
+                            continue
+                        gpu = max(open_, key=lambda d: free_gpu[d])
                         if free_gpu[gpu] < 1:
-                            break
+                            continue
                         free_gpu[gpu] -= 1
                     else:
                         cores = min(job.threads, slots.cores)
-                        if cores > free_cores:
+                        if cores > free_cores or alone or (job.timed and running):
                             continue
                         free_cores -= cores
+                    if job.timed:
+                        alone.add(gpu)
                     pending.remove(i)
                     resume = self._resume_round(job)
                     proc, log = self._start(i, job, gpu, tmp)
@@ -346,6 +366,8 @@ class Pool:
                 time.sleep(_POLL_S)
                 for i in [i for i, r in running.items() if r[0].poll() is not None]:
                     proc, log, started, gpu, cores = running.pop(i)
+                    if jobs[i].timed:
+                        alone.discard(gpu)
                     if gpu is None:
                         free_cores += cores
                     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import store
+from ..preset_runs import identity
 from ..utils import FlkitError
 from ..workbook import presets
 
@@ -36,6 +37,9 @@ class PoolJob:
     seed: int | None  # a simulation's seed (a RunConfig holds its own)
     threads: int
     allow_reduced: bool = False
+    #: the notebook reads this run's wall-clock times as evidence (``study.timed``): the pool
+    #: trains it alone on its device, as the notebook would without the pool
+    timed: bool = False
 
     def label(self) -> str:
         c = self.config
@@ -120,7 +124,9 @@ def notebook_jobs(
     """Every training run of ``notebook`` at ``preset`` for the notebook seeds ``seeds`` with the
     parameter ``overrides`` (as ``flkit reproduce`` passes them; ``device`` aside, each must be a
     preset key), from its ``study.runs``. ``threads``: the torch threads the notebook's kernel
-    computes with where its preset pins none (:func:`.plan.run_threads`). FlkitError when the
+    computes with where its preset pins none (:func:`.plan.run_threads`). A run the study lists
+    in ``study.timed(preset, seeds)`` (its notebook reads the run's wall-clock times) is marked
+    ``timed``. FlkitError when the
     runs cannot be listed (no ``study.runs``, an override the preset does not hold): the notebook
     then trains its runs itself."""
     study = study_module(notebook)
@@ -136,15 +142,25 @@ def notebook_jobs(
     chosen = {k: v for k, v in overrides.items() if k in keys}
     p = presets.load(notebook, preset, allow_reduced_data=allow_reduced or None, **chosen)
     threads = int(p.get("threads", 0) or 0) or int(threads)
+    seeds = [int(s) for s in seeds]
+    timed = {identity(r) for r in study.timed(p, seeds)} if hasattr(study, "timed") else set()
     jobs = []
-    for item in study.runs(p, [int(s) for s in seeds]):
+    for item in study.runs(p, seeds):
         if isinstance(item, tuple):
             config, seed, kind = dict(item[0]), int(item[1]), "simulation"
         else:
             config, seed, kind = item.to_dict(), None, "run"
         jobs.append(
             PoolJob(
-                notebook, study.__name__, p.name, kind, config, seed, threads, bool(allow_reduced)
+                notebook,
+                study.__name__,
+                p.name,
+                kind,
+                config,
+                seed,
+                threads,
+                bool(allow_reduced),
+                identity(item) in timed,
             )
         )
     return jobs

@@ -39,17 +39,21 @@ class PoolProgress:
 
     def eta(self) -> float | None:
         """Seconds left: the cost of the runs not finished (a running run's less what its time
-        so far has done) at the finished runs' pace, spread over the pool's capacity; None
+        so far has done) at the finished runs' pace, spread over the pool's capacity (a timed run's
+        over the devices, one each); None
         before a run of each kind left has finished."""
-        now, left = time.monotonic(), 0.0
+        now, left = time.monotonic(), {False: 0.0, True: 0.0}
         jobs = [(i, j) for i, j in enumerate(self.plan.jobs) if i not in self.finished]
         for i, job in jobs:
             seconds, cost = self.rate.get(job.kind, (0.0, 0.0))
             if cost <= 0:
                 return None
             spent = now - self.started[i] if i in self.started else 0.0
-            left += max(0.0, job.cost() * seconds / cost - spent)
-        return left / max(1, min(self.plan.slots.capacity(), len(jobs)))
+            left[job.timed] += max(0.0, job.cost() * seconds / cost - spent)
+        slots = self.plan.slots
+        packed = sum(not j.timed for _, j in jobs)
+        alone = max(1, len(slots.devices)) if slots.gpu else 1  # a timed run: a device each
+        return left[False] / max(1, min(slots.capacity(), packed)) + left[True] / alone
 
     def start(self) -> None:
         p = self.plan

@@ -244,6 +244,16 @@ def runs(preset, seeds: list[int]) -> list[RunConfig]:
     return distinct(config(preset, task, m, s, **kw) for task, m, s, _, kw in jobs)
 
 
+def timed(preset, seeds: list[int]) -> list[RunConfig]:
+    """The runs of :func:`runs` whose local-training seconds the notebook reads (Table 3, the time
+    claim): Table 1's, for each notebook seed of ``seeds``."""
+    return distinct(
+        config(preset, task, m, s, **kw)
+        for seed in seeds
+        for task, m, s, _, kw in main_jobs(preset, int(seed))
+    )
+
+
 # --------------------------------------------------------------------------- tables
 def final_accuracy(runs: pd.DataFrame, by=("task", "method")) -> pd.DataFrame:
     """Per run: the last evaluated accuracy (%), the mean of its last three evaluations (%) and
