@@ -65,6 +65,24 @@ def test_first_takes_the_first_candidate_in_order_that_passes(tmp_path):
     assert decisions.decide(d, table[:2]).values == {"lr": 0.01}
 
 
+def test_a_whole_number_column_with_a_missing_cell_shows_whole_numbers(tmp_path):
+    # a stored search where one row leaves train_subset empty: pandas alone makes the column
+    # reals, and the notebook's table would read 5000.0
+    from flkit.workbook.tables import MISSING, captioned
+
+    d = _first(tmp_path)
+    table = [
+        {"lr": 0.001, "above_chance": 12.0, "flip": 0.0, "train_subset": 5000},
+        {"lr": 0.01, "above_chance": 15.0, "flip": 1e-4, "train_subset": None},
+    ]
+    rows = decisions.decide(d, table).rows
+    assert rows["train_subset"].isna().tolist() == [False, True]
+    assert rows["above_chance"].tolist() == [12.0, 15.0]  # reals stay reals
+    shown = captioned(rows, "t").to_html()
+    assert ">5000<" in shown and "5000.0" not in shown and f">{MISSING}<" in shown
+    assert "<NA>" not in shown and "&lt;NA&gt;" not in shown
+
+
 def test_first_refuses_a_missing_candidate_before_its_answer(tmp_path):
     d = _first(tmp_path)
     table = [{"lr": 0.01, "above_chance": 15.0, "flip": 1e-4}]  # 0.001 was never run

@@ -466,3 +466,20 @@ def test_a_ray_address_that_does_not_answer_stops_before_the_pool(tmp_path, monk
             address="127.0.0.1:9",
         )
     assert not (tmp_path / "cache").exists()
+
+
+def test_the_time_left_counts_timed_runs_one_at_a_time_per_device():
+    # untimed runs share the pool's capacity; a timed run has its device to itself
+    from flkit.reproduce.pool_progress import PoolProgress
+
+    jobs = _timed_mix()[:4]  # 0 and 2 untimed, 1 and 3 timed, each of cost c
+    c = jobs[0].cost()
+    assert {j.cost() for j in jobs} == {c}
+    cpu = PoolProgress(PoolPlan(jobs, Slots(2), Path("unused")), enabled=False)
+    cpu.rate["run"] = (5.0, 10.0)  # finished runs took 0.5 s per unit of cost
+    # untimed: 2 c x 0.5 s over 2 slots; timed: 2 c x 0.5 s, one after another
+    assert cpu.eta() == pytest.approx(c * 0.5 + 2 * c * 0.5)
+    gpus = PoolProgress(PoolPlan(jobs, Slots(2, [0, 1], 2), Path("unused")), enabled=False)
+    gpus.rate["run"] = (5.0, 10.0)
+    # untimed: over min(4 slots, 2 runs); timed: one on each of the 2 GPUs
+    assert gpus.eta() == pytest.approx(c * 0.5 + c * 0.5)

@@ -5,7 +5,9 @@ A job carries what names its run-cache folder besides the config: the torch thre
 computes with on the CPU. That is the notebook's, never the pool's choice: a preset that pins
 ``threads`` (FedFV's projection, FedAST's simulations, HideNseek) keeps its own count, and every
 other notebook computes with the count its kernel gets from the executor (``FLKIT_THREADS``,
-:func:`.plan.with_threads`), so the folder the pool fills is the one the notebook reads."""
+:func:`.plan.with_threads`), so the folder the pool fills is the one the notebook reads. It also
+says whether the notebook reads the run's wall-clock times (``timed``, from ``study.timed``),
+which the pool then never packs with another run."""
 
 from __future__ import annotations
 

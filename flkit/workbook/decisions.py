@@ -96,7 +96,19 @@ PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 
 
 def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    """``rows`` as a DataFrame in which a column of whole numbers stays whole where some cells are
+    missing (pandas would turn it into reals, and a notebook would show 5000 as 5000.0)."""
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        given = [r[col] for r in rows if not _missing(r.get(col))]
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in given)
+        if df[col].dtype.kind == "f" and given and whole:
+            df[col] = df[col].astype("Int64")
+    return df
 
 
 def same_value(a, b) -> bool:
@@ -508,7 +520,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
     ]
     chosen = None if pick is None else dict(decision.candidates[pick])
     values = None if chosen is None else decision.values(chosen)
-    return Outcome(decision, chosen, values, passes, pd.DataFrame(summary), pd.DataFrame(read))
+    return Outcome(decision, chosen, values, passes, _frame(summary), _frame(read))
 
 
 def _replaced(decision: Decision) -> set[tuple[str, str]]:

@@ -25,7 +25,7 @@ def cell_text(value, digits: int | None = None) -> str:
     by commas, anything else as ``str``."""
     if isinstance(value, (list, tuple)):
         return ", ".join(cell_text(v, digits) for v in value)
-    if value is None or (isinstance(value, numbers.Real) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, numbers.Real) and math.isnan(value)):
         return MISSING
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return str(value)

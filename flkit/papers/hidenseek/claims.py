@@ -63,7 +63,7 @@ def time_order(tim: pd.DataFrame, task: str = "har"):
     t = tim[tim.task == task].set_index("method")["per_round_s"]
     holds = t["FedAvg"] < t["HideNseek"] < min(t["FedMask"], t["Signed"])
     ev = ", ".join(f"{m} {t[m]:.2f} s" for m in ("FedAvg", "HideNseek", "FedMask", "Signed"))
-    return bool(holds), f"{task}, seconds per round (measured under CPU contention): {ev}"
+    return bool(holds), f"{task}, seconds per round (wall-clock, each run timed alone): {ev}"
 
 
 def small_keep_ratio_harmless(kr: pd.DataFrame, tasks, max_drop: float = 2.0):
