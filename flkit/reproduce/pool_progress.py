@@ -39,9 +39,8 @@ class PoolProgress:
 
     def eta(self) -> float | None:
         """Seconds left: the cost of the runs not finished (a running run's less what its time
-        so far has done) at the finished runs' pace, spread over the pool's capacity (a timed run's
-        over the devices, one each); None
-        before a run of each kind left has finished."""
+        so far has done) at the finished runs' pace, spread over the pool's capacity (a timed
+        run's over the devices, one each); None before a run of each kind left has finished."""
         now, left = time.monotonic(), {False: 0.0, True: 0.0}
         jobs = [(i, j) for i, j in enumerate(self.plan.jobs) if i not in self.finished]
         for i, job in jobs:
