@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flkit.utils import FlkitError
-from flkit.workbook import decision_runs, decisions
+from flkit.workbook import decision_quotes, decision_runs, decisions
 from flkit.workbook.decisions import Decision
 
 PROV = {
@@ -548,9 +548,9 @@ def test_quote_readme_fills_each_block_and_keeps_the_text_between(tmp_path):
         "x\n<!-- decision: damping -->\nold\n<!-- /decision -->\nbetween\n"
         "<!-- decision: long_iters -->\n<!-- /decision -->\nend\n"
     )
-    assert decisions.quote_readme(folder) == ["damping", "long_iters"]
-    assert decisions.quote_readme(folder, write=True) == ["damping", "long_iters"]
-    assert decisions.quote_readme(folder) == []
+    assert decision_quotes.quote_readme(folder) == ["damping", "long_iters"]
+    assert decision_quotes.quote_readme(folder, write=True) == ["damping", "long_iters"]
+    assert decision_quotes.quote_readme(folder) == []
     text = readme.read_text()
     assert text.startswith("x\n<!-- decision: damping -->\nRule: the damping of the grid with")
     assert "| 0.5 | 0.85 | yes | yes |" in text
@@ -561,7 +561,7 @@ def test_quote_readme_fills_each_block_and_keeps_the_text_between(tmp_path):
     )
     readme.write_text("<!-- decision: nope -->\nx\n<!-- /decision -->\n")
     with pytest.raises(FlkitError, match=r"quotes decision 'nope'; accepted"):
-        decisions.quote_readme(folder)
+        decision_quotes.quote_readme(folder)
 
 
 def test_quote_readme_fills_an_empty_block_without_reaching_into_the_next(tmp_path):
@@ -571,11 +571,11 @@ def test_quote_readme_fills_an_empty_block_without_reaching_into_the_next(tmp_pa
         "<!-- decision: long_iters -->\nold\n<!-- /decision -->\n"
     )
     (folder / "README.md").write_text(empty_then_old)
-    assert decisions.quote_readme(folder, write=True) == ["damping", "long_iters"]
+    assert decision_quotes.quote_readme(folder, write=True) == ["damping", "long_iters"]
     text = (folder / "README.md").read_text()
     assert text.count("<!-- /decision -->") == 2 and "\nbetween\n" in text
     assert "Rule: the damping" in text and "Rule: no long unless" in text
-    assert decisions.quote_readme(folder) == []
+    assert decision_quotes.quote_readme(folder) == []
 
 
 def test_load_refuses_an_unknown_paper():

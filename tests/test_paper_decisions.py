@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from flkit.workbook import decisions
+from flkit.workbook import decision_quotes, decisions
 
 PAPERS = sorted(
     p for p in decisions.PAPERS_DIR.iterdir() if p.is_dir() and (p / "preset.toml").is_file()
@@ -24,10 +24,10 @@ def test_preset_values_are_the_rules_choice(paper, name):
 
 @pytest.mark.parametrize("folder", PAPERS, ids=lambda p: p.name)
 def test_readme_quotes_its_decisions_as_recorded(folder):
-    stale = decisions.quote_readme(folder)
+    stale = decision_quotes.quote_readme(folder)
     assert not stale, (
         f"flkit/papers/{folder.name}/README.md quotes {stale} out of date; rewrite with "
-        f"flkit.workbook.decisions.quote_readme({folder.name!r}, write=True)"
+        f"flkit.workbook.decision_quotes.quote_readme({folder.name!r}, write=True)"
     )
 
 

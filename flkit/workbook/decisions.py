@@ -43,6 +43,8 @@ value itself, only the candidates of a later decision, has ``presets = []`` and 
 Measuring a table (running the candidates until the rule is met, writing it once with its
 provenance) is :mod:`flkit.workbook.decision_runs`.
 
+How a paper's README quotes a decision is :mod:`flkit.workbook.decision_quotes`.
+
 This module is longer than the house's 500 lines: a decision's file format, its pass rules and
 reading its recorded table are one idea, and each needs the others to be read.
 """
@@ -71,7 +73,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["SHAPES", "PROVENANCE", "Pass", "Decision", "Outcome", "load", "read_table", "decide"]
-__all__ += ["check", "markdown", "quote_readme"]
+__all__ += ["check", "missing_value", "paper_folder"]
 
 SHAPES = ("first", "best")
 #: what a decision's provenance names: where, when and how its table was measured
@@ -95,7 +97,8 @@ _KEY = re.compile(r"^([A-Za-z_]\w*)(?:\[(\d+)\])?$")
 PAPERS_DIR = Path(__file__).resolve().parent.parent / "papers"
 
 
-def _missing(v) -> bool:
+def missing_value(v) -> bool:
+    """Whether a table cell holds nothing: None, pandas' NA or NaN."""
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
@@ -104,7 +107,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame:
     missing (pandas would turn it into reals, and a notebook would show 5000 as 5000.0)."""
     df = pd.DataFrame(rows)
     for col in df.columns:
-        given = [r[col] for r in rows if not _missing(r.get(col))]
+        given = [r[col] for r in rows if not missing_value(r.get(col))]
         whole = all(isinstance(v, int) and not isinstance(v, bool) for v in given)
         if df[col].dtype.kind == "f" and given and whole:
             df[col] = df[col].astype("Int64")
@@ -120,7 +123,7 @@ def same_value(a, b) -> bool:
             and len(a) == len(b)
             and all(map(same_value, a, b))
         )
-    return not _missing(a) and not _missing(b) and a == b
+    return not missing_value(a) and not missing_value(b) and a == b
 
 
 def _selects(row: Mapping, where: Mapping) -> bool:
@@ -132,7 +135,7 @@ def _selects(row: Mapping, where: Mapping) -> bool:
 
 
 def _shown(v) -> str:
-    return "empty" if _missing(v) else f"{v:g}" if isinstance(v, float) else str(v)
+    return "empty" if missing_value(v) else f"{v:g}" if isinstance(v, float) else str(v)
 
 
 @dataclass(frozen=True)
@@ -157,7 +160,7 @@ class Pass:
         read = [r for r in rows if _selects(r, self.where)]
         values = [r.get(self.column) for r in read]
         if self.of == "mean" and read:
-            values = [None if any(map(_missing, values)) else sum(values) / len(values)]
+            values = [None if any(map(missing_value, values)) else sum(values) / len(values)]
         bad = [v for v in values if self.rule.check(v, None) is not True]
         if not read or bad:
             return f"{self.text()}: " + (", ".join(map(_shown, bad)) if read else "no row")
@@ -321,7 +324,9 @@ class Decision:
         )
 
 
-def _folder(paper) -> Path:
+def paper_folder(paper) -> Path:
+    """The folder of ``paper`` (a slug under ``flkit/papers`` or a path); FlkitError naming the
+    papers there when it is none."""
     folder = Path(paper) if isinstance(paper, Path) or os.sep in str(paper) else PAPERS_DIR / paper
     if not folder.is_dir():
         names = sorted(p.name for p in PAPERS_DIR.iterdir() if (p / "preset.toml").is_file())
@@ -332,7 +337,7 @@ def _folder(paper) -> Path:
 def load(paper) -> dict[str, Decision]:
     """Every decision of a paper folder (a slug such as "staleness", or a folder path), by name;
     {} for a folder without ``decisions.toml``."""
-    folder = _folder(paper)
+    folder = paper_folder(paper)
     path = folder / "decisions.toml"
     if not path.is_file():
         return {}
@@ -360,7 +365,7 @@ def _cell(text: str):
 
 def cell_text(v) -> str:
     """``v`` as a recorded table's CSV cell writes it (empty for a missing value)."""
-    if _missing(v):
+    if missing_value(v):
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -493,7 +498,7 @@ def decide(decision: Decision, table: Sequence[Mapping] | None = None) -> Outcom
                 f"decision {decision.name!r}: {bad[0]}; accepted: one row per candidate"
             )
         col, aim = decision.best["column"], decision.best
-        score = [math.nan if _missing(rs[0][col]) else float(rs[0][col]) for rs in per]
+        score = [math.nan if missing_value(rs[0][col]) else float(rs[0][col]) for rs in per]
         if "closest" in aim:
             score = [abs(v - float(aim["closest"])) for v in score]
         elif aim["aim"] == "max":
@@ -564,47 +569,3 @@ def check(decision: Decision) -> list[str]:
             if not same_value(want, have):
                 problems.append(f"[{name}] {key} = {have!r}; the rule chose {want!r}")
     return problems
-
-
-def _md(v) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, list):
-        return ", ".join(map(_md, v))
-    return "" if _missing(v) else f"{v:g}" if isinstance(v, float) else str(v).replace("|", "\\|")
-
-
-def markdown(decision: Decision) -> str:
-    """The decision as a README quotes it: its rule in words, its recorded table with whether
-    each row passes and which is chosen, and the outcome."""
-    out = decide(decision)
-    cols = list(out.rows.columns)
-    lines = [f"Rule: {decision.text}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_md(r[c]) for c in cols) + " |" for _, r in out.rows.iterrows()]
-    return "\n".join([*lines, "", out.text()])
-
-
-_BLOCK = re.compile(r"^(<!-- decision: (\w+) -->\n)(.*?)(^<!-- /decision -->)", re.DOTALL | re.M)
-
-
-def quote_readme(paper, write: bool = False) -> list[str]:
-    """The decisions a paper's README quotes out of date: each block between
-    ``<!-- decision: <name> -->`` and ``<!-- /decision -->`` must be :func:`markdown` of that
-    decision; ``write=True`` rewrites them. FlkitError for a block naming no decision."""
-    folder = _folder(paper)
-    readme, known, stale = folder / "README.md", load(folder), []
-
-    def fill(m):
-        if m.group(2) not in known:
-            raise FlkitError(
-                f"{readme} quotes decision {m.group(2)!r}; accepted: {sorted(known) or 'none'}"
-            )
-        body = markdown(known[m.group(2)]) + "\n"
-        if m.group(3) != body:
-            stale.append(m.group(2))
-        return m.group(1) + body + m.group(4)
-
-    new = _BLOCK.sub(fill, readme.read_text(encoding="utf-8"))
-    if write and stale:
-        readme.write_text(new, encoding="utf-8")
-    return stale
