@@ -32,7 +32,7 @@ help:
 	@echo "make lint        ruff check and ruff format --check (notebooks included)"
 	@echo "make book        the executed notebooks, results page and paper READMEs as a site (runs/book/_build/html)"
 	@echo "make bench       engine benchmarks and the whole-round profile (writes benchmarks/results/*.json)"
-	@echo "make gpu-check   the GPU check (benchmarks/gpu_check.py): notebooks, R1, methods, inversion"
+	@echo "make gpu-check   the GPU check (benchmarks/gpu_check.py): notebooks, R1, inversion, packing, methods"
 	@echo "make gpu-kit     what a lent GPU machine needs for the check (.gpu-kit; gpu_lease.sh runs it)"
 
 venv: $(STAMP)

@@ -1,14 +1,16 @@
 """The GPU check in one command: every notebook at `smoke`, workload R1 against the naive loop, one
-round of every method at its `paper` settings (with the GPU hours each notebook's `paper` preset
-would take), and batched against one-after-another gradient inversion.
+round of every method at its `paper` settings, how much the run pool's packing of runs on the GPU
+gains, the GPU hours each notebook's `paper` preset would take (one run at a time, and packed), and
+batched against one-after-another gradient inversion.
 
-    python benchmarks/gpu_check.py [--device cuda] [--steps notebooks,r1,inversion,methods]
-        [--tiny] [--out DIR] [--budget-s 480] [--notebooks 00_fl_primer ...]
+    python benchmarks/gpu_check.py [--device cuda] [--steps notebooks,r1,inversion,packing,methods]
+        [--tiny] [--out DIR] [--budget-s 570] [--notebooks 00_fl_primer ...]
 
 Each step runs in its own process with a share of ``--budget-s`` (what a step leaves unused goes to
-the steps after it). The steps always run in the order notebooks, r1, inversion, methods, since
-``methods`` fills whatever time it gets with probes. A step that fails is recorded with its error,
-one that outlasts its share is stopped and recorded as such, and the other steps still run.
+the steps after it). The steps always run in the order notebooks, r1, inversion, packing,
+methods, since ``methods`` fills whatever time it gets with probes. A step that fails is
+recorded with its error, one that outlasts its share is stopped and recorded as such, and the
+other steps still run.
 ``--tiny`` shrinks every step to seconds while keeping every code path (the `smoke` presets stand
 in for the `paper` ones, one probe per notebook), so ``--device cpu --tiny`` checks the whole
 script on a machine without a GPU.
@@ -34,6 +36,12 @@ Steps:
   an upper bound as runs stop at their targets; Fig. 3's arrival-limited runs: the time of their
   last arrival in a timing-only run).
 - ``inversion``: 10 clients' gradient inversions batched against one after another, interleaved.
+- ``packing``: the packing factor of each notebook (``benchmarks/packing.py``): ``k`` processes
+  on the GPU, as many as the run pool would put there, each training one run of the notebook,
+  against one such process alone, interleaved. The report's packed estimate
+  (``paper_cost.packed_hours``) divides the hours of the runs the pool packs by it; the runs a
+  notebook times (``study.timed``) and the GI runs' inversions stay one at a time, and a notebook
+  without a factor (03's simulations, or one the step had no time for) keeps its hours unpacked.
 """
 
 from __future__ import annotations
@@ -62,11 +70,14 @@ from paper_cost import _sync  # noqa: E402 (found through the path set just abov
 
 # The run order, whatever order --steps names them in. `methods` times probes until its deadline
 # (more time, more notebooks complete), so it goes last and gets what the fixed-size steps leave.
-STEPS = ("notebooks", "r1", "inversion", "methods")
-# Each step's share, in seconds of the default 480 s budget (renormalised over the steps chosen
-# and the time left). On an H200 the fixed-size steps took: notebooks 123-162 s over four leases
-# (162 s when run alone), r1 68 s, inversion 35 s; each share is 1.2-1.3x the most seen.
-WEIGHTS = {"notebooks": 195.0, "r1": 85.0, "inversion": 45.0, "methods": 155.0}
+STEPS = ("notebooks", "r1", "inversion", "packing", "methods")
+# Each step's share, in seconds of the default budget (renormalised over the steps chosen and
+# the time left). On an H200 the fixed-size steps took: notebooks 123-162 s over four leases
+# (162 s when run alone), r1 68 s, inversion 35 s; each share is 1.2-1.3x the most seen. The
+# packing step has never run on a GPU: 90 s is our guess (five notebooks, each a build and three
+# pairs of about 0.5 + 2 s), and it stops measuring at its deadline.
+WEIGHTS = {"notebooks": 195.0, "r1": 85.0, "inversion": 45.0, "packing": 90.0, "methods": 155.0}
+DEFAULT_BUDGET_S = sum(WEIGHTS.values())
 GRACE_S = 20.0  # past its share, a step gets this long to finish its report before it is killed
 NOTEBOOKS_DIR = ROOT / "notebooks"
 
@@ -112,13 +123,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--steps", default=",".join(STEPS), help=f"comma list of {', '.join(STEPS)}")
     ap.add_argument("--tiny", action="store_true", help="every step at seconds' size")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON and table")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="total seconds for all steps")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="total seconds for all steps (default %(default)s)",
+    )
     ap.add_argument(
         "--notebooks",
         nargs="*",
         default=None,
-        help="notebook names for the notebooks and methods steps (default all; with --tiny, "
-        "the notebooks step runs 00_fl_primer)",
+        help="notebook names for the notebooks, packing and methods steps (default all; with "
+        "--tiny, the notebooks step runs 00_fl_primer)",
     )
     ap.add_argument(
         "--backends",
@@ -330,6 +346,7 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
         _presets,
         estimate,
         notebook_runs,
+        notebook_timed,
         paper_notebooks,
         probe_key,
         time_round,
@@ -340,6 +357,7 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
     out = _partial({"preset": preset_name, "probes": [], "notebooks": {}})
     data_cache: dict = {}
     plans = {}  # notebook -> (preset, runs, keys, first run of each key, timed probes)
+    alone = {}  # notebook -> identities of the runs it times (the pool runs them alone)
     stems = None if names is None else {Path(n).stem for n in names}
     wanted = [n for n in paper_notebooks() if stems is None or n in stems]
     for nb in wanted:
@@ -351,6 +369,7 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
             info["errors"].append(_short_error(e))
             continue
         info["runs"] = len(runs)
+        alone[nb] = notebook_timed(nb, preset)
         if nb == "03_fedast":
             plans[nb] = (preset, runs, [], {}, {})
             continue
@@ -383,7 +402,7 @@ def step_methods(device: str, tiny: bool, deadline: float, names=None) -> dict:
             if torch.device(device).type == "cuda":
                 torch.cuda.empty_cache()
             info["probed"] = len(timed)
-            estimate(runs, timed, info, info.get("gi_extra_s_per_round"))
+            estimate(runs, timed, info, info.get("gi_extra_s_per_round"), alone[nb])
     if "03_fedast" in plans:
         preset, runs, *_ = plans["03_fedast"]
         _fedast_estimate(preset, runs, device, tiny, deadline, out["notebooks"]["03_fedast"], out)
@@ -408,6 +427,7 @@ def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
         return
     stale = preset["clients_per_round"] * preset["num_stale"] / preset["num_clients"]
     info["inversion_s_per_iter"] = s_iter
+    info["inversion_size"] = size
     info["gi_extra_s_per_round"] = stale * int(preset["gi_iters"]) * s_iter
 
 
@@ -472,8 +492,20 @@ def step_inversion(device: str, tiny: bool, deadline: float) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------- step: packing
+def step_packing(device: str, tiny: bool, deadline: float, names=None) -> dict:
+    """The packing factor of every notebook named (default all), :func:`packing.measure`."""
+    import packing
+    from paper_cost import paper_notebooks
+
+    stems = None if names is None else {Path(n).stem for n in names}
+    wanted = [n for n in paper_notebooks() if stems is None or n in stems]
+    return packing.measure(device, tiny, deadline, wanted, _partial({"notebooks": {}}))
+
+
 STEP_FUNCS = {
     "notebooks": step_notebooks,
+    "packing": step_packing,
     "r1": step_r1,
     "methods": step_methods,
     "inversion": step_inversion,
@@ -497,6 +529,8 @@ def run_child(a) -> int:
             rec["result"] = step_r1(a.device, a.tiny, a.deadline, a.backends)
         elif a.child == "methods":
             rec["result"] = step_methods(a.device, a.tiny, a.deadline, a.notebooks)
+        elif a.child == "packing":
+            rec["result"] = step_packing(a.device, a.tiny, a.deadline, a.notebooks)
         else:
             rec["result"] = STEP_FUNCS[a.child](a.device, a.tiny, a.deadline)
     except BaseException as e:  # the parent reports it; the other steps still run
@@ -659,19 +693,35 @@ def table(report: dict) -> str:
                     f"{p['simulated_time']:.1f} time units | - | {_f(p.get('setup_s'))} | "
                     f"{_f(p['seconds_per_time_unit'])} per time unit | - | - |"
                 )
+        est = report.get("estimates") or {"notebooks": {}, "total": {}}
         lines += [
             "",
-            f"Estimated GPU hours of each notebook's `{methods['preset']}` preset "
-            "(sum over its runs of rounds x s/round; a GI run adds its inversions to each round):",
+            f"Estimated GPU hours of each notebook's `{methods['preset']}` preset: one run at a "
+            "time (sum over its runs of rounds x s/round; a GI run adds its inversions to each "
+            "round), and packed (the runs the pool packs, divided by the notebook's packing "
+            "factor: k runs per GPU against one alone; the runs it times and the inversions "
+            "stay one at a time; no factor: unpacked):",
             "",
-            "| notebook | runs | probes | GPU hours | complete | errors |",
-            "| --- | --- | --- | --- | --- | --- |",
+            "| notebook | runs | probes | GPU hours, one at a time | packing factor (k) "
+            "| GPU hours, packed | complete | errors |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for nb, info in methods["notebooks"].items():
             errs = _cell("; ".join(info.get("errors", [])), 300)
+            row = est["notebooks"].get(nb, {})
+            f = row.get("factor")
+            pack = "not measured" if f is None else f"{f:.2f} ({row['k']})"
             lines.append(
                 f"| {nb} | {info.get('runs', 0)} | {info.get('probed', 0)} | "
-                f"{_f(info.get('gpu_hours'))} | {info.get('complete')} | {errs} |"
+                f"{_f(info.get('gpu_hours'))} | {pack} | {_f(row.get('packed_gpu_hours'))} | "
+                f"{info.get('complete')} | {errs} |"
+            )
+        tot = est.get("total") or {}
+        if tot:
+            left = ", ".join(tot["without_estimate"]) or "none"
+            lines.append(
+                f"| all | | | {_f(tot['gpu_hours'])} | | {_f(tot['packed_gpu_hours'])} | | "
+                f"without an estimate: {left} |"
             )
         for nb, info in methods["notebooks"].items():
             if "gi_extra_s_per_round" in info:
@@ -701,6 +751,20 @@ def _summary(step: str, res: dict) -> str:
         )
     if step == "methods":
         return f"{len(res.get('probes', []))} probes (tables below)"
+    if step == "packing":
+        rows = res.get("notebooks", {})
+        got = [f"{nb} {r['factor']:.2f}x" for nb, r in rows.items() if "factor" in r]
+        k = {r["k"] for r in rows.values() if "k" in r}
+        head = f"k = {', '.join(map(str, sorted(k)))} runs per device: " if k else ""
+        return (
+            head
+            + ("; ".join(got) or "no factor measured")
+            + (
+                f"; not measured: {', '.join(nb for nb, r in rows.items() if 'factor' not in r)}"
+                if any("factor" not in r for r in rows.values())
+                else ""
+            )
+        )
     if step == "inversion":
         return (
             f"{res['clients']} clients, R={res['R']}, {res['iters']} iterations: batched "
@@ -715,6 +779,12 @@ def main(argv=None) -> int:
     if a.child:
         return run_child(a)
     report = run_steps(a)
+    methods = (report["steps"].get("methods") or {}).get("result")
+    if methods:
+        from paper_cost import packed_estimates
+
+        packing = (report["steps"].get("packing") or {}).get("result")
+        report["estimates"] = packed_estimates(methods, packing)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"gpu-{_slug(report['device_name'])}" + ("-tiny" if a.tiny else "")

@@ -9,7 +9,9 @@
 # then benchmarks/gpu_check.py on the kit's data; the logs and the check's JSON and Markdown go to
 # $OUT (the folder the device tool brings back), else benchmarks/results. Settable: KIT (default
 # .gpu-kit), PY (default python3, the image's Python with torch), GPU_CHECK_ARGS (default
-# "--device cuda"; "--device cpu --tiny" tries the whole call on a CPU).
+# "--device cuda --budget-s 520": the device tool ends a call at 600 s, and the install, the tests
+# and a step's grace past its share come on top of the budget; "--device cpu --tiny" tries the
+# whole call on a CPU).
 set -uo pipefail
 KIT=${KIT:-.gpu-kit}
 PY=${PY:-python3}
@@ -31,7 +33,7 @@ export FLKIT_DATA="$KIT/data" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHO
 "$PY" -m pytest -q tests/test_graph_backend.py 2>&1 | tee "$DEST/gpu-tests.log"
 tests=${PIPESTATUS[0]}
 # shellcheck disable=SC2086  # GPU_CHECK_ARGS is a list of arguments
-"$PY" benchmarks/gpu_check.py ${GPU_CHECK_ARGS:---device cuda} --out "$DEST" 2>&1 \
+"$PY" benchmarks/gpu_check.py ${GPU_CHECK_ARGS:---device cuda --budget-s 520} --out "$DEST" 2>&1 \
     | tee "$DEST/gpu-check.log"
 check=${PIPESTATUS[0]}
 echo "gpu_lease: graph backend tests exit $tests, GPU check exit $check"

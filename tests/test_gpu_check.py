@@ -84,22 +84,28 @@ def test_steps_run_in_the_checks_order_with_the_budget_filling_methods_last():
     gc = _module()
     a = gc.parse_args(["--device", "cpu", "--steps", "methods, inversion,notebooks"])
     assert a.steps == ["notebooks", "inversion", "methods"]
-    assert gc.parse_args(["--device", "cpu"]).steps == ["notebooks", "r1", "inversion", "methods"]
+    every = ["notebooks", "r1", "inversion", "packing", "methods"]
+    assert gc.parse_args(["--device", "cpu"]).steps == every
 
 
 def test_default_budget_gives_the_notebooks_the_time_they_took_on_an_h200():
     # Every notebook at `smoke` on an H200 (2026-11-28, alone in its call): 162 s. Under the
     # earlier 30 % share (144 s of 480) the whole check stopped notebook 05 in two of four leases.
     gc = _module()
-    share = gc.step_share("notebooks", 480.0, list(gc.STEPS))
+    budget = gc.parse_args(["--device", "cpu"]).budget_s
+    share = gc.step_share("notebooks", budget, list(gc.STEPS))
     assert share >= 1.15 * 162
-    assert gc.step_share("methods", 480.0, ["methods"]) == 480.0  # the last step gets what is left
+    assert gc.step_share("methods", budget, ["methods"]) == budget  # the last gets what is left
     # the fixed-size steps' shares at their turn, each step before them having used its share
-    left = 480.0 - share
-    r1 = gc.step_share("r1", left, ["r1", "inversion", "methods"])
+    left = budget - share
+    r1 = gc.step_share("r1", left, list(gc.STEPS[1:]))
     assert r1 >= 1.15 * 68  # R1 took 68 s on the H200
-    inv = gc.step_share("inversion", left - r1, ["inversion", "methods"])
+    inv = gc.step_share("inversion", left - r1, list(gc.STEPS[2:]))
     assert inv >= 1.15 * 35  # inversion 35 s
+    # the steps taking what they took on the H200 and packing its whole share, the probes get
+    # at least the 182 s they had at the fourth lease
+    left = budget - 162 - 68 - 35
+    assert left - gc.step_share("packing", left, ["packing", "methods"]) >= 182
 
 
 @pytest.mark.slow
@@ -120,7 +126,7 @@ def test_tiny_cpu_check_runs_every_step(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rep = json.loads((out / "gpu-cpu-tiny.json").read_text())
     assert rep["tiny"] is True and rep["device"] == "cpu"
-    assert list(rep["steps"]) == ["notebooks", "r1", "inversion", "methods"]
+    assert list(rep["steps"]) == ["notebooks", "r1", "inversion", "packing", "methods"]
     for step, rec in rep["steps"].items():
         assert rec["status"] == "ok", (step, rec.get("error"))
         assert rec["wall_s"] > 0
@@ -149,6 +155,34 @@ def test_tiny_cpu_check_runs_every_step(tmp_path):
         assert p[key] > 0
         assert p["setup_s"] > 0  # building the probe, kept apart from its timed rounds
 
+    # every engine notebook's packing factor, on two one-thread workers; the packed estimate
+    # divides the packed hours by it (FedAST's simulations: not measured, unpacked)
+    import paper_cost  # the module loaded above put benchmarks/ on the path
+
+    pk = rep["steps"]["packing"]["result"]["notebooks"]
+    assert sorted(pk) == notebooks
+    for name, row in pk.items():
+        if name == "03_fedast":
+            assert "factor" not in row and "not measured" in row["error"]
+            continue
+        assert "error" not in row, (name, row.get("error"))
+        assert row["k"] == 2 and row["factor"] > 0
+        assert row["factor"] == pytest.approx(2 * min(row["alone_s"]) / min(row["packed_s"]))
+    est = rep["estimates"]
+    for name, info in me["notebooks"].items():
+        f = pk[name].get("factor")
+        assert est["notebooks"][name]["packed_gpu_hours"] == pytest.approx(
+            paper_cost.packed_hours(info, f)
+        )
+    assert (
+        0
+        < me["notebooks"]["04_hidenseek"]["alone_gpu_hours"]
+        < me["notebooks"]["04_hidenseek"]["gpu_hours"]
+    )  # 04 times Table 1's runs: those go alone
+    assert est["total"]["gpu_hours"] == pytest.approx(
+        sum(i["gpu_hours"] for i in me["notebooks"].values())
+    )
+
     inv = rep["steps"]["inversion"]["result"]
     assert inv["clients"] == 10
     assert min(inv["batched_s"]) > 0 and min(inv["sequential_s"]) > 0
@@ -157,6 +191,8 @@ def test_tiny_cpu_check_runs_every_step(tmp_path):
     md = (out / "gpu-cpu-tiny.md").read_text()
     for step in rep["steps"]:
         assert f"| {step} | ok |" in md
+    assert "| 03_fedast | 25 |" in md and "| not measured |" in md
+    assert f"| all | | | {est['total']['gpu_hours']:.3g} |" in md
     assert md.strip() in proc.stdout  # the table is printed too
 
 
