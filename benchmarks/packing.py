@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import queue
 import sys
 import time
 from pathlib import Path
@@ -153,13 +154,26 @@ class _Crew:
             p.start()
 
     def _collect(self, kind: str, ranks, timeout: float) -> dict:
+        """Each of ``ranks``' next message, which must be ``kind``; an error, a worker that died
+        (killed for memory, say) or ``timeout`` seconds raise, naming the worker."""
         got = {}
         end = time.time() + timeout
         while len(got) < len(ranks):
             left = end - time.time()
             if left <= 0:
-                raise TimeoutError(f"{len(ranks) - len(got)} worker(s) gave no {kind!r} in time")
-            msg = self.outbox.get(timeout=left)
+                raise TimeoutError(
+                    f"worker(s) {sorted(set(ranks) - set(got))} sent no {kind!r} within "
+                    f"{timeout:.0f} s"
+                )
+            try:
+                msg = self.outbox.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                dead = [r for r in ranks if r not in got and not self.procs[r].is_alive()]
+                if dead:
+                    codes = ", ".join(f"{r}: {self.procs[r].exitcode}" for r in dead)
+                    why = f"worker(s) ended without a word (exit codes {codes})"
+                    raise RuntimeError(why) from None
+                continue
             if msg[0] == "error":
                 raise RuntimeError(f"worker {msg[1]}: {msg[2]}")
             got[msg[1]] = msg[2:]

@@ -80,3 +80,25 @@ def test_a_cpu_measurement_runs_end_to_end_past_a_failing_notebook(monkeypatch):
         pk.probe_run("02_feddip", presets.load("02_feddip", "smoke")).method,
         "fmnist",
     )
+
+
+class _Dies:
+    """Unpickled in a worker, ends its process at once (as a kill for memory would)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os._exit, (3,))
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_named_at_once_not_waited_for():
+    pk = _packing()
+    crew = pk._Crew(2, "cpu", 1, True)
+    try:
+        t0 = time.time()
+        with pytest.raises(RuntimeError, match=r"ended without a word \(exit codes 0: 3, 1: 3\)"):
+            crew.build(_Dies(), timeout=120)
+        assert time.time() - t0 < 60  # not the whole timeout
+    finally:
+        crew.close()
