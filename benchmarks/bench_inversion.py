@@ -25,7 +25,7 @@ from flkit.state import broadcast_state, model_state
 from flkit.utils import resolve_device
 
 
-def one(model, k, r, iters, device):
+def one(model, k, r, iters, device, backend="auto"):
     local = LocalSpec(lr=0.01, batch_size=r, steps=5)
     start = {n: v.to(device) for n, v in broadcast_state(model_state(model), k).items()}
     g = torch.Generator().manual_seed(0)
@@ -35,7 +35,7 @@ def one(model, k, r, iters, device):
     if device.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
-    invert(model, start, target, local, spec, x0, y0)
+    invert(model, start, target, local, spec, x0, y0, backend=backend)
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t

@@ -231,15 +231,18 @@ def state_tensors(x, path="state"):
             yield from state_tensors(getattr(x, f.name), f"{path}.{f.name}")
 
 
-def inversion_seconds_per_iter(device: str, size: int, iters: int) -> float:
-    """Seconds per inversion iteration of one client at batch ``size`` (LeNet of notebook 05)."""
+def inversion_seconds_per_iter(device: str, size: int, iters: int, backend: str = "auto") -> float:
+    """Seconds per inversion iteration of one client at batch ``size`` (LeNet of notebook 05),
+    over ``iters`` iterations after a warm-up call (with ``backend="graph"`` they include the
+    eager warm-up iterations and the recording: give it enough to amortise them)."""
     import bench_inversion
 
     from flkit import models
 
     model = models.build("cnn_mnist", num_classes=10, in_channels=1).to(device)
-    bench_inversion.one(model, 1, size, 1, torch_device(device))  # warm-up
-    return bench_inversion.one(model, 1, size, iters, torch_device(device)) / iters
+    dev = torch_device(device)
+    bench_inversion.one(model, 1, size, 1, dev, backend)  # warm-up
+    return bench_inversion.one(model, 1, size, iters, dev, backend) / iters
 
 
 def torch_device(device: str):

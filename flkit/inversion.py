@@ -17,10 +17,18 @@ Each client's Disparity follows the divergence rule of :mod:`flkit.divergence`, 
 iteration: a non-finite one stops the inversion (FlkitError naming the iteration and the client),
 one above the rule's limit of its first value marks that client's inversion diverged
 (``InversionResult.diverged``).
+
+With ``backend="graph"`` (a GPU run that pins CUDA graphs) an iteration's Disparity and its
+gradients, the unroll's forward and both backward passes, are recorded once as a CUDA graph and
+replayed at every later iteration, one launch instead of hundreds; the optimiser step, the
+stopping rule and the divergence checks stay eager. A replay runs the eager iteration's kernels
+on the same values, so the inversion gives the floats of ``backend="wide"``. A recorded iteration
+needs every client in the batch: once one stops (``tol``), the others go on eagerly.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -28,6 +36,8 @@ from torch import nn
 
 from .divergence import Divergence, LossWatch, check_finite
 from .engine import LocalSpec, train_clients
+from .engine.graphed import GRAPH_WARMUP, RECORDERS
+from .engine.spec import reused_plans
 from .state import param_names
 from .utils import FlkitError, check_choice, check_range, generator
 
@@ -184,6 +194,66 @@ def init_data(
     return torch.stack(xs).to(device, dtype), torch.stack(ys).to(device, dtype)
 
 
+class GraphedGradient:
+    """``grads(x, y)`` = (Disparity [K], its gradient to x, to y) computed by ``fn`` on static
+    copies of x and y, recorded once by ``record`` (a CUDA graph; tests pass a stand-in) and
+    replayed at every call; the outputs are the recording's own tensors, overwritten by the next
+    call. The first :data:`GRAPH_WARMUP` calls run ``fn`` eagerly (on a side stream on a GPU, as
+    torch.cuda.graph asks), so that libraries set up their handles before a recording. A
+    recording that fails is reported once with a warning, and every call runs ``fn`` eagerly."""
+
+    def __init__(self, fn, record, warmup: int = GRAPH_WARMUP):
+        self.fn, self.record, self.warmup = fn, record, warmup
+        self.calls = 0
+        self.replay = None
+        self.failed: str | None = None
+        self.out = None
+
+    def _eager(self, x, y):
+        xx = x.detach().requires_grad_(True)
+        yy = y.detach().requires_grad_(True)
+        return self.fn(xx, yy)
+
+    def __call__(self, x, y):
+        self.calls += 1
+        if self.failed is not None or self.calls <= self.warmup:
+            if x.device.type != "cuda" or self.failed is not None:
+                return self._eager(x, y)
+            side = torch.cuda.Stream(device=x.device)
+            side.wait_stream(torch.cuda.current_stream(x.device))
+            with torch.cuda.stream(side):
+                out = self._eager(x, y)
+            main = torch.cuda.current_stream(x.device)
+            main.wait_stream(side)
+            for t in out:  # made on the side stream, read on this one: not to be reused before
+                t.record_stream(main)
+            return out
+        if self.replay is None:
+            self.sx = x.detach().clone().requires_grad_(True)
+            self.sy = y.detach().clone().requires_grad_(True)
+
+            def body():
+                self.out = self.fn(self.sx, self.sy)
+
+            try:
+                self.replay = self.record(body)
+            except Exception as e:  # noqa: BLE001 - any recording failure means: run eagerly
+                self.failed = f"{type(e).__name__}: {e}"
+                warnings.warn(
+                    f"backend='graph' could not record the inversion's iteration ({self.failed}); "
+                    "running it eagerly (backend 'wide')",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return self._eager(x, y)
+        with torch.no_grad():
+            self.sx.copy_(x)
+            self.sy.copy_(y)
+        self.replay()
+        return self.out
+
+
+@reused_plans()  # every iteration unrolls with the same batch plans: drawn once
 def invert(
     model: nn.Module,
     start: dict,
@@ -207,6 +277,12 @@ def invert(
     the last one (``InversionResult.snapshots``), to measure how the estimate improves."""
     check_model_mode(model, spec.model_mode)
     check_range("snapshot_every", snapshot_every, 0)
+    if backend == "graph" and x0.device.type not in RECORDERS:
+        raise FlkitError(
+            f"backend='graph' records CUDA graphs; the surrogate data is on "
+            f"{x0.device.type!r}, not on one of {sorted(RECORDERS)}; accepted backends there: "
+            "'auto', 'wide', 'vmap', 'loop', 'compiled'"
+        )
     names = [n for n in param_names(model) if n in target]
     if not names:
         raise FlkitError("target holds none of the model's trainable tensors")
@@ -249,16 +325,31 @@ def invert(
             local,
             differentiable=grad,
             train_mode=train,
-            backend=backend,
+            backend=unroll_backend,
         )
         diff = (flat_update(upd, names) - gl).abs()
         return (diff * mk if mk is not None else diff).sum(1)
+
+    def gradients(xx, yy):
+        loss = disparity(xx, yy, True)
+        gx, gy = torch.autograd.grad(loss.sum(), [xx, yy])
+        return loss.detach(), gx, gy
+
+    graphed = None
+    unroll_backend = backend
+    if backend == "graph":  # the graph is the whole iteration's; its unroll is the wide step
+        graphed = GraphedGradient(gradients, RECORDERS[x.device.type])
+        unroll_backend = "wide"
 
     for it in range(spec.iters):
         if snaps is not None and it % snapshot_every == 0:
             snaps.append((it, x.detach().clone(), y.detach().clone()))
         live = stopped < 0
-        if bool(live.all()):
+        every = bool(live.all())
+        if every and graphed is not None:
+            loss, gx, gy = graphed(x, y)
+            full = loss.cpu()
+        elif every:
             loss = disparity(x, y, True)
             full = loss.detach().cpu()
         else:  # stopped clients' Disparity stays at its last value; they get no gradient
@@ -277,7 +368,8 @@ def invert(
             if not (stopped < 0).any():
                 break
         opt.zero_grad(set_to_none=True)
-        gx, gy = torch.autograd.grad(loss.sum(), [x, y])
+        if not (every and graphed is not None):
+            gx, gy = torch.autograd.grad(loss.sum(), [x, y])
         x.grad, y.grad = gx.sign(), gy
         opt.step()
         sched.step()

@@ -72,9 +72,9 @@ def test_a_step_past_its_share_is_stopped_and_the_next_still_runs(tmp_path):
     rep = json.loads((out / "gpu-cpu-tiny.json").read_text())
     assert list(rep["steps"]) == ["r1", "inversion"]  # the check's order, not the one asked
     r1 = rep["steps"]["r1"]
-    # 6 s x 85 / 130 = 3.9 s for r1, which takes about 8 s at tiny sizes on a 2-core CPU
+    # 6 s x 85 / (85 + 55) = 3.6 s for r1, which takes about 8 s at tiny sizes on a 2-core CPU
     assert r1["status"] == "timeout" and "share" in r1["error"]
-    assert r1["share_s"] == pytest.approx(6 * 85 / 130, abs=0.2)
+    assert r1["share_s"] == pytest.approx(6 * 85 / 140, abs=0.2)
     assert r1["wall_s"] < r1["share_s"] + 0.4 + 5  # stopped near its share, not left running
     assert rep["steps"]["inversion"]["status"] in ("ok", "timeout")  # it ran after all
     assert "| r1 | timeout |" in (out / "gpu-cpu-tiny.md").read_text()
@@ -217,7 +217,9 @@ def test_inversion_is_timed_even_when_the_probes_use_up_the_step(monkeypatch):
         return {"method": cfg.method, "seconds_per_round": 0.5}
 
     monkeypatch.setattr(paper_cost, "time_round", fake_round)
-    monkeypatch.setattr(paper_cost, "inversion_seconds_per_iter", lambda dev, size, it: 0.002)
+    monkeypatch.setattr(
+        paper_cost, "inversion_seconds_per_iter", lambda dev, size, it, backend: 0.002
+    )
     out = gc.step_methods("cpu", False, deadline, names=["05_staleness"])
     info = out["notebooks"]["05_staleness"]
     # `paper`: 10 of 100 clients sampled a round, 10 of them stale: one stale client expected,
@@ -238,7 +240,7 @@ def test_a_failed_inversion_timing_leaves_the_estimate_incomplete(monkeypatch):
     gc = _module()
     import paper_cost  # the script put benchmarks/ on the path
 
-    def broken(dev, size, it):
+    def broken(dev, size, it, backend):
         raise RuntimeError("no memory for R=256")
 
     monkeypatch.setattr(paper_cost, "time_round", lambda c, d, t, k: {"seconds_per_round": 0.5})
@@ -248,3 +250,36 @@ def test_a_failed_inversion_timing_leaves_the_estimate_incomplete(monkeypatch):
     assert info["probed"] == 7 and info["runs_without_probe"] == 0
     assert info["complete"] is False and info["without_inversion"] is True
     assert any("inversion timing" in e and "R=256" in e for e in info["errors"])
+
+
+def test_on_a_gpu_the_inversion_cost_takes_the_faster_backend(monkeypatch):
+    from flkit.workbook import presets
+
+    gc = _module()
+    import paper_cost
+
+    p = presets.load("05_staleness", "paper")
+    runs = paper_cost.notebook_runs("05_staleness", p)
+    timed = {"wide": 0.004, "graph": 0.001}
+
+    def fake(dev, size, it, backend):
+        assert size == 256 and it == 25  # the preset's R, enough iterations past the recording
+        if isinstance(timed[backend], Exception):
+            raise timed[backend]
+        return timed[backend]
+
+    monkeypatch.setattr(paper_cost, "inversion_seconds_per_iter", fake)
+    info = {"errors": []}
+    gc._time_inversion(p, runs, "cuda", False, info)  # the device string only picks the backends
+    assert info["inversion_backend"] == "graph" and info["inversion_s_per_iter"] == 0.001
+    assert info["gi_extra_s_per_round"] == pytest.approx(1 * 40_000 * 0.001)
+    assert info["inversion_s_per_iter_by_backend"] == timed
+    # a graph that fails: the eager inversion's time, the failure reported
+    timed["graph"] = RuntimeError("capture failed")
+    info = {"errors": []}
+    gc._time_inversion(p, runs, "cuda", False, info)
+    assert info["inversion_backend"] == "wide" and info["inversion_s_per_iter"] == 0.004
+    assert any("(graph)" in e and "capture failed" in e for e in info["errors"])
+    info = {"errors": []}
+    gc._time_inversion(p, runs, "cpu", False, info)  # no CUDA graphs on a CPU: wide alone
+    assert list(info["inversion_s_per_iter_by_backend"]) == ["wide"]

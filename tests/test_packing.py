@@ -97,7 +97,8 @@ def test_a_worker_that_dies_is_named_at_once_not_waited_for():
     crew = pk._Crew(2, "cpu", 1, True)
     try:
         t0 = time.time()
-        with pytest.raises(RuntimeError, match=r"ended without a word \(exit codes 0: 3, 1: 3\)"):
+        # the first poll that finds a worker gone names those gone by then: one or both
+        with pytest.raises(RuntimeError, match=r"ended without a word \(exit codes [01]: 3"):
             crew.build(_Dies(), timeout=120)
         assert time.time() - t0 < 60  # not the whole timeout
     finally:

@@ -3,6 +3,7 @@ batch plan every backend and the reference loop consume (so they can be compared
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -11,7 +12,10 @@ import torch
 from ..state import State
 from ..utils import FlkitError, check_range, generator
 
-__all__ = ["LocalSpec", "LocalResult", "batch_plan"]
+__all__ = ["LocalSpec", "LocalResult", "batch_plan", "reused_plans"]
+
+# batch_plan's results by their arguments while `reused_plans` is active (None: not active)
+_REUSED: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,24 @@ class LocalResult:
     backend: str = ""  # the backend that ran (a failed "compiled" reports "wide")
 
 
+@contextlib.contextmanager
+def reused_plans():
+    """Within it, :func:`batch_plan` gives the tensors it gave before for the same arguments
+    instead of drawing and copying them again. The gradient inversion unrolls the same local
+    program with the same plans at every iteration: this saves the draws, and a CUDA graph that
+    records an iteration can record no copy from host memory. Nested uses share the outer one's
+    plans; they are dropped when the outermost one ends."""
+    global _REUSED
+    outer = _REUSED
+    if outer is None:
+        _REUSED = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _REUSED = None
+
+
 def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.Tensor]:
     """Positions (into a client's index tensor) of each local step's mini-batch.
 
@@ -67,6 +89,15 @@ def batch_plan(n: int, spec: LocalSpec, seed: int, device="cpu") -> list[torch.T
         raise FlkitError(
             "a client with no data cannot train; every client index tensor must be non-empty"
         )
+    if _REUSED is not None:
+        key = (n, spec, int(seed), str(torch.device(device)))
+        if key not in _REUSED:
+            _REUSED[key] = _draw_plan(n, spec, seed, device)
+        return list(_REUSED[key])
+    return _draw_plan(n, spec, seed, device)
+
+
+def _draw_plan(n: int, spec: LocalSpec, seed: int, device) -> list[torch.Tensor]:
     gen = generator(seed, "batch-plan")
     bsz = spec.batch_size
     if spec.fresh_batches:

@@ -229,7 +229,11 @@ def _setup(model, start, x, client_indices, spec, client_seeds, differentiable):
     plans, n_steps = _plans(client_indices, spec, client_seeds, x.device)
     loss_sum = torch.zeros(k, dtype=torch.float64, device=x.device)
     seen = torch.zeros(k, dtype=torch.long, device=x.device)
-    steps = torch.tensor([len(p) for p in plans], device=x.device)
+    counts = {len(p) for p in plans}
+    if len(counts) == 1:  # a fill, not a copy from host memory: a CUDA graph can record it
+        steps = torch.full((k,), counts.pop(), dtype=torch.long, device=x.device)
+    else:
+        steps = torch.tensor([len(p) for p in plans], device=x.device)
     return names, state, bufs, plans, n_steps, loss_sum, seen, steps
 
 
