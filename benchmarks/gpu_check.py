@@ -31,11 +31,13 @@ Steps:
   memory; the notebook's GPU hours = sum over its runs of rounds x seconds per round (evaluation
   spread over ``eval_every``); a gradient-inversion run of notebook 05 adds, to each round, its
   expected stale clients' inversions for all ``gi_iters`` iterations, timed first since no probe
-  round holds one. FedAST (simulated time): seconds per simulated time unit of the
+  round holds one (at the preset's R; on a GPU eager and replayed from a CUDA graph, the faster
+  costed). FedAST (simulated time): seconds per simulated time unit of the
   heterogeneous run, times each run's horizon (``paper_cost.fedast_horizon``: its ``max_time``,
   an upper bound as runs stop at their targets; Fig. 3's arrival-limited runs: the time of their
   last arrival in a timing-only run).
-- ``inversion``: 10 clients' gradient inversions batched against one after another, interleaved.
+- ``inversion``: 10 clients' gradient inversions batched against one after another, interleaved;
+  on a GPU also the batched inversion replayed from a CUDA graph against the eager one.
 - ``packing``: the packing factor of each notebook (``benchmarks/packing.py``): ``k`` processes
   on the GPU, as many as the run pool would put there, each training one run of the notebook,
   against one such process alone, interleaved. The report's packed estimate
