@@ -34,7 +34,7 @@ HOST_SIDE = {
     ("inversion.py", "invert", "full"): "host stop flags (Python control flow)",
     ("trainer.py", "_build_task", "full"): "concatenated, then moved to the device",
     ("backend.py", "time_backends", "randint"): "seeded CPU draw; its rows are moved",
-    ("spec.py", "batch_plan", "randperm"): "seeded CPU draw: the same batches on every device",
+    ("spec.py", "_draw_plan", "randperm"): "seeded CPU draw: the same batches on every device",
     ("projection.py", "project_internal", "as_tensor"): "host loss vector for the sort",
 }
 
