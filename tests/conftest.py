@@ -3,6 +3,9 @@ from pathlib import Path
 
 import pytest
 
+# fixtures kept beside the helpers they use, for every test module
+pytest_plugins = ("graph_stand_in",)
+
 
 def pytest_sessionstart(session):
     """In CI (FLKIT_REQUIRE_DATA=1) tests that need the dataset mirror must run, not skip."""

@@ -4,6 +4,7 @@ the calls it must not replay; its errors; and on a GPU, where there is one, the 
 
 import pytest
 import torch
+from graph_stand_in import StandIn  # the fixture stand_in comes through conftest
 from torch import nn
 
 from flkit.engine import LocalSpec, graphed, train_clients
@@ -34,33 +35,6 @@ def _problem(n=24, k=3, device="cpu", dtype=torch.float64, **net):
     y = torch.randint(0, 3, (k * n,), generator=g).to(device)
     idx = [torch.arange(i * n, (i + 1) * n, device=device) for i in range(k)]
     return model, x, y, idx, broadcast_state(model_state(model), k)
-
-
-class StandIn:
-    """Records nothing; each replay calls the recorded steps, reading whatever the driver put in
-    their static inputs, as a CUDA graph's replay reads its captured addresses."""
-
-    def __init__(self, fail=False):
-        self.records = self.replays = 0
-        self.fail = fail
-
-    def __call__(self, fn):
-        self.records += 1
-        if self.fail:
-            raise RuntimeError("operation not permitted when stream is capturing")
-
-        def replay():
-            self.replays += 1
-            fn()
-
-        return replay
-
-
-@pytest.fixture
-def stand_in(monkeypatch):
-    rec = StandIn()
-    monkeypatch.setitem(graphed.RECORDERS, "cpu", rec)
-    return rec
 
 
 def _same(a, b):

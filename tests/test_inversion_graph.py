@@ -7,6 +7,7 @@ plans (flkit.engine.spec.reused_plans) that let an iteration record no copy from
 
 import pytest
 import torch
+from graph_stand_in import StandIn  # the fixture stand_in comes through conftest
 from torch import nn
 
 from flkit import models
@@ -15,25 +16,6 @@ from flkit.engine.spec import reused_plans
 from flkit.inversion import GraphedGradient, InversionSpec, init_data, invert
 from flkit.state import broadcast_state, model_state
 from flkit.utils import FlkitError
-
-
-class StandIn:
-    """Records nothing; each replay calls the recorded function again."""
-
-    def __init__(self, fail=False):
-        self.records = self.replays = 0
-        self.fail = fail
-
-    def __call__(self, fn):
-        self.records += 1
-        if self.fail:
-            raise RuntimeError("operation not permitted when stream is capturing")
-
-        def replay():
-            self.replays += 1
-            fn()
-
-        return replay
 
 
 def _lenet_problem(k=3, r=4, device="cpu", dtype=torch.float32, iters=9, **kw):
@@ -52,13 +34,6 @@ def _lenet_problem(k=3, r=4, device="cpu", dtype=torch.float32, iters=9, **kw):
 def _same(a, b):
     for name in ("x", "y", "losses", "iters", "init_loss", "final_loss"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
-
-
-@pytest.fixture
-def stand_in(monkeypatch):
-    rec = StandIn()
-    monkeypatch.setitem(graphed.RECORDERS, "cpu", rec)
-    return rec
 
 
 def test_replayed_iterations_give_the_wide_floats(stand_in):
