@@ -418,7 +418,7 @@ def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
     clients of a round, each at one client's iteration time, for all ``gi_iters`` iterations (an
     upper bound: the method inverts a round's stale clients in one batch, and the switch back to
     plain aggregation ends inversions)."""
-    from paper_cost import inversion_seconds_per_iter
+    from paper_cost import gi_seconds_per_round, inversion_seconds_per_iter
 
     if not any(c.method == "gi_staleness" for c in runs):
         return
@@ -437,19 +437,17 @@ def _time_inversion(preset, runs, device: str, tiny: bool, info: dict) -> None:
     if not by_backend:
         return
     backend, s_iter = min(by_backend.items(), key=lambda kv: kv[1])
-    stale = preset["clients_per_round"] * preset["num_stale"] / preset["num_clients"]
     info["inversion_s_per_iter"] = s_iter
     info["inversion_backend"] = backend
     info["inversion_s_per_iter_by_backend"] = by_backend
     info["inversion_size"] = size
-    info["gi_extra_s_per_round"] = stale * int(preset["gi_iters"]) * s_iter
+    info["gi_extra_s_per_round"] = gi_seconds_per_round(preset, s_iter)
 
 
 def _fedast_estimate(preset, runs, device, tiny, deadline, info, out) -> None:
-    from paper_cost import time_fedast
+    from paper_cost import fedast_hours, fedast_probe_config, time_fedast
 
-    # the heterogeneous run (most distinct datasets): the paper's costliest mix of models
-    probe_cfg = max((c for c, _ in runs), key=lambda c: len({t["dataset"] for t in c["tasks"]}))
+    probe_cfg = fedast_probe_config(runs)
     horizon = 5.0 if tiny else 20.0
     if time.time() > deadline - 15:
         info["errors"].append("out of the step's time: not probed")
@@ -464,7 +462,7 @@ def _fedast_estimate(preset, runs, device, tiny, deadline, info, out) -> None:
     r["notebook"] = "03_fedast"
     out["probes"].append(r)
     info["probed"] = 1
-    info["gpu_hours"] = sum(h for _, h in runs) * r["seconds_per_time_unit"] / 3600
+    info["gpu_hours"] = fedast_hours(runs, r["seconds_per_time_unit"])
     info["complete"] = False  # one probe for every run, and runs stop at their targets
     info["note"] = (
         "every run to its horizon at the heterogeneous run's speed: an upper bound, but for "

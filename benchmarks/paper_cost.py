@@ -91,6 +91,26 @@ def fedast_horizon(cfg: dict, seed: int) -> float:
     return float(res.total_time)
 
 
+def gi_seconds_per_round(preset, s_iter: float) -> float:
+    """Inversion seconds a GI round of ``preset`` adds: its expected stale clients (clients per
+    round x stale share), each inverted for all ``gi_iters`` iterations at ``s_iter`` seconds
+    (an upper bound: the method inverts a round's stale clients in one batch, and the switch
+    back to plain aggregation ends inversions)."""
+    stale = preset["clients_per_round"] * preset["num_stale"] / preset["num_clients"]
+    return stale * int(preset["gi_iters"]) * s_iter
+
+
+def fedast_probe_config(runs) -> dict:
+    """The FedAST run timed for all of them: the one with the most distinct datasets (the paper's
+    costliest mix of models). ``runs``: :func:`notebook_runs`' (config, horizon) pairs."""
+    return max((c for c, _ in runs), key=lambda c: len({t["dataset"] for t in c["tasks"]}))
+
+
+def fedast_hours(runs, seconds_per_time_unit: float) -> float:
+    """GPU hours of FedAST ``runs`` ((config, horizon) pairs), each to its horizon."""
+    return sum(h for _, h in runs) * seconds_per_time_unit / 3600
+
+
 def probe_key(cfg) -> tuple:
     """What sets the cost of a round: runs with equal keys share one timed probe."""
     return (
@@ -411,7 +431,7 @@ def recost(reports: list[dict], notebooks=None) -> dict:
             info["gpu_hours"] = None
             if per_unit is not None:
                 info["probed"] = 1
-                info["gpu_hours"] = sum(h for _, h in runs) * per_unit / 3600
+                info["gpu_hours"] = fedast_hours(runs, per_unit)
             continue
         kinds: dict = {}
         for c in runs:
@@ -429,8 +449,7 @@ def recost(reports: list[dict], notebooks=None) -> dict:
         if nb in per_iter and any(c.method == "gi_staleness" for c in runs):
             s_iter, size = per_iter[nb]
             if size in (None, int(preset["gi_size"])):
-                stale = preset["clients_per_round"] * preset["num_stale"] / preset["num_clients"]
-                gi = stale * int(preset["gi_iters"]) * s_iter
+                gi = gi_seconds_per_round(preset, s_iter)
         estimate(runs, probes, info, gi, notebook_timed(nb, preset))
         if nb in factors:
             info["factor"], info["k"] = factors[nb]

@@ -36,7 +36,7 @@ def costliest(preset_name: str) -> dict:
     from flkit.workbook import presets
 
     runs = paper_cost.notebook_runs("03_fedast", presets.load("03_fedast", preset_name))
-    return max((c for c, _ in runs), key=lambda c: len({t["dataset"] for t in c["tasks"]}))
+    return paper_cost.fedast_probe_config(runs)
 
 
 def groups(cfg: dict, horizon: float) -> dict:
