@@ -11,12 +11,13 @@
   final weights; a simulation's result) must be equal bit for bit in A and B, and the benchmark
   checks that it is.
 
-A run a notebook times (``study.timed``; 04's Table 1 runs) goes alone in ``flkit reproduce``;
-here it is packed like any other, since the benchmark measures packing, not that run's times.
-Both go through the pool's own workers (a fresh process per run, so process start-up and data
-loading count alike in A and B); every repetition trains into fresh, empty run caches; A and B
-alternate (A B A B ...) so that a change in the machine's load hits both. Prints the minimum and
-the median wall time of each and their ratio, and with ``--out`` writes them as JSON.
+A run a notebook times (``study.timed``; 04's Table 1 runs) goes alone in ``flkit reproduce``; here
+it is packed like any other, since the benchmark measures packing, not that run's times. Both go
+through the pool's own workers (B: one worker, A: one per core, each serving run after run, so
+process start-up and data loading count alike in A and B); every repetition trains into fresh, empty
+run caches; A and B alternate (A B A B ...) so that a change in the machine's load hits both. Prints
+the minimum and the median wall time of each and their ratio, and with ``--out`` writes them as
+JSON.
 
     python benchmarks/bench_pool.py                                   # 02's first two cpu runs
     python benchmarks/bench_pool.py --compare pool --notebook 04_hidenseek --runs 4

@@ -29,6 +29,7 @@ from flkit.reproduce.pool_slots import (
     parse_devices,
     training_bytes,
 )
+from flkit.reproduce.pool_workers import WorkerProcess, slot_key
 from flkit.utils import FlkitError
 from flkit.workbook import presets
 
@@ -89,6 +90,8 @@ def test_a_packed_pool_gives_each_run_its_history_alone(tmp_path, alone):
     assert [e[2]["status"] for e in events if e[0] == "done"] == ["ok"] * len(jobs)
     kinds = [e[0] for e in events]
     assert kinds[:2] == ["start", "start"]  # two runs went at once: the pool packed them
+    pids = [e[2] for e in events if e[0] == "start"]
+    assert len(set(pids)) == 2  # the third run went to a worker that had trained one already
     for job, hist in zip(jobs, alone):
         folder = job.folder(plan.root)
         assert folder.parent == plan.root and job.finished(folder)
@@ -100,6 +103,8 @@ def test_the_pools_order_changes_no_number(tmp_path, alone):
     plan = _plan(jobs, tmp_path / "cache", cores=1)  # one at a time, in the other order
     events = _events(plan)
     assert [e[1] for e in events if e[0] == "done"] == [0, 1, 2]
+    # one worker process trained all three, one after another, as a notebook's kernel does
+    assert len({e[2] for e in events if e[0] == "start"}) == 1
     for job, hist in zip(jobs, alone[::-1]):
         assert _history(job.folder(plan.root)) == hist, job.label()
 
@@ -186,6 +191,24 @@ def test_run_pool_reports_and_leaves_a_failed_run_to_its_notebook(tmp_path):
     assert out["failed"] == [bad.label()] and out["trained"] == 0
     text = "".join(lines)
     assert "FAILED" in text and "No module named 'flkit.papers.no_such_paper'" in text
+
+
+def test_a_failed_run_ends_its_worker_and_the_next_run_gets_a_fresh_one(tmp_path):
+    bad = PoolJob(
+        "test", "flkit.papers.no_such_paper.study", "smoke", "run", TINY_FEDAVG.to_dict(), None, 1
+    )
+    good = _jobs()[0]
+    plan = _plan([bad, good], tmp_path / "cache", cores=1)
+    events = _events(plan)
+    done = {e[1]: e[2] for e in events if e[0] == "done"}
+    assert done[0]["status"] == "failed" and done[0]["returncode"] == 1
+    assert "No module named 'flkit.papers.no_such_paper'" in done[0]["error"]
+    assert done[1]["status"] == "ok" and good.finished(good.folder(plan.root))
+    pids = [e[2] for e in events if e[0] == "start"]
+    assert pids[0] != pids[1]
+    # each run's output in its own log: the traceback in the failed run's, none in the other's
+    assert "Traceback" in Path(done[0]["log"]).read_text()
+    assert "Traceback" not in Path(done[1]["log"]).read_text()
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -311,7 +334,7 @@ def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_pa
     assert {j.threads for j in pooled.jobs} == {1} and pooled.slots.capacity() == 2
     assert pooled.notes == [
         "02_feddip trains its own 12 run(s): each computes with 2 torch thread(s), so the 2 "
-        "core(s) hold one at a time and a worker process per run would only add its start-up"
+        "core(s) hold one at a time and a worker process would only add its start-up"
     ]
     # at one thread a run, 02's runs pack two to the 2 cores and the pool takes them
     monkeypatch.setenv("FLKIT_THREADS", "1")
@@ -325,19 +348,33 @@ def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_pa
     assert len(pooled.jobs) == 12 and pooled.slots.gpu and pooled.notes == []
 
 
-class _Worker:
-    """A stand-in for a pool worker process: it ends after ``polls`` polls."""
+class _Proc:
+    """A stand-in for a pool worker's process: alive until its input is closed."""
 
     pid = 0
 
-    def __init__(self, polls: int):
-        self.left, self.returncode = polls, None
+    def __init__(self):
+        self.stdin, self.returncode = self, None
+
+    def close(self):  # its stdin closed: it exits
+        self.returncode = 0
 
     def poll(self):
-        self.left -= 1
-        if self.left <= 0:
-            self.returncode = 0
         return self.returncode
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+    def terminate(self):
+        self.returncode = -15
+
+
+class _StandIn(WorkerProcess):
+    """A stand-in pool worker whose run ends after three polls."""
+
+    def outcome(self):
+        self.left -= 1
+        return 0 if self.left <= 0 else None
 
 
 def _schedule(jobs, slots: Slots, tmp_path, monkeypatch) -> list[tuple]:
@@ -346,11 +383,15 @@ def _schedule(jobs, slots: Slots, tmp_path, monkeypatch) -> list[tuple]:
     starts, where = [], {}
     monkeypatch.setattr(pool_mod, "_POLL_S", 0.0)
 
-    def start(self, i, job, gpu, tmp):
-        where[i] = gpu
-        return _Worker(polls=3), tmp_path / f"{i}.log"
+    def spawn(self, job, gpu, log):
+        return _StandIn(_Proc(), slot_key(job, gpu))
 
-    monkeypatch.setattr(Pool, "_start", start)
+    def give(self, worker, i, job, log, tmp):
+        where[i] = worker.key[1] if worker.key[0] == "cuda" else None
+        worker.job, worker.left = i, 3
+
+    monkeypatch.setattr(Pool, "_spawn", spawn)
+    monkeypatch.setattr(Pool, "_give", give)
     plan = PoolPlan(jobs, slots, tmp_path / "cache", log_dir=tmp_path / "logs")
     running: set = set()
     for e in Pool(plan).events():
@@ -424,7 +465,7 @@ def test_a_cpu_pool_leaves_timed_runs_to_their_notebook(tmp_path, monkeypatch):
     assert pooled.notes == [
         f"04_hidenseek trains its own {len(timed)} timed run(s): it reads their wall-clock "
         "times, so each goes alone on the machine, and alone a run is faster in the notebook's "
-        "kernel than in a worker process of its own"
+        "kernel than in a worker process"
     ]
     big = [{"index": 0, "name": "A", "free": 80 * 2**30, "total": 80 * 2**30}]
     monkeypatch.setattr(pool_mod, "probe_gpus", lambda: big)

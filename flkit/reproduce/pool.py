@@ -2,18 +2,18 @@
 machine, then the notebooks, which read them from the run cache.
 
 A notebook's runs are known before it executes: its paper folder's ``study.runs(preset, seeds)``
-lists them (:mod:`flkit.preset_runs`, :mod:`.pool_jobs`). The pool trains each in a worker
-process of its own (:mod:`.pool_worker`), as many at a time as the machine holds
-(:mod:`.pool_slots`): on a CPU machine, as many runs as the cores hold at the executors' torch
-thread count (``$FLKIT_THREADS``, else the driver's: :func:`.plan.run_threads`), and only runs two
-of which fit at once (one that takes every core is faster in its notebook's kernel, which has
-already started Python, torch and the data); on a GPU machine, several runs per GPU on every
-chosen GPU. A run's numbers never depend on the packing or the
-order: each worker is a fresh process that computes its run exactly as the notebook would without
-the pool (same config, device type, backend and thread count, hence the same cache folder and the
-same floats). Wall-clock times do depend on what runs beside a run, so a run whose times a
-notebook reads as evidence (``study.timed``, :attr:`.pool_jobs.PoolJob.timed`) goes alone: on a
-GPU alone on its device, on the CPU in its notebook's kernel after the pool.
+lists them (:mod:`flkit.preset_runs`, :mod:`.pool_jobs`). The pool trains them in worker processes
+(:mod:`.pool_worker`), as many at a time as the machine holds (:mod:`.pool_slots`), each worker one
+run after another, as a notebook's kernel does: on a CPU machine, as many runs as the cores hold at
+the executors' torch thread count (``$FLKIT_THREADS``, else the driver's:
+:func:`.plan.run_threads`), and only runs two of which fit at once (one that takes every core is
+faster in its notebook's kernel, which has already started Python, torch and the data); on a GPU
+machine, several runs per GPU on every chosen GPU. A run's numbers never depend on the packing or
+the order: a worker computes each run exactly as the notebook would without the pool (same config,
+device type, backend and thread count, hence the same cache folder and the same floats). Wall-clock
+times do depend on what runs beside a run, so a run whose times a notebook reads as evidence
+(``study.timed``, :attr:`.pool_jobs.PoolJob.timed`) goes alone: on a GPU alone on its device, on the
+CPU in its notebook's kernel after the pool.
 
 Progress shows runs done / total and an estimate of the time left. A run whose worker fails or
 dies is reported and left to its notebook, which trains it, resuming from its last checkpoint;
@@ -21,19 +21,21 @@ a pool stopped (Ctrl-C, kill) resumes the same way the next time (a FedAST simul
 checkpoint: it starts again). Bad settings (a GPU that is not there, more runs per GPU than its
 memory holds) are refused before any training.
 
-A process per run, not runs stacked into one wide model: a process isolates what a run's numbers
-depend on (its global generators, its thread count), works for every method and for FedAST's
-simulations alike, and a worker that dies takes only its own run with it.
+Processes, not runs stacked into one wide model: a worker fixes what a run's numbers depend on
+(its thread count, its GPU) for its life, works for every method and for FedAST's simulations
+alike, and a worker that dies takes only its current run with it. A worker serves one slot (a GPU,
+or the CPU at one thread count) for as long as the pool has runs for it, so Python, torch and
+the data start once per slot, not once per run: on the CPU a start cost 1.6-5.5 s of CPU time
+per run, enough to make 03's pooled simulations slower than its notebook's own prefetch, whose
+two workers also serve every run (``benchmarks/RESULTS.md``).
 
 ``flkit reproduce --no-pool`` turns it off; with ``--executor ray --address ...`` it is off too
 (the cluster's workers would not see this machine's run cache)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -56,6 +58,7 @@ from .pool_slots import (
     probe_gpus,
     threads_per_gpu_worker,
 )
+from .pool_workers import WorkerProcess, run_info, slot_key, stop
 
 __all__ = [
     "Pool",
@@ -73,8 +76,6 @@ __all__ = [
 LOG_DIR = "pool"
 #: how often the pool says where it stands while runs are going (seconds)
 HEARTBEAT_S = 60.0
-#: seconds a stopped pool's workers get to exit on SIGTERM before SIGKILL
-STOP_GRACE_S = 5.0
 _POLL_S = 0.2
 
 
@@ -208,8 +209,8 @@ def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob
     """The CPU jobs two of which fit the ``cores`` at once and whose wall-clock times no
     notebook reads; each notebook trains the others itself, with a line in ``notes``. Such a run
     goes one at a time (a timed run alone, so that its times are those of a run alone), and in a
-    worker process of its own, which starts Python, torch and the data again for every run, it
-    is the same run, slower than in the notebook's kernel (``benchmarks/RESULTS.md``)."""
+    worker process, which starts Python, torch and the data again, it is the same run, slower
+    than in the notebook's kernel, which has them already (``benchmarks/RESULTS.md``)."""
     kept, alone, timed = [], {}, {}
     for job in jobs:
         if not packs(job.threads, cores):
@@ -223,13 +224,13 @@ def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob
         notes.append(
             f"{notebook} trains its own {len(left)} run(s): each computes with "
             f"{'/'.join(map(str, threads))} torch thread(s), so the {cores} core(s) hold one at "
-            "a time and a worker process per run would only add its start-up"
+            "a time and a worker process would only add its start-up"
         )
     for notebook, left in timed.items():
         notes.append(
             f"{notebook} trains its own {len(left)} timed run(s): it reads their wall-clock "
             "times, so each goes alone on the machine, and alone a run is faster in the "
-            "notebook's kernel than in a worker process of its own"
+            "notebook's kernel than in a worker process"
         )
     return kept
 
@@ -292,34 +293,46 @@ class Pool:
             env[ENV_ALLOW] = "1"
         return env
 
-    def _start(self, i: int, job: PoolJob, gpu: int | None, tmp: Path):
-        spec = tmp / f"job{i}.json"
-        spec.write_text(
-            json.dumps(
-                {
-                    "job": job.__dict__,
-                    "root": str(self.plan.root),
-                    "driver": os.getpid(),  # the worker ends when this process is gone
-                    "device": "auto",
-                    "checkpoint_every": self.plan.checkpoint_every,
-                    "checkpoint_seconds": self.plan.checkpoint_seconds,
-                },
-                default=str,
-            ),
-            encoding="utf-8",
-        )
+    def _spawn(self, job: PoolJob, gpu: int | None, log: Path) -> WorkerProcess:
+        """A worker process for ``job``'s slot (its GPU, or the CPU at its thread count)."""
+        return WorkerProcess.start(slot_key(job, gpu), self._env(job, gpu), log)
+
+    def _log(self, i: int, job: PoolJob, tmp: Path) -> Path:
+        """Where run ``i``'s output goes, emptied."""
         log_dir = self.plan.log_dir or tmp
         log_dir.mkdir(parents=True, exist_ok=True)
         log = log_dir / f"{i:03d}-{_slug(job.label())}.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "flkit.reproduce.pool_worker", str(spec)],
-                env=self._env(job, gpu),
-                stdout=fh,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        return proc, log
+        log.write_bytes(b"")
+        return log
+
+    def _give(self, worker: WorkerProcess, i: int, job: PoolJob, log: Path, tmp: Path) -> None:
+        """Hand run ``i`` to ``worker`` (:meth:`.pool_workers.WorkerProcess.give`)."""
+        spec = {
+            "job": job.__dict__,
+            "root": str(self.plan.root),
+            "device": "auto",
+            "log": str(log),
+            "checkpoint_every": self.plan.checkpoint_every,
+            "checkpoint_seconds": self.plan.checkpoint_seconds,
+        }
+        worker.give(i, spec, tmp)
+
+    def _worker_for(
+        self, workers: list, retired: list, job: PoolJob, gpu: int | None, log: Path
+    ) -> WorkerProcess:
+        """An idle worker of ``job``'s slot, else a new one; an idle worker of another slot is
+        ended first, so that no more processes hold memory than runs go at once."""
+        key = slot_key(job, gpu)
+        for w in workers:
+            if w.job is None and w.key == key:
+                return w
+        for w in [w for w in workers if w.job is None]:
+            w.close()  # it exits; the pool's end reaps it
+            workers.remove(w)
+            retired.append(w.proc)
+        worker = self._spawn(job, gpu, log)
+        workers.append(worker)
+        return worker
 
     def _resume_round(self, job: PoolJob) -> int:
         folder = job.folder(self.plan.root, "auto" if self.plan.slots.gpu else self.plan.device)
@@ -331,7 +344,9 @@ class Pool:
     def events(self):
         jobs, slots = self.plan.jobs, self.plan.slots
         pending = list(range(len(jobs)))
-        running: dict[int, tuple] = {}  # i -> (process, log, started, gpu or None, cores)
+        running: dict[int, tuple] = {}  # i -> (worker, gpu or None, cores)
+        workers: list[WorkerProcess] = []
+        retired: list = []  # processes of workers that ended or are ending
         free_cores = slots.cores
         free_gpu = {d: slots.per_device for d in slots.devices}
         alone: set = set()  # where a timed run goes: its GPU, or None for the CPU machine
@@ -360,53 +375,35 @@ class Pool:
                         alone.add(gpu)
                     pending.remove(i)
                     resume = self._resume_round(job)
-                    proc, log = self._start(i, job, gpu, tmp)
-                    running[i] = (proc, log, time.monotonic(), gpu, cores)
-                    yield ("start", i, proc.pid, resume)
+                    log = self._log(i, job, tmp)
+                    worker = self._worker_for(workers, retired, job, gpu, log)
+                    self._give(worker, i, job, log, tmp)
+                    running[i] = (worker, gpu, cores)
+                    yield ("start", i, worker.proc.pid, resume)
                 time.sleep(_POLL_S)
-                for i in [i for i, r in running.items() if r[0].poll() is not None]:
-                    proc, log, started, gpu, cores = running.pop(i)
+                for i in [i for i, r in running.items() if r[0].outcome() is not None]:
+                    worker, gpu, cores = running.pop(i)
+                    returncode, seconds, log = worker.outcome(), worker.seconds(), worker.log
+                    worker.job = None
+                    if returncode != 0:  # it exits after a failed run (or has died): a new
+                        workers.remove(worker)  # one takes the next run
+                        retired.append(worker.proc)
                     if jobs[i].timed:
                         alone.discard(gpu)
                     if gpu is None:
                         free_cores += cores
                     else:
                         free_gpu[gpu] += 1
-                    yield ("done", i, _info(proc.returncode, time.monotonic() - started, log))
+                    yield ("done", i, run_info(returncode, seconds, log))
                 if running and time.monotonic() - last_tick >= self.heartbeat_s:
                     last_tick = time.monotonic()
                     yield ("tick",)
+            for w in workers:  # every run done: end of input ends each worker
+                w.close()
+            stop([w.proc for w in workers] + retired, wait_first=True)
         finally:
-            _stop([r[0] for r in running.values()])
-            for f in tmp.iterdir():
-                f.unlink(missing_ok=True)
-            tmp.rmdir()
-
-
-def _info(returncode: int, seconds: float, log: Path) -> dict:
-    info = {"status": "ok" if returncode == 0 else "failed", "seconds": seconds}
-    info.update(returncode=returncode, log=str(log), error="")
-    if returncode != 0:
-        try:
-            lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        except OSError:
-            lines = []
-        info["error"] = lines[-1][:300] if lines else f"exit status {returncode}"
-    return info
-
-
-def _stop(procs, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM to every running worker, SIGKILL to what is left after ``grace_s`` seconds."""
-    alive = [p for p in procs if p.poll() is None]
-    for p in alive:
-        p.terminate()
-    deadline = time.monotonic() + grace_s
-    for p in alive:
-        try:
-            p.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            stop([w.proc for w in workers] + retired)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _slug(text: str) -> str:

@@ -1,20 +1,34 @@
-"""One pool worker: ``python -m flkit.reproduce.pool_worker JOB.json`` trains one
-:class:`~.pool_jobs.PoolJob` into the run cache and exits (0 when the run is whole).
+"""A pool worker: ``python -m flkit.reproduce.pool_worker DRIVER_PID`` trains
+:class:`~.pool_jobs.PoolJob`\\ s into the run cache one after another, as a notebook's kernel trains
+its runs, for as long as its driver (:class:`.pool.Pool`) gives it some.
 
-A process per run: its torch threads (``FLKIT_THREADS``), its GPU (``CUDA_VISIBLE_DEVICES``) and
-its global random generators are its own, so nothing a neighbour does reaches its numbers, and a
-worker that dies takes only its own run with it (whose checkpoint the next attempt resumes from).
-The run is trained exactly as the notebook trains it: through the paper's ``study.train`` where
-the study has one (:mod:`flkit.preset_runs`), else :func:`flkit.experiment.run` alone."""
+The driver writes one line per run on the worker's stdin: the path of a JSON spec holding the job,
+the cache root, where the run's output goes (``log``) and where its outcome goes (``status``). The
+worker points its stdout and stderr at the log, trains the run, and writes ``{"returncode": 0}`` to
+the status file (a failed run: its traceback in the log, ``1`` in the status, and the worker
+exits, so that the next run starts in a clean process). End of input ends the worker.
+
+A worker serves one slot: one GPU (``CUDA_VISIBLE_DEVICES``) and one torch thread count
+(``FLKIT_THREADS``), fixed for its life, so Python, torch, CUDA and the decoded data are started
+once per slot, not once per run (on the CPU that start-up cost about as much as a short run).
+A run's numbers do not depend on what the worker trained before: each run seeds its own
+generators from its config, exactly as in a notebook's kernel, which trains its runs one after
+another in one process too. A worker that dies takes only its current run with it, whose
+checkpoint the next attempt resumes from. The run is trained as the notebook trains it: through
+the paper's ``study.train`` where the study has one (:mod:`flkit.preset_runs`), else
+:func:`flkit.experiment.run` alone."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
-__all__ = ["train", "main"]
+__all__ = ["train", "serve", "main"]
 
 
 def train(
@@ -44,25 +58,75 @@ def train(
     )
 
 
+def _output_to(path: str) -> None:
+    """This process's stdout and stderr (file descriptors 1 and 2, hence C libraries' output
+    too) written to ``path`` from now on."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+
+
+def _write_status(path: str, returncode: int) -> None:
+    """The run's outcome, written whole (the driver reads the file once it exists)."""
+    part = Path(path + ".part")
+    part.write_text(json.dumps({"returncode": returncode}), encoding="utf-8")
+    os.replace(part, path)
+
+
+def _release() -> None:
+    """What the last run left behind given back: its objects, and on a GPU the cached blocks, so
+    that the next run's memory is what the pool's estimate counted."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def serve(lines) -> int:
+    """Train the run of each spec path in ``lines`` in turn; 0 once they are all done, 1 after
+    the first failed run (its status written first)."""
+    for line in lines:
+        path = line.strip()
+        if not path:
+            continue
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        _output_to(spec["log"])
+        try:
+            train(
+                spec["job"],
+                spec["root"],
+                spec.get("device", "auto"),
+                spec.get("checkpoint_every"),
+                float(spec.get("checkpoint_seconds", 60.0)),
+            )
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            _write_status(spec["status"], 1)
+            return 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _write_status(spec["status"], 0)
+        _release()
+    return 0
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m flkit.reproduce.pool_worker JOB.json", file=sys.stderr)
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m flkit.reproduce.pool_worker DRIVER_PID", file=sys.stderr)
         return 2
     from .stopping import end_with_parent
 
     # a pool whose driver is killed (SIGKILL runs no handler) leaves no run training unseen: the
     # run resumes from its checkpoint the next time
-    spec = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    end_with_parent(lambda: None, parent=spec.get("driver"))
-    train(
-        spec["job"],
-        spec["root"],
-        spec.get("device", "auto"),
-        spec.get("checkpoint_every"),
-        float(spec.get("checkpoint_seconds", 60.0)),
-    )
-    return 0
+    end_with_parent(lambda: None, parent=int(args[0]))
+    return serve(sys.stdin)
 
 
 if __name__ == "__main__":
