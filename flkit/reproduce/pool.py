@@ -25,9 +25,8 @@ Processes, not runs stacked into one wide model: a worker fixes what a run's num
 (its thread count, its GPU) for its life, works for every method and for FedAST's simulations
 alike, and a worker that dies takes only its current run with it. A worker serves one slot (a GPU,
 or the CPU at one thread count) for as long as the pool has runs for it, so Python, torch and
-the data start once per slot, not once per run: on the CPU a start cost 1.6-5.5 s of CPU time
-per run, enough to make 03's pooled simulations slower than its notebook's own prefetch, whose
-two workers also serve every run (``benchmarks/RESULTS.md``).
+the data start once per slot, not once per run, as in 03's own prefetch, whose two workers also
+serve every run (``benchmarks/RESULTS.md``: 03 at ``cpu`` now takes as long pooled as not).
 
 ``flkit reproduce --no-pool`` turns it off; with ``--executor ray --address ...`` it is off too
 (the cluster's workers would not see this machine's run cache)."""
