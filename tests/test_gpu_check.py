@@ -157,7 +157,6 @@ def test_tiny_cpu_check_runs_every_step(tmp_path):
 
     # every engine notebook's packing factor, on two one-thread workers; the packed estimate
     # divides the packed hours by it (FedAST's simulations: not measured, unpacked)
-
     pk = rep["steps"]["packing"]["result"]["notebooks"]
     assert sorted(pk) == notebooks
     for name, row in pk.items():

@@ -404,6 +404,64 @@ def _schedule(jobs, slots: Slots, tmp_path, monkeypatch) -> list[tuple]:
     return starts
 
 
+def _workers_seen(jobs, slots: Slots, tmp_path, monkeypatch, failing=()) -> tuple[list, int]:
+    """The slot of every worker ``Pool(jobs on slots)`` started, and the most workers alive at
+    once (started and not yet ended), with stand-in workers whose runs all take three polls;
+    the runs numbered in ``failing`` fail."""
+    started, alive, most = [], set(), 0
+    monkeypatch.setattr(pool_mod, "_POLL_S", 0.0)
+
+    class Counted(_StandIn):
+        def close(self):
+            alive.discard(id(self))
+
+        def outcome(self):
+            code = super().outcome()
+            if code is not None and self.job in failing:
+                alive.discard(id(self))  # a worker exits after a failed run
+                return 1
+            return code
+
+    def spawn(self, job, gpu, log):
+        nonlocal most
+        w = Counted(_Proc(), slot_key(job, gpu))
+        started.append(w.key)
+        alive.add(id(w))
+        most = max(most, len(alive))
+        return w
+
+    def give(self, worker, i, job, log, tmp):
+        worker.job, worker.left, worker.log = i, 3, log
+
+    monkeypatch.setattr(Pool, "_spawn", spawn)
+    monkeypatch.setattr(Pool, "_give", give)
+    plan = PoolPlan(jobs, slots, tmp_path / "cache", log_dir=tmp_path / "logs")
+    done = [e[2]["status"] for e in Pool(plan).events() if e[0] == "done"]
+    assert done.count("failed") == len(failing) and len(done) == len(jobs)
+    return started, most
+
+
+def _one_thread_jobs(n: int, threads=1) -> list[PoolJob]:
+    cfg = TINY_FEDAVG.to_dict()
+    return [PoolJob("t", PRIMER, "smoke", "run", cfg, None, threads) for _ in range(n)]
+
+
+def test_a_worker_serves_its_slot_run_after_run(tmp_path, monkeypatch):
+    # six runs on two GPUs of one slot each: one worker per GPU trains all of that GPU's runs
+    two_gpus = Slots(2, [0, 1], 1)
+    started, most = _workers_seen(_one_thread_jobs(6), two_gpus, tmp_path, monkeypatch)
+    assert started == [("cuda", 0), ("cuda", 1)] and most == 2
+    # a failed run (the third, on GPU 0) ends its worker: GPU 0 gets a new one, and GPU 1's
+    # idle worker waits for GPU 1's next run
+    started, most = _workers_seen(_one_thread_jobs(6), two_gpus, tmp_path, monkeypatch, (2,))
+    assert started == [("cuda", 0), ("cuda", 1), ("cuda", 0)] and most == 2
+    # the CPU, two cores: two one-thread workers for four runs, then a run of two threads takes
+    # both cores, and the idle one-thread workers end before its worker starts
+    jobs = _one_thread_jobs(4) + _one_thread_jobs(1, threads=2)
+    started, most = _workers_seen(jobs, Slots(2), tmp_path, monkeypatch)
+    assert started == [("cpu", 1), ("cpu", 1), ("cpu", 2)] and most == 2
+
+
 def _timed_mix() -> list[PoolJob]:
     """Five one-thread jobs, the second and fourth timed."""
     return [

@@ -319,13 +319,15 @@ class Pool:
     def _worker_for(
         self, workers: list, retired: list, job: PoolJob, gpu: int | None, log: Path
     ) -> WorkerProcess:
-        """An idle worker of ``job``'s slot, else a new one; an idle worker of another slot is
-        ended first, so that no more processes hold memory than runs go at once."""
+        """An idle worker of ``job``'s slot, else a new one. On the CPU an idle worker of another
+        thread count is ended first, so that no more processes hold the machine's memory than
+        runs go at once; on GPUs an idle worker holds only its own GPU's memory, within that
+        GPU's runs per device, and waits for that GPU's next run."""
         key = slot_key(job, gpu)
         for w in workers:
             if w.job is None and w.key == key:
                 return w
-        for w in [w for w in workers if w.job is None]:
+        for w in [w for w in workers if w.job is None and w.key[0] == key[0] == "cpu"]:
             w.close()  # it exits; the pool's end reaps it
             workers.remove(w)
             retired.append(w.proc)

@@ -73,9 +73,9 @@ def _output_to(path: str) -> None:
 
 def _write_status(path: str, returncode: int) -> None:
     """The run's outcome, written whole (the driver reads the file once it exists)."""
-    part = Path(path + ".part")
-    part.write_text(json.dumps({"returncode": returncode}), encoding="utf-8")
-    os.replace(part, path)
+    from ..store import save_json
+
+    save_json(path, {"returncode": returncode})
 
 
 def _release() -> None:
