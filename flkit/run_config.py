@@ -130,12 +130,14 @@ class RunConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def key(self) -> dict:
+    def key(self, device_type: str | None = None) -> dict:
         """What identifies the results: the config with the device choice 'auto' resolved and, on
         the CPU, ``threads`` (``torch.get_num_threads()``): other thread counts sum in another
-        order, so results differ (a GPU run's float work does not depend on them)."""
+        order, so results differ (a GPU run's float work does not depend on them).
+        ``device_type`` ("cpu" or "cuda"): the key of the run on such a device, named on a machine
+        that may have none (the run pool naming a Ray cluster's folders)."""
         d = self.to_dict()
-        d["device"] = str(resolve_device(self.device)).split(":")[0]
+        d["device"] = device_type or str(resolve_device(self.device)).split(":")[0]
         if d["device"] == "cpu":
             d["threads"] = torch.get_num_threads()
         return d
@@ -146,12 +148,12 @@ class RunConfig:
 
         return data.identity(self.dataset, **self.dataset_kwargs)
 
-    def cache_key(self) -> dict:
+    def cache_key(self, device_type: str | None = None) -> dict:
         """:meth:`key` and the data copy's sizes and label checksum: a run on a reduced copy is
         never served for the full dataset."""
         from .data.provenance import cache_key
 
-        return {**self.key(), "data": cache_key(self.data_identity())}
+        return {**self.key(device_type), "data": cache_key(self.data_identity())}
 
     def replace(self, **changes) -> RunConfig:
         return dataclasses.replace(self, **changes)

@@ -20,6 +20,7 @@ from flkit.experiment import computed_history as _history
 from flkit.experiment import run
 from flkit.papers.staleness import study as staleness
 from flkit.reproduce import pool as pool_mod
+from flkit.reproduce import pool_plan
 from flkit.reproduce.pool import Pool, PoolPlan, prepare_pool, run_pool
 from flkit.reproduce.pool_jobs import PoolJob
 from flkit.reproduce.pool_slots import (
@@ -272,7 +273,7 @@ def test_bad_pool_settings_are_refused_before_any_training(tmp_path, monkeypatch
         prepare_pool(plan, devices="cuda:1", root=root)
     # a GPU machine whose GPUs have 1 GiB free: 02's smoke runs fit one per GPU, not 50
     tiny = [{"index": 0, "name": "A", "free": 2**30, "total": 2**30}]
-    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: tiny)
+    monkeypatch.setattr(pool_plan, "probe_gpus", lambda: tiny)
     with pytest.raises(FlkitError, match=r"50 runs per device do not fit cuda:0: each needs about"):
         prepare_pool(plan, per_device=50, root=root)
     assert not root.exists() or not any(root.iterdir())  # nothing trained
@@ -292,6 +293,7 @@ def driver_threads(monkeypatch):
 def cores(monkeypatch):
     """A machine of 8 cores, whatever this one has: the pool packs by the cores it is given."""
     monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 8)
+    monkeypatch.setattr(pool_plan, "cpu_cores", lambda: 8)
     return 8
 
 
@@ -327,7 +329,7 @@ def test_a_preset_that_pins_its_threads_keeps_them_in_the_pool(tmp_path, driver_
 def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_path, monkeypatch):
     # 2 cores: 02's smoke runs at 2 threads go one at a time, where a worker per run only adds
     # its start-up; 03's simulations pin 1 thread, so two go at once and the pool keeps them
-    monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 2)
+    monkeypatch.setattr(pool_plan, "cpu_cores", lambda: 2)
     monkeypatch.setenv("FLKIT_THREADS", "2")
     pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip", "03_fedast"]), root=tmp_path / "c")
     assert pooled.jobs and {j.notebook for j in pooled.jobs} == {"03_fedast"}
@@ -343,7 +345,7 @@ def test_cpu_runs_the_cores_hold_one_at_a_time_are_left_to_their_notebook(tmp_pa
     # on a GPU the pool keeps every run, whatever its CPU thread count
     monkeypatch.setenv("FLKIT_THREADS", "2")
     big = [{"index": 0, "name": "A", "free": 80 * 2**30, "total": 80 * 2**30}]
-    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: big)
+    monkeypatch.setattr(pool_plan, "probe_gpus", lambda: big)
     pooled = prepare_pool(_plan_dict(tmp_path, ["02_feddip"]), root=tmp_path / "c")
     assert len(pooled.jobs) == 12 and pooled.slots.gpu and pooled.notes == []
 
@@ -507,7 +509,7 @@ def test_a_cpu_pool_leaves_timed_runs_to_their_notebook(tmp_path, monkeypatch):
     from flkit.papers.hidenseek import study as hidenseek
     from flkit.preset_runs import identity
 
-    monkeypatch.setattr(pool_mod, "cpu_cores", lambda: 2)
+    monkeypatch.setattr(pool_plan, "cpu_cores", lambda: 2)
     p = presets.load("04_hidenseek", "smoke")
     timed = {identity(c) for c in hidenseek.timed(p, [0])}
     listed = {identity(c) for c in hidenseek.runs(p, [0])}
@@ -526,7 +528,7 @@ def test_a_cpu_pool_leaves_timed_runs_to_their_notebook(tmp_path, monkeypatch):
         "kernel than in a worker process"
     ]
     big = [{"index": 0, "name": "A", "free": 80 * 2**30, "total": 80 * 2**30}]
-    monkeypatch.setattr(pool_mod, "probe_gpus", lambda: big)
+    monkeypatch.setattr(pool_plan, "probe_gpus", lambda: big)
     pooled = prepare_pool(_plan_dict(tmp_path, ["04_hidenseek"]), root=tmp_path / "c")
     assert ids(pooled) == listed
     assert {identity(RunConfig.from_dict(j.config)) for j in pooled.jobs if j.timed} == timed

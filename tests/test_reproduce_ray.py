@@ -266,6 +266,72 @@ def test_a_worker_killed_mid_run_is_reported_ended_and_resumed_to_the_same_float
     assert store.RunFolder(run, ()).finished and not (run / store.CHECKPOINT).exists()
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_the_pool_on_ray_trains_in_tasks_and_each_notebook_reads_its_runs(
+    cluster, tmp_path, monkeypatch, capfd
+):
+    """`flkit reproduce --executor ray` with the run pool, 00 at smoke, seed 3 (no other test
+    trains it): the pool's runs are Ray tasks, trained in a cache on the worker's side and
+    written into this machine's run cache (empty before); the notebook's task gets them into
+    its node's cache (the workers' own, ``cluster``) and reads them, training none: each run
+    folder holds the same bytes in both caches, its record of when each round started included
+    (a run trained again records other times), and every run the notebook reads is one of them
+    (the workers' cache holds no other of this seed)."""
+    driver = tmp_path / "driver-cache"
+    monkeypatch.setenv("FLKIT_RUNS", str(driver))
+    before = set(_run_folders(cluster))
+    _, (info,) = rp.reproduce_runs(
+        preset="smoke",
+        only=["00_fl_primer"],
+        seeds=[3],
+        notebooks_dir=WORKBOOK,
+        out=tmp_path / "out",
+        executor="ray",
+    )
+    assert info["status"] == "ok", info["error"]
+    err = capfd.readouterr().err
+    assert "on a local Ray instance, 1 CPU per run" in err, err
+    pooled = _run_folders(driver)
+    assert pooled and f"pool: {len(pooled)}/{len(pooled)} run(s) trained" in err, err
+    assert len(list((tmp_path / "out" / "pool").glob("*.log"))) == len(pooled)
+    try:
+        assert set(_run_folders(cluster)) - before == set(pooled)
+        for name in pooled:
+            shipped = _files(cluster / name)
+            assert shipped == _files(driver / name) and "meta.json" in shipped
+    finally:  # the workers' cache as it was: another test compares it with a local one
+        for name in set(_run_folders(cluster)) - before:
+            shutil.rmtree(cluster / name)
+
+
+def test_a_pool_run_that_fails_on_ray_is_reported_with_its_log_and_the_rest_train(
+    cluster, tmp_path
+):
+    """Two pool runs as Ray tasks, the first of a study that cannot be imported: it is reported
+    failed with the traceback its task printed in its log, and the second trains into this
+    machine's cache."""
+    from flkit.reproduce.pool import PoolPlan
+    from flkit.reproduce.pool_jobs import notebook_jobs
+    from flkit.reproduce.pool_ray import RayPool, RaySlots
+
+    good = notebook_jobs("00_fl_primer", "smoke", [4], {}, run_threads())[0]
+    bad = type(good)(**{**good.__dict__, "study": "flkit.papers.no_such_paper.study"})
+    plan = PoolPlan([bad, good], RaySlots(1, 1, 0, "test"), tmp_path / "cache")
+    plan.ray, plan.place, plan.log_dir = True, "cpu", tmp_path / "logs"
+    events = list(RayPool(plan).events())
+    done = {e[1]: e[2] for e in events if e[0] == "done"}
+    assert sorted(e[1] for e in events if e[0] == "start") == [0, 1]
+    assert done[0]["status"] == "failed" and "no_such_paper" in done[0]["error"]
+    assert "Traceback" in Path(done[0]["log"]).read_text()
+    assert done[1]["status"] == "ok"
+    assert good.finished(good.folder(plan.root, "cpu"))
+
+
 def test_killed_task_is_failed_and_the_rest_complete(cluster, tmp_path):
     nbs = tmp_path / "nbs"
     nbs.mkdir()

@@ -93,6 +93,7 @@ def reproduce_runs(
         executor=executor,
         address=address,
         allow_reduced_data=allow_reduced_data,
+        ray_resources=(getattr(runner, "cpus", 1), getattr(runner, "gpus", 0)),
     )
     if progress:
         print(
@@ -106,6 +107,8 @@ def reproduce_runs(
         runner.prepare(p["runs"])
         if pooled is not None:
             run_pool(pooled, progress)
+            if pooled.ray:  # each notebook's task gets its runs into its node's cache
+                runner.ship(pooled.root, pooled.folders, pooled.place)
         infos = execute(p["runs"], jobs, progress, runner)
     finally:
         runner.close()

@@ -28,8 +28,10 @@ or the CPU at one thread count) for as long as the pool has runs for it, so Pyth
 the data start once per slot, not once per run, as in 03's own prefetch, whose two workers also
 serve every run (``benchmarks/RESULTS.md``: 03 at ``cpu`` now takes as long pooled as not).
 
-``flkit reproduce --no-pool`` turns it off; with ``--executor ray --address ...`` it is off too
-(the cluster's workers would not see this machine's run cache)."""
+``flkit reproduce --no-pool`` turns it off. With ``--executor ray`` the runs are Ray tasks on the
+cluster's nodes (:mod:`.pool_ray`), whose folders travel back into this machine's run cache and
+out to each notebook's node (:mod:`.run_transfer`). What the pool trains and where is planned and
+checked in :mod:`.pool_plan`."""
 
 from __future__ import annotations
 
@@ -37,26 +39,15 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import store
 from ..data.provenance import ENV_ALLOW
-from ..preset_runs import identity
-from ..utils import FlkitError
-from .plan import SOURCE_ROOT, run_threads
-from .pool_jobs import PoolJob, notebook_jobs
+from .plan import SOURCE_ROOT
+from .pool_jobs import PoolJob, log_name, resume_round
+from .pool_plan import LOG_DIR, PoolPlan, plan_pool, prepare_pool
 from .pool_progress import PoolProgress
-from .pool_slots import (
-    Slots,
-    check_fit,
-    cpu_cores,
-    job_bytes,
-    packs,
-    parse_devices,
-    probe_gpus,
-    threads_per_gpu_worker,
-)
+from .pool_ray import RayPool
+from .pool_slots import cpu_cores, threads_per_gpu_worker
 from .pool_workers import WorkerProcess, run_info, slot_key, stop
 
 __all__ = [
@@ -71,200 +62,9 @@ __all__ = [
     "HEARTBEAT_S",
 ]
 
-#: the folder under the reproduce output holding each pool run's log
-LOG_DIR = "pool"
 #: how often the pool says where it stands while runs are going (seconds)
 HEARTBEAT_S = 60.0
 _POLL_S = 0.2
-
-
-@dataclass
-class PoolPlan:
-    """What :func:`run_pool` trains, checked: the jobs not yet in the cache, in the order they
-    start, where they go, and what the notebooks' kernels need to find them."""
-
-    jobs: list[PoolJob]
-    slots: Slots
-    root: Path
-    device: str = "auto"
-    cached: int = 0
-    threads: int | None = None  # torch threads of a CPU run, the most (None: the runs go to GPUs)
-    notes: list[str] = field(default_factory=list)
-    log_dir: Path | None = None
-    allow_reduced: bool = False
-    checkpoint_every: int | None = None
-    checkpoint_seconds: float = 60.0
-
-
-def prepare_pool(
-    plan: dict,
-    *,
-    devices: str | None = None,
-    per_device: int | None = None,
-    executor: str = "local",
-    address: str | None = None,
-    allow_reduced_data: bool = False,
-    root=None,
-    checkpoint_every: int | None = None,
-    checkpoint_seconds: float = 60.0,
-) -> PoolPlan:
-    """The pool of a reproduce ``plan`` (:func:`.plan.plan`): every selected notebook's runs for
-    its seeds, those not yet in the run cache ``root`` (default :func:`flkit.store.default_root`),
-    the devices they go to and how many at a time. Everything is checked here, before any
-    training: the thread count, the device list, and on GPUs that the runs per device fit their
-    memory (FlkitError naming the bad value and what is accepted). A notebook whose runs cannot
-    be listed is left out with a note (it trains them itself).
-
-    On the CPU a pool run computes with the executors' thread count (:func:`.plan.run_threads`:
-    ``$FLKIT_THREADS``, else the driver's), the count every notebook's kernel gets, or with the
-    count its preset pins: the run is the one the notebook would train without the pool, in the
-    same cache folder, with the same floats. A run takes that many cores; more runs fit at once
-    when ``FLKIT_THREADS`` is below the cores (and every run, pooled or not, then computes with
-    it)."""
-    root = Path(root) if root is not None else store.default_root()
-    device = plan["overrides"].get("device") or "auto"
-    on_cpu = device == "cpu"
-    threads = run_threads()
-    gpus = [] if on_cpu else probe_gpus()
-    if on_cpu and devices not in (None, "cpu"):
-        raise FlkitError(f"pool devices {devices!r} with --device cpu; accepted: cpu")
-    if devices is None and device.startswith("cuda:"):
-        devices = device  # the notebooks' one GPU
-    chosen = parse_devices(devices, gpus)
-    if chosen is None and gpus and not on_cpu:
-        raise FlkitError(
-            f"pool devices {devices!r} put the runs on the CPU, while the notebooks run on a GPU "
-            f"(device {device!r}), so they would not find them; accepted: --device cpu with it, "
-            "or GPUs (cuda, cuda:N,...)"
-        )
-    if chosen is None and per_device is not None:
-        raise FlkitError(
-            f"runs per device = {per_device!r} applies to GPUs, and this pool runs on the CPU; "
-            "accepted: leave it out (the CPU pool shares out the cores by $FLKIT_THREADS)"
-        )
-    notes = []
-    if executor == "ray" and address is not None:
-        notes.append(
-            f"the pool is off with --address {address}: the cluster's workers read their own run "
-            "caches, not this machine's"
-        )
-        return PoolPlan([], Slots(cpu_cores()), root, device, notes=notes)
-    jobs, seen = [], set()
-    for notebook in plan["notebooks"]:
-        try:
-            found = notebook_jobs(
-                notebook,
-                plan["preset"],
-                plan["seeds"],
-                plan["overrides"],
-                threads,
-                allow_reduced_data,
-            )
-        except FlkitError as e:
-            notes.append(f"{notebook} trains its own runs: {e}")
-            continue
-        for job in found:
-            key = (identity(_item(job)), job.threads)
-            if key not in seen:
-                seen.add(key)
-                jobs.append(job)
-    if not chosen:
-        jobs = _packable(jobs, cpu_cores(), notes)
-    place = "auto" if chosen else device
-    todo, cached = [], 0
-    for job in jobs:
-        try:
-            done = job.finished(job.folder(root, place))
-        except FlkitError as e:  # e.g. a reduced copy at `paper`: the notebook says so itself
-            notes.append(f"{job.label()} is left to its notebook: {e}")
-            continue
-        if done:
-            cached += 1
-        else:
-            todo.append(job)
-    # a preset may pin fewer threads than the executors': the runs' own count sets how many fit
-    threads = max((j.threads for j in todo), default=threads)
-    slots = Slots(cpu_cores(), threads=threads)
-    if chosen:
-        loaded: dict = {}
-        need = max((job_bytes(j, loaded) for j in todo), default=0)
-        slots = Slots(cpu_cores(), chosen, check_fit(per_device, need, gpus, chosen))
-    return PoolPlan(
-        _order(todo),
-        slots,
-        root,
-        device,
-        cached,
-        None if chosen else threads,
-        notes,
-        Path(plan["out"]) / LOG_DIR,
-        bool(allow_reduced_data),
-        checkpoint_every,
-        checkpoint_seconds,
-    )
-
-
-def _packable(jobs: list[PoolJob], cores: int, notes: list[str]) -> list[PoolJob]:
-    """The CPU jobs two of which fit the ``cores`` at once and whose wall-clock times no
-    notebook reads; each notebook trains the others itself, with a line in ``notes``. Such a run
-    goes one at a time (a timed run alone, so that its times are those of a run alone), and in a
-    worker process, which starts Python, torch and the data again, it is the same run, slower
-    than in the notebook's kernel, which has them already (``benchmarks/RESULTS.md``)."""
-    kept, alone, timed = [], {}, {}
-    for job in jobs:
-        if not packs(job.threads, cores):
-            alone.setdefault(job.notebook, []).append(job)
-        elif job.timed:
-            timed.setdefault(job.notebook, []).append(job)
-        else:
-            kept.append(job)
-    for notebook, left in alone.items():
-        threads = sorted({j.threads for j in left})
-        notes.append(
-            f"{notebook} trains its own {len(left)} run(s): each computes with "
-            f"{'/'.join(map(str, threads))} torch thread(s), so the {cores} core(s) hold one at "
-            "a time and a worker process would only add its start-up"
-        )
-    for notebook, left in timed.items():
-        notes.append(
-            f"{notebook} trains its own {len(left)} timed run(s): it reads their wall-clock "
-            "times, so each goes alone on the machine, and alone a run is faster in the "
-            "notebook's kernel than in a worker process"
-        )
-    return kept
-
-
-def plan_pool(plan: dict, pool: bool = True, **settings) -> PoolPlan | None:
-    """:func:`prepare_pool` of ``plan`` with ``settings`` when ``pool``; else None, and a
-    FlkitError for any of the pool's settings given with it off (``--no-pool``)."""
-    if pool:
-        return prepare_pool(plan, **settings)
-    flags = {"devices": "--pool-devices", "per_device": "--runs-per-device"}
-    given = [flag for key, flag in flags.items() if settings.get(key) is not None]
-    if given:
-        raise FlkitError(
-            f"{', '.join(given)} set(s) the run pool, which --no-pool turns off; accepted: "
-            "either the pool's settings or --no-pool"
-        )
-    return None
-
-
-def _item(job: PoolJob):
-    """The run-list entry a job came from (its identity)."""
-    if job.kind == "simulation":
-        return (job.config, job.seed)
-    from ..experiment import RunConfig
-
-    return RunConfig.from_dict(job.config)
-
-
-def _order(jobs: list[PoolJob]) -> list[PoolJob]:
-    """Simulations first, then the dearest runs first (:meth:`PoolJob.cost`): the long runs start
-    early and the short ones fill the gaps at the end; timed runs last, each alone once the
-    packed runs are done. The order changes the wall time only."""
-    sims = [j for j in jobs if j.kind == "simulation"]
-    runs = sorted((j for j in jobs if j.kind != "simulation"), key=lambda j: (j.timed, -j.cost()))
-    return sims + runs
 
 
 class Pool:
@@ -300,7 +100,7 @@ class Pool:
         """Where run ``i``'s output goes, emptied."""
         log_dir = self.plan.log_dir or tmp
         log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"{i:03d}-{_slug(job.label())}.log"
+        log = log_dir / log_name(i, job)
         log.write_bytes(b"")
         return log
 
@@ -336,11 +136,9 @@ class Pool:
         return worker
 
     def _resume_round(self, job: PoolJob) -> int:
-        folder = job.folder(self.plan.root, "auto" if self.plan.slots.gpu else self.plan.device)
-        try:
-            return int(store.load_json(folder / store.CHECKPOINT_SUM)["round"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return 0
+        return resume_round(
+            job.folder(self.plan.root, "auto" if self.plan.slots.gpu else self.plan.device)
+        )
 
     def events(self):
         jobs, slots = self.plan.jobs, self.plan.slots
@@ -407,19 +205,21 @@ class Pool:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-")[:80]
-
-
 def run_pool(plan: PoolPlan, progress: bool = True, stream=None) -> dict:
     """Train ``plan``'s jobs; returns {"trained", "failed", "cached", "seconds"}. A failed run is
     reported and left to its notebook; a stop (Stopped, KeyboardInterrupt) ends every worker."""
     t0 = time.monotonic()
+    if plan.ray and plan.jobs:
+        import ray
+
+        from .pool_ray import capacity
+
+        plan.slots.runs = capacity(ray, plan.slots.cpus, plan.slots.gpus)
     bar = PoolProgress(plan, stream, progress)
     bar.start()
     failed = []
     if plan.jobs:
-        for event in Pool(plan).events():
+        for event in (RayPool(plan) if plan.ray else Pool(plan)).events():
             bar.event(event)
             if event[0] == "done" and event[2]["status"] != "ok":
                 failed.append(plan.jobs[event[1]].label())
@@ -447,7 +247,7 @@ def add_pool_arguments(p) -> None:
         default=None,
         metavar="LIST",
         help="where the pool trains: cpu, cuda (every GPU) or cuda:0,cuda:2 (default: every "
-        "visible GPU, else the CPU)",
+        "visible GPU, else the CPU; with --executor ray: where Ray places them)",
     )
     p.add_argument(
         "--runs-per-device",
@@ -455,7 +255,8 @@ def add_pool_arguments(p) -> None:
         default=None,
         metavar="N",
         help="pool runs on each GPU at once (default: as many as its free memory holds by the "
-        "runs' estimate, at most 8)",
+        "runs' estimate, at most 8; with --executor ray: 1, each run a task of --gpus-per-task/N "
+        "GPUs)",
     )
 
 

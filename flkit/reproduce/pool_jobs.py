@@ -20,11 +20,22 @@ from ..preset_runs import identity
 from ..utils import FlkitError
 from ..workbook import presets
 
-__all__ = ["PoolJob", "KINDS", "PAPERS", "notebook_jobs", "study_module"]
+__all__ = [
+    "PoolJob",
+    "KINDS",
+    "DEVICE_TYPES",
+    "PAPERS",
+    "notebook_jobs",
+    "study_module",
+    "log_name",
+    "resume_round",
+]
 
 #: a job's kind: a run of :func:`flkit.experiment.run` (a RunConfig), or a FedAST simulation of
 #: :func:`flkit.asyncfl.run` (a FedASTRun and a seed)
 KINDS = ("run", "simulation")
+#: devices named by their type alone: :meth:`PoolJob.folder` names their folders on any machine
+DEVICE_TYPES = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -62,22 +73,26 @@ class PoolJob:
     def folder(self, root, device: str = "auto") -> Path | None:
         """The run-cache folder this job fills under ``root`` when it trains on ``device``
         (its key at the job's thread count); None for a run whose backend is "auto", which a
-        measurement on the worker decides."""
+        measurement on the worker decides. ``device`` "cpu" or "cuda" names the folder of a run
+        on such a device even where this machine has none (a Ray cluster's GPUs)."""
+        typed = device if device in DEVICE_TYPES else None
         if self.kind == "run":
             from ..experiment import RunConfig
 
-            cfg = RunConfig.from_dict({**self.config, "device": device})
+            cfg = RunConfig.from_dict({**self.config, "device": "cpu" if typed else device})
             if cfg.backend == "auto":
                 return None
-            key = cfg.cache_key()
+            key = cfg.cache_key(typed)
             if "threads" in key:
                 key["threads"] = self.threads
             return store.run_dir(root, key, prefix=cfg.method)
+        import torch
+
         from ..asyncfl import FedASTRun, runner
         from ..utils import resolve_device
 
         cfg = FedASTRun.from_dict(self.config).validate()
-        dev = resolve_device(device)
+        dev = torch.device(typed) if typed else resolve_device(device)
         key = runner.cache_key(cfg, self.seed, dev)
         if "threads" in key:
             key["threads"] = self.threads
@@ -166,3 +181,20 @@ def notebook_jobs(
             )
         )
     return jobs
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text).strip("-")[:80]
+
+
+def log_name(i: int, job: PoolJob) -> str:
+    """The name of run ``i``'s log in the pool's log folder."""
+    return f"{i:03d}-{_slug(job.label())}.log"
+
+
+def resume_round(folder: Path | None) -> int:
+    """The round a run's checkpoint in ``folder`` resumes from (0: none)."""
+    try:
+        return int(store.load_json(folder / store.CHECKPOINT_SUM)["round"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0

@@ -26,9 +26,10 @@ import json
 import os
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["train", "serve", "main"]
+__all__ = ["train", "train_logged", "output_to", "serve", "main"]
 
 
 def train(
@@ -58,17 +59,27 @@ def train(
     )
 
 
-def _output_to(path: str) -> None:
+@contextmanager
+def output_to(path):
     """This process's stdout and stderr (file descriptors 1 and 2, hence C libraries' output
-    too) written to ``path`` from now on."""
+    too) written to ``path`` while inside, then put back (a Ray worker goes on to other tasks)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     finally:
         os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for target, fd in zip((1, 2), saved):
+            os.dup2(fd, target)
+            os.close(fd)
 
 
 def _write_status(path: str, returncode: int) -> None:
@@ -95,24 +106,29 @@ def serve(lines) -> int:
         if not path:
             continue
         spec = json.loads(Path(path).read_text(encoding="utf-8"))
-        _output_to(spec["log"])
-        try:
-            train(
-                spec["job"],
-                spec["root"],
-                spec.get("device", "auto"),
-                spec.get("checkpoint_every"),
-                float(spec.get("checkpoint_seconds", 60.0)),
-            )
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-            _write_status(spec["status"], 1)
+        with output_to(spec["log"]):
+            returncode = train_logged(spec, spec["root"], catch=BaseException)
+        _write_status(spec["status"], returncode)
+        if returncode:
             return 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        _write_status(spec["status"], 0)
         _release()
+    return 0
+
+
+def train_logged(spec: dict, root, catch=Exception) -> int:
+    """:func:`train` of ``spec``'s job into ``root``: 0 when it ends whole, 1 (its traceback
+    printed) when it raised ``catch``."""
+    try:
+        train(
+            spec["job"],
+            str(root),
+            spec.get("device", "auto"),
+            spec.get("checkpoint_every"),
+            float(spec.get("checkpoint_seconds", 60.0)),
+        )
+    except catch:
+        traceback.print_exc()
+        return 1
     return 0
 
 

@@ -7,7 +7,9 @@ the end; with one it joins that cluster (started with Ray's own
 assumes a shared file system: the driver ships each notebook with its task, the task runs it in
 a temporary folder on its worker and returns every file of the run folder (executed notebook,
 results.json, figures, run.json), and the driver writes them into ``<out>`` where a local run
-would have put them, so the reports are the same. A task whose worker dies (killed, out of
+would have put them, so the reports are the same. The run pool's folders (:mod:`.pool_ray`) go out
+the same way: :meth:`RayExecutor.ship` hands Ray each once, and a notebook's task writes those its
+node's run cache lacks before the kernel starts. A task whose worker dies (killed, out of
 memory, node lost) is recorded as failed and the others go on; tasks are not retried, because a
 notebook that crashed its worker once would crash it again. Its kernel, with whatever the kernel
 started, is ended by the run's watchdog (:class:`.stopping.GroupWatchdog`, started by
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from ..utils import FlkitError
 from .plan import check_machine, with_threads
+from .pool_ray import on_device
+from .run_transfer import folder_files, holds, install, manifest
 from .worker import clean_run_dir, failed_info, run_one
 
 __all__ = [
@@ -59,6 +63,8 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="flkit-ray-"))
     try:
         run = dict(run)
+        _receive(run.pop("cache", None) or [])
+        device_type = run.pop("device_type", None)
         if run.get("threads"):  # the driver's count, over whatever this worker's node sets
             os.environ["FLKIT_THREADS"] = str(run["threads"])
         source = run.pop("notebook_source")
@@ -69,7 +75,8 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
             run["input"] = str(nb)
         run_dir = tmp / "run"
         run["run_dir"] = str(run_dir)
-        info = run_one(run, events)
+        with on_device(device_type):  # the pool's runs' device type, when it sent any
+            info = run_one(run, events)
         files = {
             p.relative_to(run_dir).as_posix(): p.read_bytes()
             for p in sorted(run_dir.rglob("*"))
@@ -78,6 +85,22 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
         return info, files
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _receive(shipped: list) -> None:
+    """On a Ray worker: the notebook's pool runs, ``[(sizes, ref), ...]`` as
+    :meth:`RayExecutor.ship` sends them, written into this node's run cache (the one the
+    notebook's kernel reads) unless it holds them already."""
+    if not shipped:
+        return
+    import ray
+
+    from ..store import default_root
+
+    root = default_root()
+    for sizes, ref in shipped:
+        if not holds(root, sizes):
+            install(root, ray.get(ref))
 
 
 def write_run_files(run: dict, files: dict) -> None:
@@ -120,8 +143,25 @@ class RayExecutor:
         self.cpus = cpus
         self.gpus = gpus
         self.started = False
+        self.shipped: dict[str, list] = {}
+        self.device_type: str | None = None
         if address is not None:
             _check_reachable(address)
+
+    def ship(self, root, folders: dict, device_type: str | None = None) -> None:
+        """Send each notebook's run folders (``{notebook: [folder under root, ...]}``, the
+        pool's) with its tasks: Ray holds each folder once, and a task's node takes those its
+        run cache lacks before the kernel starts (:mod:`.run_transfer`); its notebook then
+        trains on ``device_type``, the type the folders were named by."""
+        import ray
+
+        self.device_type = device_type
+        for notebook, paths in folders.items():
+            for path in paths:
+                files = folder_files(root, [path])
+                if files:
+                    entry = (manifest(files), ray.put(files))
+                    self.shipped.setdefault(notebook, []).append(entry)
 
     def describe(self) -> str:
         where = f"cluster {self.address}" if self.address else "a local Ray instance"
@@ -196,6 +236,7 @@ class RayExecutor:
 
             ray.shutdown()
             self.started = False
+        self.shipped = {}
 
     def events(self, runs: list[dict]):
         import ray
@@ -213,6 +254,8 @@ class RayExecutor:
             if run["input"] not in sources:
                 sources[run["input"]] = Path(run["input"]).read_bytes()
             payload = {**run, "notebook_source": sources[run["input"]]}
+            payload["cache"] = self.shipped.get(run["notebook"], [])
+            payload["device_type"] = self.device_type
             pending[task.remote(payload, events)] = i
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
