@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -328,8 +329,53 @@ def test_a_pool_run_that_fails_on_ray_is_reported_with_its_log_and_the_rest_trai
     assert sorted(e[1] for e in events if e[0] == "start") == [0, 1]
     assert done[0]["status"] == "failed" and "no_such_paper" in done[0]["error"]
     assert "Traceback" in Path(done[0]["log"]).read_text()
-    assert done[1]["status"] == "ok"
+    assert done[1]["status"] == "ok" and done[1]["seconds"] > 0  # the task's own count
     assert good.finished(good.folder(plan.root, "cpu"))
+
+
+def test_the_pool_on_a_two_node_cluster_joined_by_its_address(tmp_path, monkeypatch):
+    """A Ray cluster of two nodes on this machine (Ray's own test cluster), each node's workers
+    with a run cache of their own, joined by `flkit reproduce --executor ray --address` from a
+    driver with a third: 00 at smoke, seed 5. The pool's runs, trained on the nodes, come back
+    into the driver's cache whole; the notebook's node then holds each of them byte for byte as
+    the driver does (its record of when each round started included: read, not trained again)."""
+    from ray.cluster_utils import Cluster
+
+    caches = {name: tmp_path / name for name in ("driver", "head", "node2")}
+    monkeypatch.setenv("FLKIT_RUNS", str(caches["head"]))  # a node's workers inherit it
+    nodes = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": False,
+            "object_store_memory": OBJECT_STORE_BYTES,
+        },
+    )
+    try:
+        monkeypatch.setenv("FLKIT_RUNS", str(caches["node2"]))
+        nodes.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
+        nodes.wait_for_nodes()
+        address = nodes.address
+        monkeypatch.setenv("FLKIT_RUNS", str(caches["driver"]))
+        res = subprocess.run(
+            [sys.executable, "-m", "flkit", "reproduce", "--preset", "smoke"]
+            + ["--only", "00_fl_primer", "--seeds", "5", "--yes", "--executor", "ray"]
+            + ["--address", address, "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        nodes.shutdown()
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"on the Ray cluster at {address}, 1 CPU per run" in res.stderr
+    pooled = _run_folders(caches["driver"])
+    assert pooled and f"pool: {len(pooled)}/{len(pooled)} run(s) trained" in res.stderr
+    held = [c for c in (caches["head"], caches["node2"]) if c.is_dir()]
+    reader = [c for c in held if set(_run_folders(c)) == set(pooled)]
+    assert reader, {c.name: _run_folders(c) for c in held}
+    for name in pooled:
+        assert _files(reader[0] / name) == _files(caches["driver"] / name)
 
 
 def test_killed_task_is_failed_and_the_rest_complete(cluster, tmp_path):

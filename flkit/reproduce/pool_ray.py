@@ -107,10 +107,12 @@ def train_task(spec: dict, events=None) -> dict:
         if events is not None:
             events.put(("start", spec["index"], os.getpid(), spec.get("resume", 0)))
         log = tmp / "run.log"
+        t0 = time.monotonic()
         with output_to(log), on_device(spec["device"]):
             returncode = train_logged(spec, root)
         return {
             "returncode": returncode,
+            "seconds": time.monotonic() - t0,
             "log": log.read_bytes(),
             "files": folder_files(root, sorted(root.iterdir())) if root.is_dir() else {},
         }
@@ -143,7 +145,9 @@ class RayPool:
         }
 
     def _done(self, i: int, job: PoolJob, result: dict | None, error, seconds: float) -> dict:
-        """Run ``i``'s folder into this machine's cache and its output into its log."""
+        """Run ``i``'s folder into this machine's cache and its output into its log; its
+        seconds are the task's own (``seconds``, the driver's count since the task said it
+        started, only for a task that died)."""
         plan = self.plan
         log_dir = plan.log_dir or Path(tempfile.gettempdir())
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +158,7 @@ class RayPool:
         log.write_bytes(result["log"])
         if result["files"]:
             install(plan.root, result["files"])
-        return run_info(int(result["returncode"]), seconds, log)
+        return run_info(int(result["returncode"]), float(result["seconds"]), log)
 
     def events(self):
         import ray
