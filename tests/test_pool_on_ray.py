@@ -77,7 +77,11 @@ def test_runs_per_device_shares_a_tasks_gpus(tmp_path):
     "settings, message",
     [
         ({"devices": "cuda:0"}, r"--pool-devices 'cuda:0' with --executor ray: Ray places"),
-        ({"per_device": 2}, r"--runs-per-device 2 with --executor ray shares each task's 0 GPU"),
+        (
+            {"per_device": 2},
+            r"--runs-per-device 2 with --executor ray puts that many runs on each GPU, and the "
+            r"tasks ask for 0 GPU",
+        ),
         ({"per_device": 0, "ray_resources": (1, 1)}, r"--runs-per-device 0 .*integer >= 1"),
     ],
 )
@@ -118,3 +122,48 @@ def test_a_task_trains_on_its_folders_device_type_and_leaves_the_worker_as_it_wa
     with on_device("cpu"):
         assert os.environ["FLKIT_DEVICE"] == "cpu"
     assert os.environ["FLKIT_DEVICE"] == "mps"
+
+
+class _Ray:
+    """What check_gpu_fit asks of Ray, answered here: one GPU of ``free`` bytes free, read
+    at once or (``ready`` False) never within the wait."""
+
+    def __init__(self, free: int, ready: bool = True):
+        self.free, self.ready, self.asked, self.cancelled = free, ready, [], []
+
+    def remote(self, fn=None):  # ray.remote(fn), then .options(...).remote(): the task
+        if fn is None:
+            return "ref"
+        self.asked.append(fn.__name__)
+        return self
+
+    def options(self, **kw):
+        assert kw["num_gpus"] == 1  # one whole GPU, to read its memory
+        return self
+
+    def wait(self, refs, timeout):
+        return (refs, []) if self.ready else ([], refs)
+
+    def get(self, ref):
+        return [{"index": 0, "name": "H", "free": self.free, "total": self.free}]
+
+    def cancel(self, ref, force=False):
+        self.cancelled.append(ref)
+
+
+def test_more_runs_per_gpu_than_a_cluster_gpu_holds_is_refused_before_training(tmp_path):
+    from flkit.reproduce.pool_ray import check_gpu_fit
+
+    plan = _plan(tmp_path, ["02_feddip"])
+    pooled = prepare_pool(plan, executor="ray", ray_resources=(1, 1), per_device=50, root=tmp_path)
+    tiny = _Ray(2**30)
+    with pytest.raises(FlkitError, match=r"50 runs per device do not fit cuda:0: each needs"):
+        check_gpu_fit(tiny, pooled)
+    assert tiny.asked == ["gpu_memory"]
+    assert check_gpu_fit(_Ray(80 * 2**30), pooled) is None
+    busy = _Ray(80 * 2**30, ready=False)
+    note = check_gpu_fit(busy, pooled, wait_s=0)
+    assert note.startswith("no GPU of the cluster came free within 0 s") and busy.cancelled
+    one = prepare_pool(plan, executor="ray", ray_resources=(1, 1), root=tmp_path)
+    unasked = _Ray(0)
+    assert check_gpu_fit(unasked, one) is None and unasked.asked == []  # Ray counts whole GPUs

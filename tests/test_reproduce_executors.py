@@ -244,9 +244,10 @@ def test_ray_task_needs_no_shared_file_system(tmp_path, monkeypatch):
     run = p["runs"][0]
     source = Path(run["input"]).read_bytes()
     events = queue.Queue()
-    info, files = run_task(
+    info, files, trained = run_task(
         {**run, "input": "/nowhere/fixture_ok.ipynb", "notebook_source": source}, events
     )
+    assert trained == {}  # no run folder was asked back
     assert info["status"] == "ok", info["error"]
     assert sorted(files) == ["fixture_ok.ipynb", "histogram.png", "results.json", "run.json"]
     assert not Path(run["run_dir"]).exists()  # nothing written through a shared path

@@ -31,7 +31,9 @@ from test_reproduce_stop import MARKER, _alive, _cmdline, _start  # noqa: E402
 from flkit import reproduce as rp  # noqa: E402
 from flkit import store  # noqa: E402
 from flkit.reproduce.plan import discover, run_threads  # noqa: E402
+from flkit.reproduce.pool_jobs import notebook_jobs  # noqa: E402
 from flkit.utils import FlkitError  # noqa: E402
+from flkit.workbook import presets  # noqa: E402
 from flkit.workbook.results import load_results  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -310,6 +312,41 @@ def test_the_pool_on_ray_trains_in_tasks_and_each_notebook_reads_its_runs(
             shutil.rmtree(cluster / name)
 
 
+def test_runs_a_notebook_trains_in_its_task_come_back_so_a_second_call_trains_none(
+    cluster, tmp_path, monkeypatch
+):
+    """04 at smoke, seed 6, on Ray with the pool: the pool trains its untimed runs and leaves
+    the timed ones (it reads their seconds) to the notebook, which trains them in its task on
+    the workers' cache; they come back into this machine's cache byte for byte. Called again
+    with a fresh out folder, the pool has nothing to train and every run goes out with the
+    notebook's task: the workers' cache gains no folder and changes no byte."""
+    driver = tmp_path / "driver-cache"
+    monkeypatch.setenv("FLKIT_RUNS", str(driver))
+    before = set(_run_folders(cluster))
+    kw = dict(preset="smoke", only=["04_hidenseek"], seeds=[6], notebooks_dir=WORKBOOK)
+    try:
+        _, (info,) = rp.reproduce_runs(out=tmp_path / "a", executor="ray", progress=False, **kw)
+        assert info["status"] == "ok", info["error"]
+        p = presets.load("04_hidenseek", "smoke")
+        jobs = notebook_jobs("04_hidenseek", "smoke", [6], {}, run_threads())
+        timed = [j for j in jobs if j.timed]
+        assert timed and len(timed) < len(jobs) and p["seeds"] == 1
+        names = {j.folder(driver, "cpu").name for j in jobs}
+        assert set(_run_folders(driver)) == names  # the pool's and the notebook's
+        trained = set(_run_folders(cluster)) - before
+        assert {j.folder(driver, "cpu").name for j in timed} <= trained
+        for name in trained:
+            assert _files(cluster / name) == _files(driver / name)
+        held = {name: _files(cluster / name) for name in trained}
+        _, (info,) = rp.reproduce_runs(out=tmp_path / "b", executor="ray", **kw)
+        assert info["status"] == "ok", info["error"]
+        assert set(_run_folders(cluster)) - before == trained
+        assert {name: _files(cluster / name) for name in trained} == held
+    finally:  # the workers' cache as it was: another test compares it with a local one
+        for name in set(_run_folders(cluster)) - before:
+            shutil.rmtree(cluster / name)
+
+
 def test_a_pool_run_that_fails_on_ray_is_reported_with_its_log_and_the_rest_train(
     cluster, tmp_path
 ):
@@ -317,7 +354,6 @@ def test_a_pool_run_that_fails_on_ray_is_reported_with_its_log_and_the_rest_trai
     failed with the traceback its task printed in its log, and the second trains into this
     machine's cache."""
     from flkit.reproduce.pool import PoolPlan
-    from flkit.reproduce.pool_jobs import notebook_jobs
     from flkit.reproduce.pool_ray import RayPool, RaySlots
 
     good = notebook_jobs("00_fl_primer", "smoke", [4], {}, run_threads())[0]

@@ -212,8 +212,11 @@ def run_pool(plan: PoolPlan, progress: bool = True, stream=None) -> dict:
     if plan.ray and plan.jobs:
         import ray
 
-        from .pool_ray import capacity
+        from .pool_ray import capacity, check_gpu_fit
 
+        note = check_gpu_fit(ray, plan)  # several runs per GPU: they fit, before any training
+        if note:
+            plan.notes.append(note)
         plan.slots.runs = capacity(ray, plan.slots.cpus, plan.slots.gpus)
     bar = PoolProgress(plan, stream, progress)
     bar.start()
@@ -255,8 +258,7 @@ def add_pool_arguments(p) -> None:
         default=None,
         metavar="N",
         help="pool runs on each GPU at once (default: as many as its free memory holds by the "
-        "runs' estimate, at most 8; with --executor ray: 1, each run a task of --gpus-per-task/N "
-        "GPUs)",
+        "runs' estimate, at most 8; with --executor ray: 1, and N runs share each GPU)",
     )
 
 

@@ -180,7 +180,8 @@ def _todo(jobs: list[PoolJob], root: Path, place: str, notes: list[str]) -> tupl
 
 def _prepare_ray(plan, root, device, where, allow_reduced, checkpoints) -> PoolPlan:
     """The pool as Ray tasks (:mod:`.pool_ray`): every listed job but the timed ones, each
-    asking for a notebook task's CPUs and its GPUs shared by ``per_device`` runs."""
+    asking for a notebook task's CPUs and, when the tasks ask for GPUs, 1 / ``per_device`` of
+    one GPU."""
     from .pool_ray import RaySlots, place_of
 
     devices, per_device, (cpus, gpus), address = where
@@ -189,10 +190,16 @@ def _prepare_ray(plan, root, device, where, allow_reduced, checkpoints) -> PoolP
             f"--pool-devices {devices!r} with --executor ray: Ray places the pool's runs on its "
             "nodes; accepted: leave it out (--runs-per-device N puts N runs on each GPU)"
         )
-    if per_device is not None and (per_device < 1 or not gpus):
+    if per_device is not None and (
+        isinstance(per_device, bool)
+        or not isinstance(per_device, int)
+        or per_device < 1
+        or not gpus
+    ):
         raise FlkitError(
-            f"--runs-per-device {per_device!r} with --executor ray shares each task's "
-            f"{gpus:g} GPU(s) among runs; accepted: an integer >= 1 with --gpus-per-task > 0"
+            f"--runs-per-device {per_device!r} with --executor ray puts that many runs on each "
+            f"GPU, and the tasks ask for {gpus:g} GPU(s); accepted: an integer >= 1 with "
+            "--gpus-per-task > 0"
         )
     notes: list[str] = []
     jobs = _listed(plan, run_threads(), allow_reduced, notes)
@@ -216,7 +223,9 @@ def _prepare_ray(plan, root, device, where, allow_reduced, checkpoints) -> PoolP
         )
     todo, cached = _todo([j for j in jobs if not j.timed], root, place, notes)
     where_ = f"the Ray cluster at {address}" if address else "a local Ray instance"
-    slots = RaySlots(0, cpus, gpus / (per_device or 1), where_)
+    # a pool run uses one GPU, whatever a notebook's task asks for: 1 / N of one with N per GPU
+    per_device = per_device or 1
+    slots = RaySlots(0, cpus, 1 / per_device if gpus else 0, where_, per_device)
     return PoolPlan(
         _order(todo),
         slots,

@@ -31,7 +31,16 @@ from .pool_jobs import PoolJob, log_name, resume_round
 from .pool_workers import run_info
 from .run_transfer import folder_files, install
 
-__all__ = ["RaySlots", "RayPool", "train_task", "place_of", "on_device"]
+__all__ = [
+    "RaySlots",
+    "RayPool",
+    "train_task",
+    "place_of",
+    "on_device",
+    "gpu_memory",
+    "check_gpu_fit",
+    "PROBE_WAIT_S",
+]
 
 _POLL_S = 0.5
 
@@ -46,13 +55,15 @@ def place_of(gpus: float, device: str = "auto") -> str:
 
 @dataclass
 class RaySlots:
-    """What the pool's progress reads of where its runs go: the runs Ray can hold at once."""
+    """What a pool run asks Ray for (``cpus``; ``gpus``: 1 / ``per_device`` of one GPU, or 0 on
+    CPUs) and how many runs Ray holds at once (``runs``, counted once Ray is up)."""
 
     runs: int
     cpus: float
     gpus: float
     where: str
-    gpu: bool = False
+    per_device: int = 1
+    gpu: bool = False  # what the progress reads: Ray, not the pool, places the runs
     devices: tuple = ()
 
     def capacity(self) -> int:
@@ -61,6 +72,43 @@ class RaySlots:
     def describe(self) -> str:
         gpus = f", {self.gpus:g} GPU" if self.gpus else ""
         return f"{self.where}, {self.cpus:g} CPU{gpus} per run ({self.runs} at once)"
+
+
+#: seconds the GPU memory probe may wait for a GPU of the cluster to be free
+PROBE_WAIT_S = 120.0
+
+
+def gpu_memory() -> list[dict]:
+    """Runs as a Ray task of one GPU: that GPU's free and total memory, as
+    :func:`.pool_slots.probe_gpus` reports a local one."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return [{"index": 0, "name": torch.cuda.get_device_name(0), "free": free, "total": total}]
+
+
+def check_gpu_fit(ray, plan, wait_s: float = PROBE_WAIT_S) -> str | None:
+    """With several runs per GPU (``--runs-per-device``), FlkitError before any training when
+    that many of the plan's largest run (:func:`.pool_slots.job_bytes`) would not fit the free
+    memory of a GPU of the cluster, read by a task of one GPU (:func:`gpu_memory`); a note
+    when no GPU came free within ``wait_s`` seconds to be read, else None."""
+    from .pool_slots import check_fit, job_bytes
+
+    slots = plan.slots
+    if not slots.gpus or slots.per_device <= 1 or not plan.jobs:
+        return None
+    ref = ray.remote(gpu_memory).options(num_gpus=1, num_cpus=0, max_retries=0).remote()
+    ready, _ = ray.wait([ref], timeout=wait_s)
+    if not ready:
+        ray.cancel(ref, force=True)
+        return (
+            f"no GPU of the cluster came free within {wait_s:.0f} s to check that "
+            f"{slots.per_device} runs fit one; they go as asked"
+        )
+    loaded: dict = {}
+    need = max(job_bytes(j, loaded) for j in plan.jobs)
+    check_fit(slots.per_device, need, ray.get(ref), [0])
+    return None
 
 
 def capacity(ray, cpus: float, gpus: float) -> int:

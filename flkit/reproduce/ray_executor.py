@@ -9,9 +9,10 @@ a temporary folder on its worker and returns every file of the run folder (execu
 results.json, figures, run.json), and the driver writes them into ``<out>`` where a local run
 would have put them, so the reports are the same. The run pool's folders (:mod:`.pool_ray`) go out
 the same way: :meth:`RayExecutor.ship` hands Ray each once, and a notebook's task writes those its
-node's run cache lacks before the kernel starts. A task whose worker dies (killed, out of
-memory, node lost) is recorded as failed and the others go on; tasks are not retried, because a
-notebook that crashed its worker once would crash it again. Its kernel, with whatever the kernel
+node's run cache lacks before the kernel starts; the runs its notebook trains itself come back.
+A task whose worker dies (killed, out of memory, node lost) is recorded as failed and the
+others go on; tasks are not retried, because a notebook that crashed its worker once would crash
+it again. Its kernel, with whatever the kernel
 started, is ended by the run's watchdog (:class:`.stopping.GroupWatchdog`, started by
 :func:`.worker.run_one`), so no notebook goes on writing into the run cache unseen, and a run
 interrupted there resumes from its last checkpoint when it is run again.
@@ -56,15 +57,18 @@ START_ADVICE = (
 )
 
 
-def run_task(run: dict, events=None) -> tuple[dict, dict]:
+def run_task(run: dict, events=None) -> tuple[dict, dict, dict]:
     """Runs on a Ray worker: the notebook in a temporary folder (the shipped copy in
-    ``run["notebook_source"]`` when its path does not exist there); returns (info, files), files
-    as ``{path relative to the run folder: bytes}``."""
+    ``run["notebook_source"]`` when its path does not exist there); returns (info, files, runs),
+    files as ``{path relative to the run folder: bytes}``, runs the run folders named in
+    ``run["wanted"]`` that this node's cache holds whole after the notebook (those it trained
+    itself), as ``{path relative to the cache: bytes}``."""
     tmp = Path(tempfile.mkdtemp(prefix="flkit-ray-"))
     try:
         run = dict(run)
         _receive(run.pop("cache", None) or [])
         device_type = run.pop("device_type", None)
+        wanted = run.pop("wanted", None) or []
         if run.get("threads"):  # the driver's count, over whatever this worker's node sets
             os.environ["FLKIT_THREADS"] = str(run["threads"])
         source = run.pop("notebook_source")
@@ -82,7 +86,7 @@ def run_task(run: dict, events=None) -> tuple[dict, dict]:
             for p in sorted(run_dir.rglob("*"))
             if p.is_file()
         }
-        return info, files
+        return info, files, _trained(wanted)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -101,6 +105,23 @@ def _receive(shipped: list) -> None:
     for sizes, ref in shipped:
         if not holds(root, sizes):
             install(root, ray.get(ref))
+
+
+def _whole(folder: Path) -> bool:
+    """Whether ``folder`` holds a finished run whose every file matches its manifest."""
+    from .. import store
+
+    return store.RunFolder(folder, ()).whole(None, repair=False)
+
+
+def _trained(names: list) -> dict:
+    """On a Ray worker: the files of the run folders ``names`` this node's cache holds whole."""
+    if not names:
+        return {}
+    from ..store import default_root
+
+    root = default_root()
+    return folder_files(root, [root / n for n in names if _whole(root / n)])
 
 
 def write_run_files(run: dict, files: dict) -> None:
@@ -144,7 +165,9 @@ class RayExecutor:
         self.gpus = gpus
         self.started = False
         self.shipped: dict[str, list] = {}
+        self.wanted: dict[str, list] = {}
         self.device_type: str | None = None
+        self.root: Path | None = None
         if address is not None:
             _check_reachable(address)
 
@@ -152,16 +175,20 @@ class RayExecutor:
         """Send each notebook's run folders (``{notebook: [folder under root, ...]}``, the
         pool's) with its tasks: Ray holds each folder once, and a task's node takes those its
         run cache lacks before the kernel starts (:mod:`.run_transfer`); its notebook then
-        trains on ``device_type``, the type the folders were named by."""
+        trains on ``device_type``, the type the folders were named by. A folder not whole here
+        (a timed run the pool left to its notebook, a failed one) comes back with the task once
+        its notebook has trained it, into the cache at ``root``, so the next call sends it."""
         import ray
 
-        self.device_type = device_type
+        self.device_type, self.root = device_type, Path(root)
         for notebook, paths in folders.items():
             for path in paths:
-                files = folder_files(root, [path])
+                files = folder_files(root, [path])  # a run, or a checkpoint to resume from
                 if files:
                     entry = (manifest(files), ray.put(files))
                     self.shipped.setdefault(notebook, []).append(entry)
+                if not _whole(Path(path)):  # its notebook trains it: it comes back with the task
+                    self.wanted.setdefault(notebook, []).append(Path(path).name)
 
     def describe(self) -> str:
         where = f"cluster {self.address}" if self.address else "a local Ray instance"
@@ -236,7 +263,7 @@ class RayExecutor:
 
             ray.shutdown()
             self.started = False
-        self.shipped = {}
+        self.shipped, self.wanted = {}, {}
 
     def events(self, runs: list[dict]):
         import ray
@@ -256,6 +283,7 @@ class RayExecutor:
             payload = {**run, "notebook_source": sources[run["input"]]}
             payload["cache"] = self.shipped.get(run["notebook"], [])
             payload["device_type"] = self.device_type
+            payload["wanted"] = self.wanted.get(run["notebook"], [])
             pending[task.remote(payload, events)] = i
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
@@ -268,10 +296,12 @@ class RayExecutor:
                 i = pending.pop(ref)
                 run = runs[i]
                 try:
-                    info, files = ray.get(ref)
+                    info, files, trained = ray.get(ref)
                 except Exception as e:  # the task's worker died: WorkerCrashedError & co.
                     info = failed_info(run, e)
-                    files = {}
+                    files, trained = {}, {}
                 write_run_files(run, files)
+                if trained:  # the runs its notebook trained on its node, into this cache
+                    install(self.root, trained)
                 yield ("done", i, info)
         events.shutdown(force=True)
