@@ -73,7 +73,7 @@ def _fake_ray(handed: list):
 
     ray.remote = lambda fn: Task()
     ray.wait = lambda refs, **k: (list(refs), [])
-    ray.get = lambda ref: (INFO, {})
+    ray.get = lambda ref: (INFO, {}, {})  # info, the run folder's files, runs trained
     util = types.ModuleType("ray.util")
     queue = types.ModuleType("ray.util.queue")
 
