@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_pool import _plan_dict as _plan
 
 from flkit import store
 from flkit.experiment import RunConfig
@@ -16,17 +17,6 @@ from flkit.reproduce.pool import prepare_pool
 from flkit.reproduce.pool_jobs import notebook_jobs
 from flkit.utils import FlkitError
 from flkit.workbook import presets
-
-
-def _plan(tmp_path, notebooks, overrides=None) -> dict:
-    return {
-        "overrides": dict(overrides or {}),
-        "notebooks": list(notebooks),
-        "preset": "smoke",
-        "seeds": [0],
-        "runs": [{"notebook": n} for n in notebooks],
-        "out": tmp_path / "out",
-    }
 
 
 def _ids(jobs) -> set:

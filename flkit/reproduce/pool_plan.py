@@ -226,17 +226,18 @@ def _prepare_ray(plan, root, device, where, allow_reduced, checkpoints) -> PoolP
     # a pool run uses one GPU, whatever a notebook's task asks for: 1 / N of one with N per GPU
     per_device = per_device or 1
     slots = RaySlots(0, cpus, 1 / per_device if gpus else 0, where_, per_device)
+    every, seconds = checkpoints
     return PoolPlan(
-        _order(todo),
-        slots,
-        root,
-        device,
-        cached,
-        None,
-        notes,
-        Path(plan["out"]) / LOG_DIR,
-        bool(allow_reduced),
-        *checkpoints,
+        jobs=_order(todo),
+        slots=slots,
+        root=root,
+        device=device,
+        cached=cached,
+        notes=notes,
+        log_dir=Path(plan["out"]) / LOG_DIR,
+        allow_reduced=bool(allow_reduced),
+        checkpoint_every=every,
+        checkpoint_seconds=seconds,
         ray=True,
         place=place,
         folders=folders,
