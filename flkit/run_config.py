@@ -136,6 +136,8 @@ class RunConfig:
         order, so results differ (a GPU run's float work does not depend on them).
         ``device_type`` ("cpu" or "cuda"): the key of the run on such a device, named on a machine
         that may have none (the run pool naming a Ray cluster's folders)."""
+        if device_type not in (None, "cpu", "cuda"):
+            raise FlkitError(f"device_type={device_type!r}; accepted: None, 'cpu' or 'cuda'")
         d = self.to_dict()
         d["device"] = device_type or str(resolve_device(self.device)).split(":")[0]
         if d["device"] == "cpu":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -164,3 +165,19 @@ def add_quiet_argument(parser, help: str) -> None:
     parser.add_argument(
         "--quiet", "-q", "--no-progress", dest="quiet", action="store_true", help=help
     )
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """Set environment variables (child processes, e.g. kernels, inherit them), then restore
+    them as they were."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: str(v) for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

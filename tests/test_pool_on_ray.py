@@ -92,6 +92,8 @@ def test_a_gpu_runs_folder_is_named_on_a_machine_without_one(tmp_path):
     key = {k: v for k, v in key.items() if k != "threads"} | {"device": "cuda"}
     assert job.folder(tmp_path, "cuda") == store.run_dir(tmp_path, key, prefix=cfg.method)
     assert job.folder(tmp_path, "cuda") != job.folder(tmp_path, "cpu")
+    with pytest.raises(FlkitError, match=r"device_type='cuda:0'; accepted: None, 'cpu' or 'cuda'"):
+        cfg.cache_key("cuda:0")
     sim = notebook_jobs("03_fedast", "smoke", [0], {}, 1)[0]
     assert sim.kind == "simulation"
     assert sim.folder(tmp_path, "cuda").parent == tmp_path
@@ -157,3 +159,23 @@ def test_more_runs_per_gpu_than_a_cluster_gpu_holds_is_refused_before_training(t
     one = prepare_pool(plan, executor="ray", ray_resources=(1, 1), root=tmp_path)
     unasked = _Ray(0)
     assert check_gpu_fit(unasked, one) is None and unasked.asked == []  # Ray counts whole GPUs
+
+
+def test_the_runs_ray_holds_at_once_are_counted_node_by_node():
+    # by hand, per live node, the fewest of CPUs // CPUs per run and GPUs // GPU per run: node A
+    # (4 CPUs, 1 GPU) holds min(4 // 1, 1 // 0.5) = 2 runs of 1 CPU and half a GPU; node B (8
+    # CPUs, no GPU) none that needs a GPU, and 8 // 2 = 4 of 2 CPUs alone; a dead node none
+    from flkit.reproduce.pool_ray import capacity
+
+    class Nodes:
+        @staticmethod
+        def nodes():
+            return [
+                {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}},
+                {"Alive": True, "Resources": {"CPU": 8.0}},
+                {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}},
+            ]
+
+    assert capacity(Nodes, 1, 0.5) == 2
+    assert capacity(Nodes, 2, 0) == 2 + 4
+    assert capacity(Nodes, 3, 0.25) == 1

@@ -8,14 +8,13 @@ student version into ``root/release/flkit/`` and records the graded cells in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
-from ..utils import FlkitError
+from ..utils import FlkitError, environment
 
 ASSIGNMENT = "flkit"
 
@@ -81,21 +80,6 @@ def course_api(root: Path, cell_timeout: int = 120, notebook_timeout: float = 0,
     from nbgrader.coursedir import CourseDirectory
 
     return NbGraderAPI(coursedir=CourseDirectory(config=c), config=c)
-
-
-@contextlib.contextmanager
-def environment(**values):
-    """Set environment variables (the grading kernels inherit them), then restore them."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update({k: str(v) for k, v in values.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def generate(

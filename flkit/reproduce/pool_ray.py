@@ -23,10 +23,10 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..utils import environment
 from .pool_jobs import PoolJob, log_name, resume_round
 from .pool_workers import run_info
 from .run_transfer import folder_files, install
@@ -125,21 +125,11 @@ def capacity(ray, cpus: float, gpus: float) -> int:
     return total
 
 
-@contextmanager
 def on_device(device_type: str | None):
-    """``$FLKIT_DEVICE`` set to ``device_type`` inside (None: left as it is), then put back: a
-    run whose device is "auto" trains on the device type its folder was named by, whatever a
-    node's Ray shows a task of no GPUs."""
-    before = os.environ.get("FLKIT_DEVICE")
-    if device_type:
-        os.environ["FLKIT_DEVICE"] = device_type
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("FLKIT_DEVICE", None)
-        else:
-            os.environ["FLKIT_DEVICE"] = before
+    """``$FLKIT_DEVICE`` set to ``device_type`` while inside (None: left as it is), then put
+    back: a run whose device is "auto" trains on the device type its folder was named by,
+    whatever a node's Ray shows a task of no GPUs."""
+    return environment(**({"FLKIT_DEVICE": device_type} if device_type else {}))
 
 
 def train_task(spec: dict, events=None) -> dict:

@@ -33,7 +33,7 @@ from pathlib import Path
 from ..utils import FlkitError
 from .plan import check_machine, with_threads
 from .pool_ray import on_device
-from .run_transfer import folder_files, holds, install, manifest
+from .run_transfer import files_under, folder_files, holds, install, manifest
 from .worker import clean_run_dir, failed_info, run_one
 
 __all__ = [
@@ -81,12 +81,7 @@ def run_task(run: dict, events=None) -> tuple[dict, dict, dict]:
         run["run_dir"] = str(run_dir)
         with on_device(device_type):  # the pool's runs' device type, when it sent any
             info = run_one(run, events)
-        files = {
-            p.relative_to(run_dir).as_posix(): p.read_bytes()
-            for p in sorted(run_dir.rglob("*"))
-            if p.is_file()
-        }
-        return info, files, _trained(wanted)
+        return info, files_under(run_dir, hidden=True), _trained(wanted)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -14,27 +14,33 @@ import shutil
 import uuid
 from pathlib import Path
 
-__all__ = ["folder_files", "manifest", "holds", "install"]
+__all__ = ["files_under", "folder_files", "manifest", "holds", "install"]
 
 
-def _files(folder: Path):
-    """The finished files of ``folder`` (hidden names are a writer's temporary files)."""
+def _files(folder: Path, hidden: bool = False):
+    """The files below ``folder``; without ``hidden``, none under a hidden name (a cache
+    writer's temporary files)."""
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder)
-        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
+        if p.is_file() and (hidden or not any(part.startswith(".") for part in rel.parts)):
             yield p
+
+
+def files_under(folder, hidden: bool = False) -> dict[str, bytes]:
+    """Every file below ``folder`` (``hidden``: those under hidden names too), keyed by its path
+    relative to ``folder``: what a Ray task sends back of a folder of its own."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in _files(folder, hidden)}
 
 
 def folder_files(root, folders) -> dict[str, bytes]:
     """Every finished file of each of ``folders`` (folders directly under ``root``; one that
     does not exist gives nothing), keyed by its path relative to ``root``."""
-    root = Path(root)
     out = {}
-    for folder in folders:
-        folder = Path(folder)
+    for folder in map(Path, folders):
         if folder.is_dir():
-            for p in _files(folder):
-                out[p.relative_to(root).as_posix()] = p.read_bytes()
+            rel = folder.relative_to(root).as_posix()
+            out.update({f"{rel}/{name}": data for name, data in files_under(folder).items()})
     return out
 
 
